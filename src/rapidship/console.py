@@ -1,0 +1,34 @@
+"""Where people read output: one rich console on stderr, so stdout stays clean for JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, is_dataclass
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+err = Console(stderr=True)
+
+
+def as_jsonable(value: Any) -> Any:
+    if is_dataclass(value):
+        return asdict(value)
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return value
+
+
+def print_json(value: Any) -> None:
+    """Machine-read output goes to stdout as JSON, nothing else."""
+    print(json.dumps(as_jsonable(value), indent=2, default=str))
+
+
+def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
+    tab = Table(title=title)
+    for column in columns:
+        tab.add_column(column)
+    for row in rows:
+        tab.add_row(*(str(c) for c in row))
+    err.print(tab)

@@ -1,0 +1,53 @@
+"""The one error type users see: a clear sentence naming where and what to do.
+
+Stages raise `RapidshipError`; `tasks.py` turns it into a message on stderr and exit code 2,
+so bad input never ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, TypeVar
+
+F = TypeVar("F", bound=Callable)
+
+
+class RapidshipError(Exception):
+    """A problem the user can fix. `where` names the file, yaml path or flag."""
+
+    exit_code = 2
+
+    def __init__(self, where: str, problem: str, fix: str = "") -> None:
+        self.where = where
+        self.problem = problem
+        self.fix = fix
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        text = f"{self.where}: {self.problem}"
+        return f"{text}\n  fix: {self.fix}" if self.fix else text
+
+
+class ConfigError(RapidshipError):
+    """Bad configuration (variants.yaml, policy files, harbor/)."""
+
+
+class GateFailure(RapidshipError):
+    """A gate said no. Exit code 1 tells CI 'the image is bad', not 'the input is bad'."""
+
+    exit_code = 1
+
+
+def exits_cleanly(fn: F) -> F:
+    """Wrap an invoke task so a RapidshipError becomes one message and an exit code."""
+    from invoke.exceptions import Exit
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except RapidshipError as err:
+            raise Exit(f"error: {err.message}", code=err.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]

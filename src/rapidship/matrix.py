@@ -1,0 +1,410 @@
+"""variants.yaml -> Matrix of Variant records.
+
+The file has five parts: `defaults`, `oses` (a catalogue of OS bases), `axes` (cuda x os), an
+`exclude` list of partial dicts (rapidsai/docker style) and `overrides` keyed by variant id.
+Every (cuda, os) pair of the axes that no exclude entry matches is a variant. Everything that can
+be wrong is reported as ONE ConfigError naming the file and the yaml path.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rapidship.errors import ConfigError
+
+DEFAULT_FILE = Path("variants.yaml")
+CPU = "cpu"
+
+_RAPIDS_RE = re.compile(r"^\d{2}\.\d{2}$")
+_CUDA_RE = re.compile(r"^\d{2}\.\d$")
+_PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
+_IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:[\w][\w.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+
+
+class Arch(str, Enum):
+    amd64 = "amd64"
+    arm64 = "arm64"
+
+
+class Flavour(str, Enum):
+    conda = "conda"
+    pip = "pip"
+
+
+class _Strict(BaseModel):
+    # strict: YAML's `python: 3.10` is the float 3.1, so versions must be quoted strings.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _pattern(value: str, regex: re.Pattern, example: str) -> str:
+    if not regex.match(value):
+        raise ValueError(f"{value!r} is not a version like {example}")
+    return value
+
+
+class Defaults(_Strict):
+    registry_prefix: str = Field(min_length=1)
+    budget_bytes: int = Field(gt=0)
+    uid: int = Field(gt=0, lt=2**31)
+    user: str = Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    rapids: str
+    python: str
+    flavour: Flavour
+    image: str
+    env: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    conda_builder: str  # any glibc image with python >= 3.9: conda envs do not depend on the build OS
+
+    _rapids = field_validator("rapids")(lambda v: _pattern(v, _RAPIDS_RE, '"26.10"'))
+    _python = field_validator("python")(lambda v: _pattern(v, _PYTHON_RE, '"3.11"'))
+
+    @field_validator("flavour", mode="before")
+    @classmethod
+    def _flavour(cls, value: Any) -> Any:
+        return Flavour(value) if value in {f.value for f in Flavour} else value
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        if not _IMAGE_RE.match(value) or ":" in value:
+            raise ValueError(f"{value!r} is not an image repository name like rapidship/rapids (no tag)")
+        return value
+
+
+class OsEntry(_Strict):
+    family: Literal["deb", "rpm"]
+    distro: str = Field(pattern=r"^[a-z]+$")
+    version: str = Field(min_length=1)
+    arches: tuple[Arch, ...] = Field(min_length=1)
+    image: str
+    registry_prefix: str | None = None  # e.g. the internal Kylin registry instead of the proxy cache
+    python: str | None = None  # the OS's own python3: the pip flavour's venv runs on it
+
+    _python = field_validator("python")(lambda v: v if v is None else _pattern(v, _PYTHON_RE, '"3.11"'))
+
+    @field_validator("arches", mode="before")
+    @classmethod
+    def _arches(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return tuple(Arch(a) if a in {x.value for x in Arch} else a for a in value)
+        return value
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        if not _IMAGE_RE.match(value):
+            raise ValueError(f"{value!r} is not an image reference like library/ubuntu:22.04[@sha256:...]")
+        return value
+
+
+class Axes(_Strict):
+    cuda: tuple[str, ...] = Field(min_length=1)
+    os: tuple[str, ...] = Field(min_length=1)
+
+    @field_validator("cuda", "os", mode="before")
+    @classmethod
+    def _as_tuple(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("cuda")
+    @classmethod
+    def _cuda(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        for value in values:
+            if value != CPU:
+                _pattern(value, _CUDA_RE, '"12.9" (or "cpu")')
+        return values
+
+
+class StageBasesOverride(_Strict):
+    builder: str | None = None
+    runtime: str | None = None
+
+
+class Override(_Strict):
+    rapids: str | None = None
+    python: str | None = None
+    flavour: Flavour | None = None
+    arches: tuple[Arch, ...] | None = None
+    env: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    image: str | None = None
+    budget_bytes: int | None = Field(default=None, gt=0)
+    base: StageBasesOverride | None = None
+
+    _rapids = field_validator("rapids")(lambda v: v if v is None else _pattern(v, _RAPIDS_RE, '"26.10"'))
+    _python = field_validator("python")(lambda v: v if v is None else _pattern(v, _PYTHON_RE, '"3.11"'))
+
+    @field_validator("flavour", mode="before")
+    @classmethod
+    def _flavour(cls, value: Any) -> Any:
+        return Flavour(value) if value in {f.value for f in Flavour} else value
+
+    @field_validator("arches", mode="before")
+    @classmethod
+    def _arches(cls, value: Any) -> Any:
+        return OsEntry._arches(value)
+
+
+class VariantsFile(_Strict):
+    defaults: Defaults
+    oses: dict[str, OsEntry] = Field(min_length=1)
+    axes: Axes
+    exclude: tuple[dict[str, str], ...] = ()
+    overrides: dict[str, Override] = {}
+
+    @field_validator("exclude", mode="before")
+    @classmethod
+    def _exclude(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value
+
+
+class StageBases(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    builder: str
+    runtime: str
+
+
+class Variant(BaseModel):
+    """One buildable image line: everything render/build/push need, already resolved."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    rapids: str
+    cuda: str | None  # None for CPU-only variants
+    python: str
+    os: str
+    distro: str
+    os_version: str
+    family: Literal["deb", "rpm"]
+    arches: tuple[Arch, ...]
+    flavour: Flavour
+    env: str
+    image: str
+    bases: StageBases
+    budget_bytes: int
+    uid: int
+    user: str
+
+    @property
+    def cuda_major(self) -> str | None:
+        return self.cuda.split(".")[0] if self.cuda else None
+
+    def tag(self, arch: Arch | str | None = None) -> str:
+        """RAPIDS-style tag: <rapids>-cuda<cuda>-<os><ver>-py<py>[-<arch>]."""
+        accel = f"cuda{self.cuda}" if self.cuda else CPU
+        osver = re.sub(r"[^a-z0-9.]", "", f"{self.distro}{self.os_version}".lower())
+        tag = f"{self.rapids}-{accel}-{osver}-py{self.python}"
+        return f"{tag}-{Arch(arch).value}" if arch else tag
+
+    def ref(self, arch: Arch | str | None = None) -> str:
+        """Local image reference (no registry): image:tag."""
+        return f"{self.image}:{self.tag(arch)}"
+
+
+class Matrix(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    defaults: Defaults
+    variants: dict[str, Variant]
+
+    def get(self, variant_id: str, flag: str = "--variant") -> Variant:
+        if variant_id not in self.variants:
+            known = ", ".join(self.variants)
+            raise ConfigError(flag, f"unknown variant {variant_id!r}", f"use one of: {known}")
+        return self.variants[variant_id]
+
+    def select(self, ids: list[str] | None) -> list[Variant]:
+        return [self.get(i) for i in ids] if ids else list(self.variants.values())
+
+
+def variant_id(cuda: str, os_key: str) -> str:
+    return f"{CPU}-{os_key}" if cuda == CPU else f"cuda{cuda.split('.')[0]}-{os_key}"
+
+
+def load_matrix(path: Path | str = DEFAULT_FILE) -> Matrix:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(path), "file not found", "run from the project root or pass --variants-file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(str(path), f"cannot be read ({err.__class__.__name__})", "check the file") from None
+    return parse_matrix(text, str(path))
+
+
+def parse_matrix(text: str, source: str = str(DEFAULT_FILE)) -> Matrix:
+    """Pure core: yaml text -> Matrix, or ConfigError naming source and yaml path."""
+    doc = _load_yaml(text, source)
+    if not isinstance(doc, dict):
+        raise ConfigError(source, "top level must be a mapping with defaults, oses, axes, exclude, overrides",
+                          "see the variants.yaml in the project root for the layout")
+    try:
+        spec = VariantsFile.model_validate(doc)
+    except ValidationError as err:
+        raise _config_error(source, err) from None
+    return Matrix(source=source, defaults=spec.defaults, variants=_expand(spec, source))
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys silently; a repeated variant is a bug to report."""
+
+    def construct_mapping(self, node, deep=False):  # noqa: D401 - PyYAML hook
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a plain value",
+                                                        key_node.start_mark) from None
+            if duplicate:
+                raise _DuplicateKey(key, key_node.start_mark.line + 1)
+        return super().construct_mapping(node, deep)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int) -> None:
+        self.key, self.line = key, line
+
+
+def _load_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+    except _DuplicateKey as dup:
+        raise ConfigError(f"{source} line {dup.line}", f"duplicate key {dup.key!r}",
+                          "each id may appear once: merge the two entries") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{source} line {mark.line + 1}" if mark else source
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(where, f"not valid YAML: {problem}", "fix the syntax at that line") from None
+
+
+def _yaml_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _config_error(source: str, err: ValidationError) -> ConfigError:
+    first = err.errors()[0]
+    loc = tuple(p for p in first["loc"] if p not in ("function-after[_flavour(), function-before]",))
+    kind, value = first["type"], first.get("input")
+    path = _yaml_path(loc)
+    if kind == "extra_forbidden":
+        return ConfigError(f"{source}: {path}", f"unknown key {loc[-1]!r}",
+                           "remove it or correct its spelling (see the layout in docs/variants.md)")
+    if kind == "missing":
+        return ConfigError(f"{source}: {path}", "required key is missing", f"add `{loc[-1]}:` there")
+    if kind in ("string_type", "int_type", "dict_type", "list_type", "tuple_type", "model_type"):
+        hint = ' (quote versions: YAML reads 3.10 as the number 3.1)' if kind == "string_type" else ""
+        want = kind.split("_")[0].replace("model", "mapping").replace("dict", "mapping")
+        return ConfigError(f"{source}: {path}", f"expected a {want}, got {value!r}{hint}",
+                           f"write a {want} there")
+    if kind in ("enum", "literal_error"):
+        allowed = first.get("ctx", {}).get("expected", "")
+        return ConfigError(f"{source}: {path}", f"{value!r} is not one of {allowed}", "use one of the allowed values")
+    message = first["msg"].removeprefix("Value error, ")
+    return ConfigError(f"{source}: {path}", message, "correct the value")
+
+
+def _matches(entry: dict[str, str], cuda: str, os_key: str) -> bool:
+    combo = {"cuda": cuda, "os": os_key}
+    return all(combo[k] == v for k, v in entry.items())
+
+
+def _resolve_image(prefix: str, image: str) -> str:
+    return f"{prefix.rstrip('/')}/{image}"
+
+
+def _expand(spec: VariantsFile, source: str) -> dict[str, Variant]:
+    for i, os_key in enumerate(spec.axes.os):
+        if os_key not in spec.oses:
+            raise ConfigError(f"{source}: axes.os[{i}]", f"unknown os {os_key!r}",
+                              f"add it under oses: or use one of {', '.join(spec.oses)}")
+    for i, entry in enumerate(spec.exclude):
+        for key, value in entry.items():
+            axis = getattr(spec.axes, key, None) if key in ("cuda", "os") else None
+            if axis is None:
+                raise ConfigError(f"{source}: exclude[{i}].{key}", f"{key!r} is not an axis",
+                                  "exclude entries use the axis names cuda and os")
+            if value not in axis:
+                raise ConfigError(f"{source}: exclude[{i}].{key}", f"{value!r} is not on axis {key} ({', '.join(axis)})",
+                                  "correct the value or remove the entry")
+
+    variants: dict[str, Variant] = {}
+    excluded: dict[str, int] = {}
+    origin: dict[str, str] = {}
+    for cuda in spec.axes.cuda:
+        for os_key in spec.axes.os:
+            vid = variant_id(cuda, os_key)
+            hit = next((i for i, e in enumerate(spec.exclude) if _matches(e, cuda, os_key)), None)
+            if vid in origin:
+                raise ConfigError(f"{source}: axes.cuda", f"{origin[vid]!r} and {cuda!r} both make variant id {vid!r}",
+                                  "keep one CUDA version per major on the cuda axis")
+            origin[vid] = cuda
+            if hit is not None:
+                excluded[vid] = hit
+                continue
+            variants[vid] = _variant(spec, cuda, os_key, source)
+
+    for vid in spec.overrides:
+        if vid in excluded:
+            raise ConfigError(f"{source}: overrides.{vid}", f"this variant is removed by exclude[{excluded[vid]}]",
+                              "drop the override, or drop the exclude entry to build the variant")
+        if vid not in variants:
+            raise ConfigError(f"{source}: overrides.{vid}", "no such variant in the matrix",
+                              f"variants are: {', '.join(variants)}")
+    if not variants:
+        raise ConfigError(f"{source}: exclude", "every combination of the axes is excluded", "leave at least one")
+    return variants
+
+
+def _variant(spec: VariantsFile, cuda: str, os_key: str, source: str) -> Variant:
+    vid = variant_id(cuda, os_key)
+    d, osx = spec.defaults, spec.oses[os_key]
+    o = spec.overrides.get(vid, Override())
+    where = f"{source}: overrides.{vid}"
+    arches = o.arches if o.arches is not None else osx.arches
+    for i, arch in enumerate(arches):
+        if arch not in osx.arches:
+            offered = ", ".join(a.value for a in osx.arches)
+            raise ConfigError(f"{where}.arches[{i}]", f"os {os_key!r} offers no base for {arch.value} (oses.{os_key}.arches: {offered})",
+                              f"drop {arch.value} or add it to oses.{os_key}.arches once the base exists")
+    flavour = o.flavour or d.flavour
+    python = o.python or d.python
+    if flavour is Flavour.pip and (osx.family != "deb" or tuple(map(int, python.split("."))) < (3, 11)):
+        raise ConfigError(f"{where}.flavour", "the pip flavour needs a Debian-family OS and Python >= 3.11",
+                          "use flavour: conda for this variant")
+    if flavour is Flavour.pip and osx.python != python:
+        raise ConfigError(f"{where}.python", f"the pip flavour runs on the OS python ({osx.python or 'unset'} in "
+                          f"oses.{os_key}.python), not {python}", "match the versions or use flavour: conda")
+    base_image = _resolve_image(osx.registry_prefix or d.registry_prefix, osx.image)
+    builder_image = base_image if flavour is Flavour.pip else _resolve_image(d.registry_prefix, d.conda_builder)
+    bases = StageBases(builder=(o.base.builder if o.base and o.base.builder else builder_image),
+                       runtime=(o.base.runtime if o.base and o.base.runtime else base_image))
+    for stage in ("builder", "runtime"):
+        ref = getattr(bases, stage)
+        if not _IMAGE_RE.match(ref.split("/", 1)[-1]) and not _IMAGE_RE.match(ref):
+            raise ConfigError(f"{where}.base.{stage}", f"{ref!r} is not an image reference", "write registry/repo:tag")
+    image = o.image or d.image
+    if not _IMAGE_RE.match(image) or ":" in image:
+        raise ConfigError(f"{where}.image", f"{image!r} is not an image repository name", "write e.g. rapidship/rapids")
+    return Variant(
+        id=vid, rapids=o.rapids or d.rapids, cuda=None if cuda == CPU else cuda, python=python,
+        os=os_key, distro=osx.distro, os_version=osx.version, family=osx.family, arches=arches,
+        flavour=flavour, env=o.env or d.env, image=image, bases=bases,
+        budget_bytes=o.budget_bytes or d.budget_bytes, uid=d.uid, user=d.user,
+    )

@@ -1,0 +1,166 @@
+"""Variant -> rendered Dockerfile and build context under build/<variant>/.
+
+Pure core: `render_dockerfile(variant, ctx)` (templates in, text out). Thin I/O: `render()` reads
+the lock files, writes the context (Dockerfile, lock/, runtime/) and a render.json record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import jinja2
+
+from rapidship.errors import ConfigError
+from rapidship.matrix import Flavour, Variant
+
+TEMPLATES = Path("templates")
+LOCKS = Path("locks")
+BUILD = Path("build")
+RUNTIME_SRC = Path(__file__).parent / "runtime"
+LOCK_INSTALLER = Path(__file__).parent / "install_lock.py"
+
+PREFIX = "/opt/rapids"
+# Longer than PREFIX so conda-pack can rewrite binary prefixes in place (padding with NULs).
+BUILD_PREFIX = "/opt/rapidship-build/envs/placeholder-prefix-for-relocation"
+SPILL_DIR = "/spill"
+
+# Paths a runtime never needs. conda-pack --exclude patterns are relative to the prefix.
+PACK_EXCLUDES = ("*.a", "include/*", "pkgs/*", "conda-meta/*.json.bak", "share/doc/*", "share/man/*",
+                 "lib/python*/site-packages/*/tests/*", "lib/cmake/*", "lib/pkgconfig/*")
+VENV_TRIMS = ("*/site-packages/*/tests", "*/site-packages/setuptools", "*/site-packages/_distutils_hack",
+              "*/site-packages/setuptools-*", "*/site-packages/pkg_resources", "*.a")
+
+RUNTIME_PACKAGES = {
+    ("deb", Flavour.pip): ("ca-certificates", "python{python}"),
+    ("deb", Flavour.conda): ("ca-certificates",),
+    ("rpm", Flavour.conda): ("ca-certificates", "shadow-utils"),
+}
+
+
+@dataclass(frozen=True)
+class RenderContext:
+    """Everything a template needs beyond the Variant."""
+
+    lock_sha256: str
+    lock_files: tuple[str, ...]
+    runtime_packages: tuple[str, ...]
+    description: str
+    prefix: str = PREFIX
+    build_prefix: str = BUILD_PREFIX
+    spill_dir: str = SPILL_DIR
+    pack_excludes: tuple[str, ...] = PACK_EXCLUDES
+    venv_trims: tuple[str, ...] = VENV_TRIMS
+
+
+@dataclass(frozen=True)
+class Rendered:
+    variant: str
+    out_dir: str
+    dockerfile: str
+    dockerfile_sha256: str
+    lock_sha256: str
+    files: list[str] = field(default_factory=list)
+
+
+def lock_sources(variant: Variant, locks: Path = LOCKS) -> dict[str, Path]:
+    """Lock files a variant's build context needs, by their name inside the context's lock/."""
+    env_dir = locks / variant.env
+    if variant.flavour is Flavour.pip:
+        return {"requirements.txt": env_dir / "requirements.txt"}
+    files = {f"conda-{arch.value}.lock": env_dir / f"conda-{arch.value}.lock" for arch in variant.arches}
+    files["tools.txt"] = locks / "tools.txt"
+    return files
+
+
+def lock_digest(files: dict[str, bytes]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + files[name] + b"\0")
+    return digest.hexdigest()
+
+
+def make_context(variant: Variant, lock_bytes: dict[str, bytes]) -> RenderContext:
+    packages = RUNTIME_PACKAGES[(variant.family, variant.flavour)]
+    what = f"RAPIDS {variant.rapids} on CUDA {variant.cuda}" if variant.cuda else "Dask spill runtime (no CUDA)"
+    return RenderContext(
+        lock_sha256=lock_digest(lock_bytes) if lock_bytes else "unlocked",
+        lock_files=tuple(sorted(lock_bytes)),
+        runtime_packages=tuple(p.format(python=variant.python) for p in packages),
+        description=f"{what}, {variant.distro} {variant.os_version}, Python {variant.python}",
+    )
+
+
+def _environment(templates: Path) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # noqa: S701 - Dockerfiles, not HTML
+    )
+
+
+def render_dockerfile(variant: Variant, ctx: RenderContext, templates: Path = TEMPLATES) -> str:
+    """Pure: variant + context -> Dockerfile text."""
+    name = f"{variant.family}/Dockerfile.j2"
+    try:
+        template = _environment(templates).get_template(name)
+        text = template.render(v=variant, ctx=ctx)
+    except jinja2.TemplateNotFound:
+        raise ConfigError(str(templates / name), "template not found",
+                          f"add a template for OS family {variant.family!r}") from None
+    except jinja2.UndefinedError as err:
+        raise ConfigError(str(templates / name), f"template uses an undefined value ({err.message})",
+                          "fix the template or add the value to the render context") from None
+    except jinja2.TemplateSyntaxError as err:
+        raise ConfigError(f"{err.filename or templates / name} line {err.lineno}", f"template syntax: {err.message}",
+                          "fix the template") from None
+    lines = [line.rstrip() for line in text.splitlines()]
+    return "\n".join(lines).strip("\n") + "\n"
+
+
+def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES, locks: Path = LOCKS) -> Rendered:
+    """Write build/<variant>/ : Dockerfile, lock/, runtime/, render.json."""
+    sources = lock_sources(variant, locks)
+    lock_bytes = {name: path.read_bytes() for name, path in sources.items() if path.is_file()}
+    ctx = make_context(variant, lock_bytes)
+    dockerfile = render_dockerfile(variant, ctx, templates)
+
+    out = out_root / variant.id
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "lock").mkdir(parents=True)
+    (out / "Dockerfile").write_text(dockerfile)
+    for name, data in lock_bytes.items():
+        (out / "lock" / name).write_bytes(data)
+    if variant.flavour is Flavour.conda:
+        shutil.copy2(LOCK_INSTALLER, out / "lock" / LOCK_INSTALLER.name)
+    _copy_runtime(out / "runtime")
+
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    record = Rendered(variant=variant.id, out_dir=str(out), dockerfile=str(out / "Dockerfile"),
+                      dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
+                      lock_sha256=ctx.lock_sha256, files=files)
+    (out / "render.json").write_text(json.dumps(asdict(record), indent=2) + "\n")
+    return record
+
+
+def missing_locks(variant: Variant, locks: Path = LOCKS) -> list[str]:
+    return [str(p) for p in lock_sources(variant, locks).values() if not p.is_file()]
+
+
+def _copy_runtime(dest: Path) -> None:
+    """The in-image programs: the rapids_runtime package and its small sh launchers."""
+    pkg = dest / "rapids_runtime"
+    pkg.mkdir(parents=True)
+    for src in sorted(RUNTIME_SRC.glob("*.py")):
+        shutil.copy2(src, pkg / src.name)
+    bin_dir = dest / "bin"
+    bin_dir.mkdir()
+    for src in sorted((RUNTIME_SRC / "bin").iterdir()):
+        target = bin_dir / src.name
+        shutil.copy2(src, target)
+        target.chmod(0o755)  # COPY keeps the mode; no --chmod needed (older BuildKit frontends lack it)

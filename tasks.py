@@ -84,3 +84,71 @@ def _pick(m, ids, every):
     if not ids and not every:
         raise ConfigError("--variant", "no variant named", f"pass --variant ID or --all (ids: {', '.join(m.variants)})")
     return m.select(ids)
+
+
+@task(name="base", help={"os": "OS key from variants.yaml (Debian family), e.g. debian12",
+                         "arch": "amd64 or arm64 (default: this machine's)",
+                         "mirror": "Debian/Ubuntu archive URL (default: the distro's public archive)",
+                         "conda_builder": "make the conda builder stand-in (python3 + venv) instead of the OS base",
+                         "force": "rebuild even when the image exists", **VARIANTS_HELP})
+@exits_cleanly
+def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, force=False,
+               variants_file="variants.yaml"):
+    """Bootstrap a Debian-family base with debootstrap and load it under the name variants expect."""
+    from rapidship.base import _host_arch, bootstrap, image_exists, plan_base
+    from rapidship.matrix import Arch
+
+    plan = plan_base(load_matrix(variants_file), os, _arch(arch or _host_arch()), mirror, conda_builder)
+    if image_exists(plan.ref, plan.arch) and not force:
+        console.err.print(f"{plan.ref} ({plan.arch.value}) exists; --force to rebuild")
+        return
+    Path("build").mkdir(exist_ok=True)
+    log = Path("build") / f"base-{os}-{plan.arch.value}.log"
+    with console.err.status(f"debootstrap {plan.suite} {plan.arch.value} from {plan.mirror} (log: {log})"):
+        made = bootstrap(plan, Path("build"), log)
+    console.err.print(f"made {made.ref} ({made.arch}) in {made.seconds}s, rootfs {made.rootfs_bytes / 1e6:.0f} MB")
+
+
+def _arch(value):
+    from rapidship.errors import ConfigError
+    from rapidship.matrix import Arch
+
+    try:
+        return Arch(value)
+    except ValueError:
+        raise ConfigError("--arch", f"{value!r} is not amd64 or arm64", "pass --arch amd64 or --arch arm64") from None
+
+
+@task(iterable=["conda_channel"],
+      help={"variant": "variant id", "arch": "amd64 or arm64 (default: every arch of the variant)",
+            "ca-bundle": "PEM bundle for TLS-intercepting proxies (a BuildKit secret; default $RAPIDSHIP_CA_BUNDLE or $SSL_CERT_FILE)",
+            "pip-index": "PyPI mirror URL, may carry a token (a BuildKit secret; default $RAPIDSHIP_PIP_INDEX_URL)",
+            "conda-channel": "conda channel mirror URL (repeatable; a BuildKit secret; default $RAPIDSHIP_CONDA_CHANNELS)",
+            **VARIANTS_HELP})
+@exits_cleanly
+def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, conda_channel=None,
+          variants_file="variants.yaml"):
+    """Render and build a variant with BuildKit; writes build/<variant>/build-<arch>.json."""
+    from rapidship.build import BuildSecrets, build as build_image, plan_build, write_record
+    from rapidship.lock import check_lock, load_env_spec
+    from rapidship.matrix import Flavour
+    from rapidship.render import missing_locks, render as render_variant
+
+    v = load_matrix(variants_file).get(variant)
+    if v.flavour is Flavour.pip:
+        check_lock(load_env_spec(v.env))
+    elif missing := missing_locks(v):
+        from rapidship.errors import ConfigError
+        raise ConfigError(missing[0], "lock file missing", f"run invoke lock --env {v.env}")
+    secrets = BuildSecrets.from_flags(ca_bundle, pip_index, conda_channel)
+    rendered = render_variant(v)
+    revision = c.run("git rev-parse --short HEAD", hide=True, warn=True).stdout.strip()
+    for a in ([_arch(arch)] if arch else v.arches):
+        plan = plan_build(v, a, rendered, secrets, revision)
+        log = Path(rendered.out_dir) / f"build-{a.value}.log"
+        with console.err.status(f"building {plan.ref}") as status:
+            built = build_image(plan, secrets, v, log, on_step=lambda s: status.update(f"{plan.ref}: {s}"))
+        record = write_record(built, Path(rendered.out_dir))
+        console.err.print(f"built {built.ref} in {built.seconds}s: {built.size_bytes / 1e6:.0f} MB, "
+                          f"zstd {built.zstd_bytes / 1e6:.0f} MB, {built.layers} layers, "
+                          f"{built.cached_steps}/{built.total_steps} steps cached -> {record}")

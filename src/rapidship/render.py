@@ -31,8 +31,7 @@ SPILL_DIR = "/spill"
 # Paths a runtime never needs. conda-pack --exclude patterns are relative to the prefix.
 PACK_EXCLUDES = ("*.a", "include/*", "pkgs/*", "conda-meta/*.json.bak", "share/doc/*", "share/man/*",
                  "lib/python*/site-packages/*/tests/*", "lib/cmake/*", "lib/pkgconfig/*")
-VENV_TRIMS = ("*/site-packages/*/tests", "*/site-packages/setuptools", "*/site-packages/_distutils_hack",
-              "*/site-packages/setuptools-*", "*/site-packages/pkg_resources", "*.a")
+VENV_TRIMS = ("*/site-packages/*/tests", "*.a")
 
 RUNTIME_PACKAGES = {
     ("deb", Flavour.pip): ("ca-certificates", "python{python}"),

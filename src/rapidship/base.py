@@ -1,0 +1,150 @@
+"""Make Debian-family base images locally (debootstrap), for sites with no registry to pull from.
+
+The image gets exactly the name a variant expects (registry prefix + image from variants.yaml),
+so `invoke build` finds it in the engine and never pulls. Arm64 bootstraps run under
+qemu-user-static; the rootfs is then imported with BuildKit (`FROM scratch` + `ADD`) because
+`docker import --platform` is ignored by older engines and would label an arm64 tree amd64.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rapidship.errors import ConfigError, RapidshipError
+from rapidship.matrix import Arch, Matrix
+
+DEFAULT_MIRRORS = {"debian": "http://deb.debian.org/debian", "ubuntu": "http://archive.ubuntu.com/ubuntu"}
+SUITES = {("debian", "12"): "bookworm", ("debian", "13"): "trixie",
+          ("ubuntu", "22.04"): "jammy", ("ubuntu", "24.04"): "noble"}
+# Packages the conda builder stand-in needs: python3 with venv (what python:3.11-slim provides).
+CONDA_BUILDER_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+
+
+@dataclass(frozen=True)
+class BasePlan:
+    ref: str
+    distro: str
+    suite: str
+    arch: Arch
+    mirror: str
+    include: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    ref: str
+    arch: str
+    image_id: str
+    seconds: float
+    rootfs_bytes: int
+
+
+def plan_base(m: Matrix, os_key: str, arch: Arch, mirror: str | None, conda_builder: bool = False) -> BasePlan:
+    """Pure: which rootfs to make and what to call it."""
+    variant = next((v for v in m.variants.values() if v.os == os_key), None)
+    if variant is None:
+        oses = sorted({v.os for v in m.variants.values()})
+        raise ConfigError("--os", f"no variant uses os {os_key!r}", f"use one of: {', '.join(oses)}")
+    if variant.family != "deb":
+        raise ConfigError("--os", f"{os_key} is an RPM-family OS and cannot be bootstrapped with debootstrap",
+                          "pull its base through the registry prefix in variants.yaml (docs/bases.md)")
+    suite = SUITES.get((variant.distro, variant.os_version))
+    if suite is None:
+        raise ConfigError("--os", f"no debootstrap suite known for {variant.distro} {variant.os_version}",
+                          f"known: {', '.join(f'{d} {v}' for d, v in SUITES)}")
+    if conda_builder:
+        ref = next((v.bases.builder for v in m.variants.values() if v.flavour.value == "conda"), None)
+        if ref is None:
+            raise ConfigError("--conda-builder", "no conda variant in the matrix", "drop --conda-builder")
+        include = CONDA_BUILDER_PACKAGES
+    else:
+        ref, include = variant.bases.runtime, ()
+    return BasePlan(ref=ref, distro=variant.distro, suite=suite, arch=arch,
+                    mirror=mirror or DEFAULT_MIRRORS[variant.distro], include=include)
+
+
+def image_exists(ref: str, arch: Arch | None = None) -> bool:
+    proc = subprocess.run(["docker", "image", "inspect", "--format", "{{.Architecture}}", ref],
+                          capture_output=True, text=True, check=False)
+    return proc.returncode == 0 and (arch is None or proc.stdout.strip() == arch.value)
+
+
+def _run(cmd: list[str], what: str, log: Path | None = None, **kw) -> None:
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    try:
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT if log else subprocess.PIPE, check=False, **kw)
+    finally:
+        if log:
+            out.close()
+    if proc.returncode != 0:
+        detail = f"see {log}" if log else (proc.stderr or b"").decode(errors="replace").strip()[-500:]
+        raise RapidshipError(what, f"failed with exit code {proc.returncode}: {detail}", "check the log and retry")
+
+
+def enable_emulation(arch: Arch) -> None:
+    """Foreign-arch RUN steps need binfmt_misc + qemu; mount and enable them if they are not yet."""
+    if arch.value == _host_arch():
+        return
+    qemu = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64"}[arch.value]
+    binfmt = Path("/proc/sys/fs/binfmt_misc")
+    if not (binfmt / "register").exists():
+        _run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(binfmt)], "mounting binfmt_misc")
+    if not (binfmt / qemu).exists():
+        if not shutil.which("update-binfmts"):
+            raise ConfigError("--arch", f"building {arch.value} here needs qemu-user-static and binfmt-support",
+                              "apt-get install qemu-user-static binfmt-support")
+        _run(["update-binfmts", "--enable", qemu], f"enabling {qemu}")
+
+
+def _host_arch() -> str:
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+
+
+def bootstrap(plan: BasePlan, workdir: Path, log: Path) -> BaseImage:
+    """debootstrap a minbase rootfs, trim it, and load it into the engine under plan.ref."""
+    if not shutil.which("debootstrap"):
+        raise ConfigError("invoke base", "debootstrap is not installed", "apt-get install debootstrap")
+    enable_emulation(plan.arch)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=workdir, prefix="rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        cmd = ["debootstrap", "--variant=minbase", f"--arch={plan.arch.value}"]
+        if plan.include:
+            cmd.append("--include=" + ",".join(plan.include))
+        _run(cmd + [plan.suite, str(rootfs), plan.mirror], f"debootstrap {plan.suite} {plan.arch.value}", log)
+        for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "var/log"):
+            for entry in (rootfs / junk).glob("*"):
+                if entry.is_file():
+                    entry.unlink()
+        context = Path(tmp) / "context"
+        context.mkdir()
+        _run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(context / "rootfs.tar"), "."], "tar rootfs", log)
+        size = (context / "rootfs.tar").stat().st_size
+        (context / "Dockerfile").write_text("FROM scratch\nADD rootfs.tar /\nCMD [\"bash\"]\n")
+        env = dict(os.environ, DOCKER_BUILDKIT="1")
+        _run([docker_cli(), "build", "--platform", f"linux/{plan.arch.value}", "-t", plan.ref, str(context)],
+             f"importing {plan.ref}", log, env=env)
+    inspect = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", plan.ref],
+                             capture_output=True, text=True, check=True)
+    return BaseImage(ref=plan.ref, arch=plan.arch.value, image_id=inspect.stdout.strip(),
+                     seconds=round(time.monotonic() - start, 1), rootfs_bytes=size)
+
+
+def docker_cli() -> str:
+    """The docker CLI that can drive BuildKit: with buildx any works; without, the engine's own 20.10 client."""
+    if subprocess.run(["docker", "buildx", "version"], capture_output=True, check=False).returncode == 0:
+        return "docker"
+    for candidate in ("/usr/bin/docker", shutil.which("docker")):
+        if candidate and Path(candidate).exists():
+            version = subprocess.run([candidate, "version", "--format", "{{.Client.Version}}"],
+                                     capture_output=True, text=True, check=False).stdout.strip()
+            if version.startswith(("19.", "20.", "21.", "22.")):
+                return candidate
+    raise ConfigError("docker", "no docker CLI that can build with BuildKit (need buildx, or a 20.10-23.x client)",
+                      "install docker-buildx, or the distribution's docker.io package")

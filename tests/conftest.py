@@ -1,0 +1,69 @@
+"""Shared fixtures. Integration tests use the real engine, registry, trivy and hadolint.
+
+`cpu_image` builds the cpu-debian12 image once per session through the same code path users run
+(`invoke base` + `invoke build`), so every integration test examines a real image.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CPU_VARIANT = "cpu-debian12"
+
+
+def docker_available() -> bool:
+    return shutil.which("docker") is not None and subprocess.run(
+        ["docker", "info"], capture_output=True, check=False).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def engine():
+    """A running Docker engine, or a loud failure: integration tests never skip silently in CI."""
+    if not docker_available():
+        if os.environ.get("CI"):
+            pytest.fail("no Docker engine: .ci/run must start dockerd before the tests")
+        pytest.skip("no Docker engine here (CI starts one); start dockerd to run integration tests")
+    import docker
+
+    client = docker.from_env()
+    yield client
+    client.close()
+
+
+def invoke(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run an invoke task from the project root as a user would."""
+    proc = subprocess.run(["invoke", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"invoke {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def cpu_image(engine):
+    """The real cpu-debian12 amd64 image, built once: a BuiltImage record."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "src"))
+    from rapidship.build import read_record
+
+    invoke("base", "--os", "debian12")
+    invoke("build", "--variant", CPU_VARIANT, "--arch", "amd64")
+    return read_record(ROOT / "build" / CPU_VARIANT, "amd64")
+
+
+@pytest.fixture
+def unique_name() -> str:
+    """A name no parallel test run will collide with (images, containers, volumes)."""
+    return f"rapidship-test-{uuid.uuid4().hex[:10]}"

@@ -67,7 +67,7 @@ class Defaults(_Strict):
     @field_validator("flavour", mode="before")
     @classmethod
     def _flavour(cls, value: Any) -> Any:
-        return Flavour(value) if value in {f.value for f in Flavour} else value
+        return Flavour(value) if isinstance(value, str) and value in {f.value for f in Flavour} else value
 
     @field_validator("image")
     @classmethod
@@ -92,7 +92,7 @@ class OsEntry(_Strict):
     @classmethod
     def _arches(cls, value: Any) -> Any:
         if isinstance(value, list):
-            return tuple(Arch(a) if a in {x.value for x in Arch} else a for a in value)
+            return tuple(Arch(a) if isinstance(a, str) and a in {x.value for x in Arch} else a for a in value)
         return value
 
     @field_validator("image")
@@ -142,7 +142,7 @@ class Override(_Strict):
     @field_validator("flavour", mode="before")
     @classmethod
     def _flavour(cls, value: Any) -> Any:
-        return Flavour(value) if value in {f.value for f in Flavour} else value
+        return Flavour(value) if isinstance(value, str) and value in {f.value for f in Flavour} else value
 
     @field_validator("arches", mode="before")
     @classmethod
@@ -313,6 +313,10 @@ def _config_error(source: str, err: ValidationError) -> ConfigError:
         want = kind.split("_")[0].replace("model", "mapping").replace("dict", "mapping")
         return ConfigError(f"{source}: {path}", f"expected a {want}, got {value!r}{hint}",
                            f"write a {want} there")
+    if kind == "is_instance_of":  # strict enums: a string that is not a member
+        enum = {"Arch": Arch, "Flavour": Flavour}.get(first.get("ctx", {}).get("class", ""))
+        allowed = ", ".join(e.value for e in enum) if enum else first["msg"]
+        return ConfigError(f"{source}: {path}", f"{value!r} is not one of {allowed}", "use one of the allowed values")
     if kind in ("enum", "literal_error"):
         allowed = first.get("ctx", {}).get("expected", "")
         return ConfigError(f"{source}: {path}", f"{value!r} is not one of {allowed}", "use one of the allowed values")

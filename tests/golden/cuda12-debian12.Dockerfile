@@ -1,0 +1,73 @@
+# Rendered by rapidship from templates/deb/Dockerfile.j2 for variant cuda12-debian12 (rapidship/rapids:26.10-cuda12.9-debian12-py3.11). Do not edit:
+# change the template or variants.yaml and run `invoke render`.
+# Secrets enter only as BuildKit secrets: cacert (CA bundle), pip-index (index URL, may carry a
+# token), pipconf (pip.conf), conda-channels (channel URLs), apt-auth (apt auth.conf).
+
+# ---- builder: a venv at /opt/rapids from the hashed pip lock (wheels only, no compilers) ----
+FROM harbor.example.internal/dockerhub/library/debian:bookworm-slim AS builder
+ARG TARGETARCH
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,required=false \
+    apt-get update \
+ && apt-get install -y --no-install-recommends python3.11 python3.11-venv ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY lock/ /tmp/lock/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 -m venv /opt/rapids \
+ && /opt/rapids/bin/pip install --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
+      -r /tmp/lock/requirements.txt \
+ && /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
+ && find /opt/rapids -depth -path '*/site-packages/*/tests' -exec rm -rf {} + \
+ && find /opt/rapids -depth -path '*.a' -exec rm -rf {} + \
+ && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
+
+# ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
+FROM harbor.example.internal/dockerhub/library/debian:bookworm-slim AS runtime
+ARG TARGETARCH
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,required=false \
+    apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates python3.11 \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log \
+ && useradd --no-log-init --uid 1001 --gid 0 --home-dir /home/rapids --create-home --shell /bin/bash rapids \
+ && mkdir -p /spill \
+ && chown 1001:0 /home/rapids /spill \
+ && chmod 0770 /home/rapids /spill \
+ && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
+ && rm -rf /tmp/* /var/tmp/*
+COPY --from=builder --chown=1001:0 /out/opt/rapids /opt/rapids
+COPY runtime/bin/ /usr/local/bin/
+COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
+ENV PATH=/opt/rapids/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    HOME=/home/rapids \
+    RAPIDS_PREFIX=/opt/rapids \
+    RAPIDS_SPILL_DIR=/spill \
+    DASK_TEMPORARY_DIRECTORY=/spill \
+    LANG=C.UTF-8 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+ENV NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    NVIDIA_REQUIRE_CUDA="cuda>=12.9"
+LABEL org.opencontainers.image.title="rapidship/rapids" \
+      org.opencontainers.image.description="RAPIDS 26.10 on CUDA 12.9, debian 12, Python 3.11" \
+      org.opencontainers.image.version="26.10-cuda12.9-debian12-py3.11" \
+      org.opencontainers.image.vendor="rapidship" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="harbor.example.internal/dockerhub/library/debian:bookworm-slim" \
+      io.rapidship.variant="cuda12-debian12" \
+      io.rapidship.rapids.version="26.10" \
+      io.rapidship.cuda.version="12.9" \
+      io.rapidship.python.version="3.11" \
+      io.rapidship.env.flavour="pip" \
+      io.rapidship.lock.sha256="unlocked"
+USER 1001:0
+WORKDIR /home/rapids
+ENTRYPOINT ["/usr/local/bin/rapids-entrypoint"]
+CMD ["python"]

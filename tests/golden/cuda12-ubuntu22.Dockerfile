@@ -1,0 +1,86 @@
+# Rendered by rapidship from templates/deb/Dockerfile.j2 for variant cuda12-ubuntu22 (rapidship/rapids:26.10-cuda12.9-ubuntu22.04-py3.11). Do not edit:
+# change the template or variants.yaml and run `invoke render`.
+# Secrets enter only as BuildKit secrets: cacert (CA bundle), pip-index (index URL, may carry a
+# token), pipconf (pip.conf), conda-channels (channel URLs), apt-auth (apt auth.conf).
+
+# ---- builder: conda env from the lock, packed with conda-pack ----
+FROM harbor.example.internal/dockerhub/library/python:3.11-slim-bookworm AS builder
+ARG TARGETARCH
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+COPY lock/ /tmp/lock/
+# Installer tools (py-rattler, conda-pack) come from the pinned, hashed tools lock.
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3 -m venv /opt/installer \
+ && /opt/installer/bin/pip install --no-deps --require-hashes --only-binary=:all: -r /tmp/lock/tools.txt
+# Install into a long build prefix so conda-pack can rewrite text and binary prefixes to /opt/rapids.
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=secret,id=conda-channels,required=false \
+    --mount=type=cache,target=/root/.cache/rattler,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && /opt/installer/bin/python /tmp/lock/install_lock.py --lock /tmp/lock/conda-${TARGETARCH}.lock \
+      --prefix /opt/rapidship-build/envs/placeholder-prefix-for-relocation --channels-secret /run/secrets/conda-channels \
+ && /opt/installer/bin/conda-pack --prefix /opt/rapidship-build/envs/placeholder-prefix-for-relocation --dest-prefix /opt/rapids \
+      --compress-level 0 --output /tmp/env.tar \
+      --exclude '*.a' \
+      --exclude 'include/*' \
+      --exclude 'pkgs/*' \
+      --exclude 'conda-meta/*.json.bak' \
+      --exclude 'share/doc/*' \
+      --exclude 'share/man/*' \
+      --exclude 'lib/python*/site-packages/*/tests/*' \
+      --exclude 'lib/cmake/*' \
+      --exclude 'lib/pkgconfig/*' \
+ && mkdir -p /out/opt/rapids && tar -xf /tmp/env.tar -C /out/opt/rapids && rm /tmp/env.tar
+
+# ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
+FROM harbor.example.internal/dockerhub/library/ubuntu:22.04 AS runtime
+ARG TARGETARCH
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,required=false \
+    apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log \
+ && useradd --no-log-init --uid 1001 --gid 0 --home-dir /home/rapids --create-home --shell /bin/bash rapids \
+ && mkdir -p /spill \
+ && chown 1001:0 /home/rapids /spill \
+ && chmod 0770 /home/rapids /spill \
+ && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
+ && rm -rf /tmp/* /var/tmp/*
+COPY --from=builder --chown=1001:0 /out/opt/rapids /opt/rapids
+COPY runtime/bin/ /usr/local/bin/
+COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
+ENV PATH=/opt/rapids/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    HOME=/home/rapids \
+    RAPIDS_PREFIX=/opt/rapids \
+    RAPIDS_SPILL_DIR=/spill \
+    DASK_TEMPORARY_DIRECTORY=/spill \
+    LANG=C.UTF-8 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+ENV NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    NVIDIA_REQUIRE_CUDA="cuda>=12.9"
+LABEL org.opencontainers.image.title="rapidship/rapids" \
+      org.opencontainers.image.description="RAPIDS 26.10 on CUDA 12.9, ubuntu 22.04, Python 3.11" \
+      org.opencontainers.image.version="26.10-cuda12.9-ubuntu22.04-py3.11" \
+      org.opencontainers.image.vendor="rapidship" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="harbor.example.internal/dockerhub/library/ubuntu:22.04" \
+      io.rapidship.variant="cuda12-ubuntu22" \
+      io.rapidship.rapids.version="26.10" \
+      io.rapidship.cuda.version="12.9" \
+      io.rapidship.python.version="3.11" \
+      io.rapidship.env.flavour="conda" \
+      io.rapidship.lock.sha256="unlocked"
+USER 1001:0
+WORKDIR /home/rapids
+ENTRYPOINT ["/usr/local/bin/rapids-entrypoint"]
+CMD ["python"]

@@ -152,3 +152,28 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
         console.err.print(f"built {built.ref} in {built.seconds}s: {built.size_bytes / 1e6:.0f} MB, "
                           f"zstd {built.zstd_bytes / 1e6:.0f} MB, {built.layers} layers, "
                           f"{built.cached_steps}/{built.total_steps} steps cached -> {record}")
+
+
+@task(help={"variant": "variant id", "arch": "amd64 or arm64 (default: every arch of the variant)",
+            "ca-bundle": "the CA bundle the build used (default as for build): its private certs must not leak",
+            "pip-index": "the index URL the build used (default $RAPIDSHIP_PIP_INDEX_URL)", **VARIANTS_HELP})
+@exits_cleanly
+def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, variants_file="variants.yaml"):
+    """Run the image gates (size, labels, user, suid, secrets) on a built image; writes gates-<arch>.json."""
+    from rapidship.build import BuildSecrets, read_record
+    from rapidship.gates.run import run_gates, write_gates_record
+
+    v = load_matrix(variants_file).get(variant)
+    secrets = BuildSecrets.from_flags(ca_bundle, pip_index, None)
+    failed = []
+    for a in ([_arch(arch)] if arch else v.arches):
+        out = Path("build") / v.id
+        built = read_record(out, a.value)
+        with console.err.status(f"gates on {built.ref}") as status:
+            reports = run_gates(v, built, secrets, on_gate=lambda g: status.update(f"{built.ref}: gate {g}"))
+        console.table(f"gates {built.ref}", ["gate", "result", "why"],
+                      [(r.gate, "PASS" if r.passed else "FAIL", "; ".join(r.reasons) or "-") for r in reports])
+        console.err.print(f"record: {write_gates_record(built, reports, out)}")
+        failed += [f"{a.value}:{r.gate}" for r in reports if not r.passed]
+    if failed:
+        raise GateFailure("gates", f"{variant} failed {', '.join(failed)}", "see the table above and the gates record")

@@ -1,0 +1,30 @@
+"""Labels gate: the OCI set plus the versions and lock hash that tie an image to its inputs."""
+
+from __future__ import annotations
+
+import re
+
+from rapidship.gates import GateReport, verdict
+from rapidship.matrix import Variant
+
+OCI_REQUIRED = ("org.opencontainers.image.title", "org.opencontainers.image.version",
+                "org.opencontainers.image.created", "org.opencontainers.image.description",
+                "org.opencontainers.image.vendor", "org.opencontainers.image.licenses",
+                "org.opencontainers.image.base.name")
+
+
+def expected_labels(v: Variant) -> dict[str, str]:
+    return {"io.rapidship.variant": v.id, "io.rapidship.rapids.version": v.rapids,
+            "io.rapidship.cuda.version": v.cuda or "none", "io.rapidship.python.version": v.python,
+            "org.opencontainers.image.version": v.tag()}
+
+
+def check_labels(labels: dict[str, str] | None, v: Variant) -> GateReport:
+    labels = labels or {}
+    reasons = [f"missing label {key}" for key in OCI_REQUIRED if not labels.get(key)]
+    for key, want in expected_labels(v).items():
+        if labels.get(key) != want:
+            reasons.append(f"label {key} is {labels.get(key)!r}, expected {want!r}")
+    if not re.fullmatch(r"[0-9a-f]{64}", labels.get("io.rapidship.lock.sha256", "")):
+        reasons.append("label io.rapidship.lock.sha256 is not a sha256: the image was built without a lock")
+    return verdict("labels", reasons, labels=labels)

@@ -1,0 +1,54 @@
+"""Run every image gate on one built image and record the result for push to read."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+from rapidship.build import BuildSecrets, BuiltImage
+from rapidship.gates import GateReport
+from rapidship.gates.labels import check_labels
+from rapidship.gates.secrets import check_secrets, env_secret_values
+from rapidship.gates.size import check_size
+from rapidship.gates.suid import check_suid
+from rapidship.gates.user import check_user
+from rapidship.layers import image_config
+from rapidship.matrix import Variant
+
+GATES = ("size", "labels", "user", "suid", "secrets")
+
+
+def secret_values(secrets: BuildSecrets) -> dict[str, str]:
+    values = env_secret_values()
+    if secrets.pip_index:
+        values["pip index URL"] = secrets.pip_index
+    if secrets.conda_channels:
+        values["conda channel URLs"] = " ".join(secrets.conda_channels)
+    return values
+
+
+def run_gates(v: Variant, built: BuiltImage, secrets: BuildSecrets,
+              on_gate: Callable[[str], None] = lambda _: None) -> list[GateReport]:
+    config = image_config(built.ref)["Config"]
+    steps: list[tuple[str, Callable[[], GateReport]]] = [
+        ("size", lambda: check_size(built.size_bytes, built.zstd_bytes, v.budget_bytes)),
+        ("labels", lambda: check_labels(config.get("Labels"), v)),
+        ("user", lambda: check_user(built.ref, config.get("User", ""))),
+        ("suid", lambda: check_suid(built.ref)),
+        ("secrets", lambda: check_secrets(built.ref, secrets.ca_bundle, secret_values(secrets))),
+    ]
+    reports = []
+    for name, step in steps:
+        on_gate(name)
+        reports.append(step())
+    return reports
+
+
+def write_gates_record(built: BuiltImage, reports: list[GateReport], out_dir: Path) -> Path:
+    path = out_dir / f"gates-{built.arch}.json"
+    record = {"ref": built.ref, "image_id": built.image_id, "arch": built.arch,
+              "passed": all(r.passed for r in reports), "gates": [asdict(r) for r in reports]}
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return path

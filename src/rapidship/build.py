@@ -53,6 +53,7 @@ class BuildPlan:
     labels: dict[str, str]
     secret_ids: tuple[str, ...]
     target: str = "runtime"
+    no_cache: bool = False  # rebuild every step (cache mounts such as pip's download cache stay)
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,8 @@ class BuiltImage:
     extra: dict = field(default_factory=dict)
 
 
-def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildSecrets, revision: str = "") -> BuildPlan:
+def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildSecrets, revision: str = "",
+               no_cache: bool = False) -> BuildPlan:
     """Pure: what to build, under which tag, with which labels and secret ids."""
     if arch not in variant.arches:
         offered = ", ".join(a.value for a in variant.arches)
@@ -85,13 +87,15 @@ def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildS
     if revision:
         labels["org.opencontainers.image.revision"] = revision
     return BuildPlan(variant=variant.id, arch=arch.value, ref=variant.ref(arch), context=rendered.out_dir,
-                     labels=labels, secret_ids=tuple(ids))
+                     labels=labels, secret_ids=tuple(ids), no_cache=no_cache)
 
 
 def build_command(plan: BuildPlan, cli: str, secret_files: dict[str, Path]) -> list[str]:
     """Pure: the docker build argv. Secret files are referenced by path, their content never appears."""
     cmd = [cli, "build", "--progress=plain", "--platform", f"linux/{plan.arch}", "--target", plan.target,
            "--tag", plan.ref]
+    if plan.no_cache:
+        cmd.append("--no-cache")
     for key, value in sorted(plan.labels.items()):
         cmd += ["--label", f"{key}={value}"]
     for sid in plan.secret_ids:

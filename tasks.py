@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from invoke import task
+from invoke import Task, task
 
 sys.path.insert(0, str(Path(__file__).parent / "src"))  # run from a checkout without installing
 
@@ -177,3 +177,106 @@ def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
         failed += [f"{a.value}:{r.gate}" for r in reports if not r.passed]
     if failed:
         raise GateFailure("gates", f"{variant} failed {', '.join(failed)}", "see the table above and the gates record")
+
+
+# ---- ci ----
+# `invoke ci.<task>`: the GitLab child pipeline and the steps only CI runners need.
+from invoke import Collection  # noqa: E402
+
+
+@task(name="generate", iterable=["variant"],
+      help={"out": "where to write the child pipeline (default build/ci/child-pipeline.yml)",
+            "profile": "production (GitLab runners, Harbor) or local (shell executor, loopback registry)",
+            "builder": "production builder: buildctl (rootless BuildKit, default) or kaniko",
+            "registry": "local profile: the loopback registry (default 127.0.0.1:5000)",
+            "variant": "variant id (repeatable; default: every variant)", **VARIANTS_HELP})
+@exits_cleanly
+def ci_generate(c, out="build/ci/child-pipeline.yml", profile="production", builder="buildctl",
+                registry="127.0.0.1:5000", variant=None, variants_file="variants.yaml"):
+    """Write the GitLab child pipeline for the matrix (per variant x arch jobs, a needs: DAG)."""
+    from rapidship import ci
+    from rapidship.errors import ConfigError
+
+    if profile == "production":
+        try:
+            chosen = ci.production(ci.Builder(builder))
+        except ValueError:
+            raise ConfigError("--builder", f"{builder!r} is not buildctl or kaniko", "pass --builder buildctl") from None
+    elif profile == "local":
+        chosen = ci.local(registry)
+    else:
+        raise ConfigError("--profile", f"{profile!r} is not production or local", "pass --profile production")
+    m = load_matrix(variants_file)
+    path = ci.write_pipeline(m, chosen, Path(out), variant or None)
+    count = len(ci.jobs(m, chosen, variant or None))
+    console.err.print(f"wrote {path}: {count} jobs for {', '.join(v.id for v in m.select(variant or None))} "
+                      f"({chosen.name}, builder {chosen.builder.value})")
+
+
+@task(name="build", help={"variant": "variant id", "arch": "amd64 or arm64", **VARIANTS_HELP})
+@exits_cleanly
+def ci_build(c, variant, arch, variants_file="variants.yaml"):
+    """CI runners without a daemon: build with $RAPIDSHIP_BUILDER (buildctl|kaniko), push a candidate tag."""
+    import os
+
+    from rapidship.build import (BuildSecrets, build_staged, cache_ref, candidate_ref, plan_build, write_staged)
+    from rapidship.render import render as render_variant
+
+    v = load_matrix(variants_file).get(variant)
+    a = _arch(arch)
+    secrets = BuildSecrets.from_flags(None, None, None)
+    rendered = render_variant(v)
+    revision = os.environ.get("CI_COMMIT_SHORT_SHA", "")
+    plan = plan_build(v, a, rendered, secrets, revision)
+    push_ref = candidate_ref(v, a, os.environ.get("RAPIDSHIP_REGISTRY", ""), os.environ.get("RAPIDSHIP_CANDIDATE_SUFFIX", ""))
+    builder = os.environ.get("RAPIDSHIP_BUILDER", "buildctl")
+    log = Path(rendered.out_dir) / f"build-{a.value}.log"
+    with console.err.status(f"{builder}: building {push_ref}") as status:
+        staged = build_staged(plan, secrets, builder, push_ref,
+                              cache_ref(v, a, os.environ.get("RAPIDSHIP_CACHE_REPO")), log, status.update)
+    console.err.print(f"pushed {staged.ref} {staged.digest} in {staged.seconds}s -> "
+                      f"{write_staged(staged, Path(rendered.out_dir))}")
+
+
+@task(name="pull", help={"variant": "variant id", "arch": "amd64 or arm64 (default: every arch of the variant)",
+                         **VARIANTS_HELP})
+@exits_cleanly
+def ci_pull(c, variant, arch=None, variants_file="variants.yaml"):
+    """Pull the build job's candidate into this runner's engine and write build/<variant>/build-<arch>.json."""
+    from rapidship.build import pull_staged, write_record
+
+    v = load_matrix(variants_file).get(variant)
+    for a in ([_arch(arch)] if arch else v.arches):
+        with console.err.status(f"pulling {v.id} {a.value}"):
+            built = pull_staged(Path("build") / v.id, a.value, v)
+        console.err.print(f"pulled {built.extra['digest']} as {built.ref} -> {write_record(built, Path('build') / v.id)}")
+
+
+@task(name="test", help={"markers": "pytest -m expression (default: the suite's own default)",
+                         "junit": "write a JUnit XML report here (GitLab shows it on the merge request)"})
+def ci_test(c, markers=None, junit=None):
+    """Run the test suite (what the root pipeline's test jobs call)."""
+    import shlex
+
+    args = ["python3", "-m", "pytest", "-q"]
+    args += ["-m", markers] if markers else []
+    args += [f"--junitxml={junit}"] if junit else []
+    c.run(" ".join(shlex.quote(a) for a in args), pty=False)
+
+
+ci_tasks = Collection("ci", ci_generate, ci_build, ci_pull, ci_test)
+del ci_generate, ci_build, ci_pull, ci_test  # listed under ci.*, not at the top level
+
+
+def __getattr__(name):
+    """PEP 562: invoke asks for `ns` after every block of this file has run, so the root
+    collection holds every top-level task and every namespace (ci.*) whichever block made it."""
+    if name not in ("ns", "namespace"):
+        raise AttributeError(name)
+    root = Collection()
+    for obj in list(globals().values()):
+        if isinstance(obj, Task):
+            root.add_task(obj)
+        elif isinstance(obj, Collection) and obj.name:
+            root.add_collection(obj)
+    return root

@@ -200,3 +200,140 @@ def read_record(out_dir: Path, arch: str) -> BuiltImage:
     if not path.is_file():
         raise ConfigError(str(path), "no build record", "run invoke build for this variant and arch first")
     return BuiltImage(**json.loads(path.read_text()))
+
+
+# ---- daemonless builders (CI runners without a Docker engine) ----
+# Rootless BuildKit (buildctl-daemonless.sh) is the CI default: it honours the templates'
+# `RUN --mount=type=secret` and `--mount=type=cache` exactly like the engine's BuildKit.
+# kaniko (the maintained osscontainertools fork) parses them, but its own change log says secrets
+# handed to it "must be considered exposed", so it is offered only for builds that need none.
+
+BUILDCTL = "buildctl-daemonless.sh"
+KANIKO = "/kaniko/executor"
+
+
+@dataclass(frozen=True)
+class StagedImage:
+    """A per-arch image a daemonless builder pushed to a candidate tag for later jobs to pull."""
+
+    variant: str
+    arch: str
+    ref: str      # registry/repository:tag-<arch>-<suffix>
+    digest: str   # sha256:... of what was pushed: later jobs pull exactly this
+    builder: str
+    seconds: float
+    log: str
+
+
+def candidate_ref(variant: Variant, arch: Arch, registry: str, suffix: str) -> str:
+    """Pure: where a CI build parks its image until gates and scan have passed."""
+    if not registry or not suffix:
+        raise ConfigError("RAPIDSHIP_REGISTRY / RAPIDSHIP_CANDIDATE_SUFFIX", "not set",
+                          "set both in the CI variables (the generated pipeline does)")
+    return f"{registry.rstrip('/')}/{variant.image}:{variant.tag(arch)}-{suffix}"
+
+
+def cache_ref(variant: Variant, arch: Arch, cache_repo: str | None) -> str | None:
+    """Pure: the BuildKit cache image in Harbor, one per variant and arch (None: no cache)."""
+    return f"{cache_repo.rstrip('/')}/{variant.image}:cache-{variant.id}-{arch.value}" if cache_repo else None
+
+
+def buildctl_command(plan: BuildPlan, secret_files: dict[str, Path], push_ref: str, cache: str | None,
+                     metadata_file: Path, program: str = BUILDCTL) -> list[str]:
+    """Pure: the buildctl argv. Secrets by path only; cache as a separate OCI image (Harbor-friendly)."""
+    cmd = [program, "build", "--progress=plain", "--frontend=dockerfile.v0",
+           "--local", f"context={plan.context}", "--local", f"dockerfile={plan.context}",
+           "--opt", f"platform=linux/{plan.arch}", "--opt", f"target={plan.target}"]
+    if plan.no_cache:
+        cmd.append("--no-cache")
+    for key, value in sorted(plan.labels.items()):
+        cmd += ["--opt", f"label:{key}={value}"]
+    for sid in plan.secret_ids:
+        cmd += ["--secret", f"id={sid},src={secret_files[sid]}"]
+    if cache:
+        # image-manifest=true: Harbor rejects BuildKit's default cache index media type.
+        cmd += ["--import-cache", f"type=registry,ref={cache}",
+                "--export-cache", f"type=registry,ref={cache},mode=max,image-manifest=true,oci-mediatypes=true"]
+    return cmd + ["--output", f"type=image,name={push_ref},push=true", "--metadata-file", str(metadata_file)]
+
+
+def kaniko_command(plan: BuildPlan, push_ref: str, cache: str | None, digest_file: Path,
+                   program: str = KANIKO) -> list[str]:
+    """Pure: the kaniko argv. Refuses plans with secrets: kaniko would expose them."""
+    if plan.secret_ids:
+        raise ConfigError("RAPIDSHIP_BUILDER=kaniko", f"this build needs BuildKit secrets ({', '.join(plan.secret_ids)}); "
+                          "kaniko does not keep secrets out of reach of the build",
+                          "use the default builder (buildctl), or build without a CA bundle or tokenised mirror")
+    cmd = [program, f"--context=dir://{plan.context}", f"--dockerfile={plan.context}/Dockerfile",
+           f"--target={plan.target}", f"--custom-platform=linux/{plan.arch}", f"--destination={push_ref}",
+           f"--digest-file={digest_file}"]
+    for key, value in sorted(plan.labels.items()):
+        cmd.append(f"--label={key}={value}")
+    if cache and not plan.no_cache:
+        cmd += ["--cache=true", f"--cache-repo={cache.rsplit(':', 1)[0]}"]
+    return cmd
+
+
+def build_staged(plan: BuildPlan, secrets: BuildSecrets, builder: str, push_ref: str, cache: str | None,
+                 log_path: Path, on_line: Callable[[str], None] = lambda _: None) -> StagedImage:
+    """Edge: run a daemonless builder that pushes straight to `push_ref`; return what it pushed."""
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="rapidship-secrets-") as tmp:
+        out = Path(tmp) / "result"
+        if builder == "buildctl":
+            cmd = buildctl_command(plan, _write_secrets(secrets, Path(tmp)), push_ref, cache, out)
+        elif builder == "kaniko":
+            cmd = kaniko_command(plan, push_ref, cache, out)
+        else:
+            raise ConfigError("RAPIDSHIP_BUILDER", f"{builder!r} is not buildctl or kaniko",
+                              "set RAPIDSHIP_BUILDER=buildctl (default) or kaniko")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "w") as log:
+            log.write("$ " + " ".join(cmd) + "\n")
+            log.flush()
+            try:
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            except FileNotFoundError:
+                raise RapidshipError(f"build {plan.ref}", f"{cmd[0]} is not installed in this job's image",
+                                     "run the build job in the BuildKit (or kaniko) CI image: see docs/ci.md") from None
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                on_line(line.rstrip()[:110])
+            code = proc.wait()
+        if code != 0:
+            raise RapidshipError(f"build {plan.ref}", f"{cmd[0]} failed (exit {code})", f"full log: {log_path}")
+        text = out.read_text().strip() if out.is_file() else ""
+        digest = json.loads(text).get("containerimage.digest", "") if text.startswith("{") else text
+    if not digest.startswith("sha256:"):
+        raise RapidshipError(f"build {plan.ref}", "the builder reported no pushed digest", f"full log: {log_path}")
+    return StagedImage(variant=plan.variant, arch=plan.arch, ref=push_ref, digest=digest, builder=builder,
+                       seconds=round(time.monotonic() - start, 1), log=str(log_path))
+
+
+def write_staged(staged: StagedImage, out_dir: Path) -> Path:
+    path = out_dir / f"staged-{staged.arch}.json"
+    path.write_text(json.dumps(asdict(staged), indent=2) + "\n")
+    return path
+
+
+def pull_staged(out_dir: Path, arch: str, variant: Variant) -> BuiltImage:
+    """Edge: pull a staged candidate by digest into this job's engine under the local ref, and
+    measure it exactly as `build` does, so gates, scan, push and smoke read the same record."""
+    path = out_dir / f"staged-{arch}.json"
+    if not path.is_file():
+        raise ConfigError(str(path), "no staged build record", "the build job's artifacts are missing: check its needs")
+    staged = StagedImage(**json.loads(path.read_text()))
+    repo = staged.ref.rsplit(":", 1)[0] if ":" in staged.ref.rsplit("/", 1)[-1] else staged.ref
+    pinned = f"{repo}@{staged.digest}"
+    local = variant.ref(arch)
+    for cmd in (["docker", "pull", "--quiet", "--platform", f"linux/{arch}", pinned], ["docker", "tag", pinned, local]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RapidshipError(pinned, f"{' '.join(cmd[:2])} failed: {proc.stderr.strip()[-300:]}",
+                                 "check the registry credentials (docker login) and that the build job pushed")
+    info = inspect_image(local)
+    return BuiltImage(variant=staged.variant, arch=arch, ref=local, image_id=info["Id"], size_bytes=info["Size"],
+                      zstd_bytes=zstd_size(local), layers=len(info["RootFS"]["Layers"]), seconds=staged.seconds,
+                      lock_sha256=(info["Config"].get("Labels") or {}).get("io.rapidship.lock.sha256", ""),
+                      base=variant.bases.runtime, log=staged.log, extra={"staged": staged.ref, "digest": staged.digest})

@@ -1,0 +1,270 @@
+"""Matrix -> GitLab child pipeline.
+
+Pure core: `pipeline(matrix, profile)` returns the pipeline as a dict; every job script is a list
+of `invoke` calls, so the YAML carries structure (stages, needs, rules, tags, artifacts) and no
+logic. Thin edge: `write_pipeline` dumps it as YAML with gitlab-ci-local `@Description` comments.
+
+One set of job definitions serves two profiles:
+- `production`: GitLab runners tagged by arch; builds in rootless BuildKit (buildctl-daemonless)
+  or kaniko, images handed between runners through a per-pipeline candidate tag in the Harbor
+  staging project, the BuildKit cache and the trivy DB mirrored in Harbor.
+- `local`: one machine with a shell executor and its own dockerd (gitlab-ci-local), a loopback
+  registry in place of Harbor, bases made with debootstrap.
+
+DAG: every job `needs:` only its own variant's jobs, so one variant failing holds no other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import yaml
+
+from rapidship.errors import ConfigError
+from rapidship.matrix import Arch, Matrix, Variant
+
+STAGES = ["prepare", "build", "verify", "publish", "smoke", "release"]
+
+# What `invoke scan` leaves under build/<variant>/ (kept in one place: the scan stage owns the names).
+SCAN_FILES = {
+    "trivy": "build/{variant}/trivy-{arch}.json",
+    "cyclonedx": "build/{variant}/sbom-{arch}.cdx.json",
+    "container_scanning": "build/{variant}/gl-container-scanning-{arch}.json",
+}
+EXPORT_DIR = "export/{variant}"
+
+# GitLab retries only what the runner broke; a failing build or gate is never retried.
+RETRY = {"max": 2, "when": ["runner_system_failure"]}
+# Set in the child pipeline's variables where no runner tagged `gpu` exists: the smoke is skipped.
+NO_GPU = "none"
+
+
+class Builder(str, Enum):
+    buildctl = "buildctl"  # rootless BuildKit, buildctl-daemonless.sh: the production default
+    kaniko = "kaniko"      # osscontainertools/kaniko: only for builds that need no secrets
+    docker = "docker"      # the runner's own dockerd (BuildKit built in): the local profile
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    builder: Builder
+    shell: bool                  # shell executor (no `image:`), else docker executor images
+    registry: str                # where `invoke push` puts per-arch tags and the manifest list
+    handoff: bool                # images move between jobs through candidate tags in `registry`
+    variables: dict[str, str] = field(default_factory=dict)
+    bootstrap_bases: bool = False  # make Debian-family bases with debootstrap (nothing to pull)
+    arches: tuple[Arch, ...] | None = None  # None: every arch of each variant
+
+    def arch_tags(self, arch: str, *extra: str) -> dict:
+        """`tags:` routes a job to a runner; a single shell executor takes every job untagged."""
+        return {} if self.shell else {"tags": [arch, *extra]}
+
+    def arches_of(self, v: Variant) -> tuple[Arch, ...]:
+        return tuple(a for a in v.arches if self.arches is None or a in self.arches)
+
+
+def production(builder: Builder = Builder.buildctl) -> Profile:
+    if builder is Builder.docker:
+        raise ConfigError("--builder", "the production profile builds without a docker daemon",
+                          "use --builder buildctl (default) or --builder kaniko")
+    harbor = "$HARBOR_HOST"
+    return Profile(
+        name="production", builder=builder, shell=False, handoff=True,
+        registry=f"{harbor}/$HARBOR_STAGING_PROJECT",
+        variables={
+            "RAPIDSHIP_REGISTRY": f"{harbor}/$HARBOR_STAGING_PROJECT",
+            "RAPIDSHIP_CANDIDATE_SUFFIX": "ci$CI_PIPELINE_IID",
+            "RAPIDSHIP_CACHE_REPO": f"{harbor}/$HARBOR_CACHE_PROJECT",
+            "RAPIDSHIP_BUILDER": builder.value,
+            "RAPIDSHIP_REGISTRY_USER": "$HARBOR_ROBOT_NAME",
+            "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_ROBOT_SECRET",
+            # trivy reads its vulnerability DB from the Harbor mirror, never from the internet.
+            "TRIVY_DB_REPOSITORY": f"{harbor}/$HARBOR_MIRROR_PROJECT/aquasecurity/trivy-db",
+            "TRIVY_JAVA_DB_REPOSITORY": f"{harbor}/$HARBOR_MIRROR_PROJECT/aquasecurity/trivy-java-db",
+            "BUILDKITD_FLAGS": "--oci-worker-no-process-sandbox",
+            "FF_KANIKO_RUN_MOUNT_CACHE": "true",
+        })
+
+
+def local(registry: str = "127.0.0.1:5000", arches: tuple[Arch, ...] = (Arch.amd64,)) -> Profile:
+    if not registry.startswith(("127.0.0.1:", "localhost:")):
+        raise ConfigError("--registry", f"{registry} is not a loopback registry",
+                          "the local profile pushes only to 127.0.0.1:PORT")
+    return Profile(name="local", builder=Builder.docker, shell=True, handoff=False, registry=registry,
+                   bootstrap_bases=True, arches=arches,
+                   variables={"RAPIDSHIP_REGISTRY": registry, "RAPIDSHIP_GPU_RUNNERS": NO_GPU})
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    body: dict
+    description: str
+
+
+def pipeline(matrix: Matrix, profile: Profile, variant_ids: list[str] | None = None) -> dict:
+    """Pure: the child pipeline for the selected variants (default: every variant)."""
+    doc: dict = {"stages": list(STAGES), "variables": dict(profile.variables), "default": _default(profile)}
+    for job in jobs(matrix, profile, variant_ids):
+        doc[job.name] = job.body
+    return doc
+
+
+def jobs(matrix: Matrix, profile: Profile, variant_ids: list[str] | None = None) -> list[Job]:
+    out: list[Job] = []
+    for v in matrix.select(variant_ids):
+        if profile.bootstrap_bases and v.family != "deb":
+            raise ConfigError("--variant", f"{v.id} needs its {v.distro} base from a registry; the local profile "
+                              "only makes Debian-family bases", "select Debian-family variants for --profile local")
+        if not profile.arches_of(v):
+            raise ConfigError("--variant", f"{v.id} is built for none of this profile's arches",
+                              f"select a variant built for {', '.join(a.value for a in profile.arches or ())}")
+        out += _variant_jobs(v, profile)
+    return out
+
+
+def _default(profile: Profile) -> dict:
+    default: dict = {"interruptible": True, "retry": dict(RETRY)}
+    if not profile.shell:
+        default["image"] = "$RAPIDSHIP_CI_IMAGE"
+    return default
+
+
+def _name(stage: str, v: Variant, arch: Arch | None = None) -> str:
+    return f"{stage}:{v.id}" + (f":{arch.value}" if arch else "")
+
+
+def _pull(v: Variant, arch: Arch, profile: Profile) -> list[str]:
+    """Where builds ran on another runner, fetch the candidate into this job's engine first."""
+    return [f"invoke ci.pull --variant {v.id} --arch {arch.value}"] if profile.handoff else []
+
+
+def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
+    vid = v.id
+    out_dir = f"build/{vid}/"
+    render = _name("render", v)
+    found = [Job(render, {
+        "stage": "prepare",
+        **p.arch_tags(p.arches_of(v)[0].value),
+        "script": [f"invoke render --variant {vid}", f"invoke lint --variant {vid}"],
+        "artifacts": {"paths": [out_dir], "expire_in": "1 week"},
+    }, f"render and hadolint {vid}")]
+    build_jobs, gates_jobs, scan_jobs, smoke_jobs = [], [], [], []
+    for arch in p.arches_of(v):
+        a = arch.value
+        build = _name("build", v, arch)
+        found.append(Job(build, _build_body(v, arch, p), f"build {v.ref(arch)} ({p.builder.value})"))
+        gates = _name("gates", v, arch)
+        found.append(Job(gates, {
+            "stage": "verify",
+            **p.arch_tags(a, "docker"),
+            "needs": [render, build],
+            "script": [*_pull(v, arch, p), f"invoke gates --variant {vid} --arch {a}"],
+            "artifacts": {"when": "always", "paths": [f"{out_dir}gates-{a}.json"], "expire_in": "1 week"},
+        }, f"image gates on {vid} {a}"))
+        scan = _name("scan", v, arch)
+        files = {k: f.format(variant=vid, arch=a) for k, f in SCAN_FILES.items()}
+        found.append(Job(scan, {
+            "stage": "verify",
+            **p.arch_tags(a, "docker"),
+            "needs": [render, build],
+            "script": [*_pull(v, arch, p), f"invoke scan --variant {vid} --arch {a}",
+                       f"invoke gate --report {files['trivy']}"],
+            "artifacts": {"when": "always", "paths": sorted(files.values()), "expire_in": "30 days",
+                          "reports": {"container_scanning": [files["container_scanning"]],
+                                      "cyclonedx": [files["cyclonedx"]]}},
+        }, f"trivy scan, SBOM and vulnerability gate on {vid} {a}"))
+        build_jobs.append(build)
+        gates_jobs.append(gates)
+        scan_jobs.append(scan)
+    push = _name("push", v)
+    found.append(Job(push, {
+        "stage": "publish",
+        **p.arch_tags("amd64", "docker"),
+        # needs every arch's gates and scan: the manifest list is merged only when all arches passed.
+        "needs": [render, *build_jobs, *gates_jobs, *scan_jobs],
+        "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)), f"invoke push --variant {vid}"],
+        "resource_group": f"push-{vid}",
+    }, f"push {vid} per-arch tags, then the manifest list, to {p.registry}"))
+    for arch in p.arches_of(v):
+        a = arch.value
+        smoke = _name("smoke", v, arch)
+        gpus = " --gpus all" if v.cuda else ""
+        found.append(Job(smoke, {
+            "stage": "smoke",
+            "tags": ["gpu", a] if not p.shell else ["gpu"],
+            "needs": [render, _name("build", v, arch), push],
+            "rules": [{"if": f'$RAPIDSHIP_GPU_RUNNERS == "{NO_GPU}"', "when": "never"}, {"when": "on_success"}],
+            "script": [*_pull(v, arch, p), f"invoke smoke --variant {vid} --arch {a}{gpus}"],
+        }, f"spill smoke of {vid} {a}, hardened profile; skipped when RAPIDSHIP_GPU_RUNNERS={NO_GPU} "
+           "(no runner tagged gpu with the NVIDIA container toolkit)"))
+        smoke_jobs.append(smoke)
+    on_tags = [{"if": "$CI_COMMIT_TAG", "when": "on_success"}, {"when": "never"}]
+    promote = _name("promote", v)
+    found.append(Job(promote, {
+        "stage": "release",
+        **p.arch_tags("amd64", "docker"),
+        "needs": [push, *({"job": s, "optional": True} for s in smoke_jobs)],
+        "rules": on_tags,
+        "interruptible": False,  # a release half done is worse than one not started
+        "script": [f"invoke promote --variant {vid}"],
+        "resource_group": f"release-{vid}",
+    }, f"promote {vid} from staging to the release project (tags only)"))
+    export_dir = EXPORT_DIR.format(variant=vid)
+    found.append(Job(_name("export", v), {
+        "stage": "release",
+        **p.arch_tags("amd64", "docker"),
+        "needs": [render, *build_jobs, promote],
+        "rules": on_tags,
+        "interruptible": False,
+        "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)),
+                   f"invoke export --variant {vid} --media dvd --out {export_dir}",
+                   f"invoke export.verify --variant {vid} --out {export_dir}"],
+        "artifacts": {"paths": [f"{export_dir}/"], "expire_in": "30 days"},
+    }, f"export {vid} to DVD-sized volumes and verify them (tags only)"))
+    return found
+
+
+def _build_body(v: Variant, arch: Arch, p: Profile) -> dict:
+    a = arch.value
+    if p.builder is Builder.docker:
+        script = ([f"invoke base --os {v.os} --arch {a}"] if p.bootstrap_bases else [])
+        script.append(f"invoke build --variant {v.id} --arch {a}")
+        body: dict = {**p.arch_tags(a, "docker")}
+    else:
+        # rootless BuildKit or kaniko: no daemon; the image goes to a candidate tag in staging
+        script = [f"invoke ci.build --variant {v.id} --arch {a}"]
+        body = {**p.arch_tags(a), "image": {
+            Builder.buildctl: {"name": "$RAPIDSHIP_BUILDKIT_IMAGE", "entrypoint": [""]},
+            Builder.kaniko: {"name": "$RAPIDSHIP_KANIKO_IMAGE", "entrypoint": [""]},
+        }[p.builder]}
+    record = f"build/{v.id}/{'build' if p.builder is Builder.docker else 'staged'}-{a}.json"
+    return {"stage": "build", **body, "needs": [_name("render", v)], "script": script,
+            "artifacts": {"when": "always", "paths": [record, f"build/{v.id}/build-{a}.log"], "expire_in": "1 week"}}
+
+
+def descriptions(matrix: Matrix, profile: Profile, variant_ids: list[str] | None = None) -> dict[str, str]:
+    return {j.name: j.description for j in jobs(matrix, profile, variant_ids)}
+
+
+def to_yaml(doc: dict, described: dict[str, str] | None = None) -> str:
+    """YAML text; each job preceded by a `# @Description` comment (gitlab-ci-local lists it)."""
+    described = described or {}
+    header = ("# Generated by `invoke ci.generate` from variants.yaml: do not edit by hand.\n"
+              "# Every script line is an invoke task; see docs/ci.md.\n")
+    parts = [header]
+    for key, value in doc.items():
+        if key in described:
+            parts.append(f"\n# @Description {described[key]}\n")
+        parts.append(yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=False, width=120))
+    return "".join(parts)
+
+
+def write_pipeline(matrix: Matrix, profile: Profile, out: Path, variant_ids: list[str] | None = None) -> Path:
+    doc = pipeline(matrix, profile, variant_ids)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(to_yaml(doc, descriptions(matrix, profile, variant_ids)))
+    return out

@@ -156,7 +156,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
     for arch in p.arches_of(v):
         a = arch.value
         build = _name("build", v, arch)
-        found.append(Job(build, _build_body(v, arch, p), f"build {v.ref(arch)} ({p.builder.value})"))
+        found.append(Job(build, _build_body(v, arch, p), f"build {v.id} {arch.value} with {p.builder.value}"))
         gates = _name("gates", v, arch)
         found.append(Job(gates, {
             "stage": "verify",
@@ -188,7 +188,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         "needs": [render, *build_jobs, *gates_jobs, *scan_jobs],
         "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)), f"invoke push --variant {vid}"],
         "resource_group": f"push-{vid}",
-    }, f"push {vid} per-arch tags, then the manifest list, to {p.registry}"))
+    }, f"push {vid} per-arch tags, then the manifest list, to the staging registry"))
     for arch in p.arches_of(v):
         a = arch.value
         smoke = _name("smoke", v, arch)
@@ -258,7 +258,8 @@ def to_yaml(doc: dict, described: dict[str, str] | None = None) -> str:
     parts = [header]
     for key, value in doc.items():
         if key in described:
-            parts.append(f"\n# @Description {described[key]}\n")
+            # gitlab-ci-local takes the first later line holding "word:" as the job: no colons here
+            parts.append(f"\n# @Description {described[key].replace(':', ' ')}\n")
         parts.append(yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=False, width=120))
     return "".join(parts)
 

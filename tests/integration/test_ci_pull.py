@@ -1,0 +1,63 @@
+"""`ci.pull`: a CI job fetches the candidate a daemonless build pushed, by digest, and gets the same
+build record `invoke build` writes. Real engine, real registry on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rapidship.build import StagedImage, pull_staged, write_staged
+from rapidship.errors import ConfigError, RapidshipError
+from rapidship.matrix import load_matrix
+
+from test_ci_local import loopback_registry  # noqa: F401 - shared fixture
+
+pytestmark = pytest.mark.docker
+ROOT = Path(__file__).resolve().parents[2]
+CPU = load_matrix(ROOT / "variants.yaml").variants["cpu-debian12"]
+
+
+def _docker(*args: str) -> str:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_pull_staged_fetches_the_pushed_digest(engine, loopback_registry, unique_name, tmp_path):  # noqa: F811
+    variant = CPU.model_copy(update={"image": unique_name})
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "hello").write_text("staged\n")
+    (ctx / "Dockerfile").write_text('FROM scratch\nCOPY hello /hello\nLABEL io.rapidship.lock.sha256="abc123"\n')
+    candidate = f"{loopback_registry}/{unique_name}:{variant.tag('amd64')}-ci7"
+    local = variant.ref("amd64")
+    engine.images.build(path=str(ctx), tag=candidate, rm=True)
+    try:
+        _docker("push", "--quiet", candidate)
+        digest = _docker("image", "inspect", candidate, "--format", "{{index .RepoDigests 0}}").split("@")[1]
+        _docker("rmi", candidate)  # this job's engine has never seen the image
+        out = tmp_path / "build"
+        out.mkdir()
+        write_staged(StagedImage(variant=variant.id, arch="amd64", ref=candidate, digest=digest, builder="buildctl",
+                                 seconds=12.5, log="build/cpu-debian12/build-amd64.log"), out)
+
+        built = pull_staged(out, "amd64", variant)
+        assert built.ref == local and built.extra == {"staged": candidate, "digest": digest}
+        assert built.lock_sha256 == "abc123" and built.layers == 1 and built.seconds == 12.5
+        assert built.size_bytes == 7 and built.zstd_bytes > 0
+        assert _docker("image", "inspect", local, "--format", "{{.Id}}") == built.image_id
+
+        # a digest the registry does not hold is refused, not silently replaced by the tag
+        record = json.loads((out / "staged-amd64.json").read_text())
+        record["digest"] = "sha256:" + "0" * 64
+        (out / "staged-amd64.json").write_text(json.dumps(record))
+        with pytest.raises(RapidshipError, match="docker pull failed"):
+            pull_staged(out, "amd64", variant)
+    finally:
+        subprocess.run(["docker", "rmi", "--force", candidate, local], capture_output=True, check=False)
+
+
+def test_pull_staged_without_a_record_names_the_fix(tmp_path):
+    with pytest.raises(ConfigError, match="staged-arm64.json.*no staged build record"):
+        pull_staged(tmp_path, "arm64", CPU)

@@ -7,6 +7,7 @@ tokens) go in only as BuildKit secrets: files under a 0700 temp dir, never build
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -274,11 +275,34 @@ def kaniko_command(plan: BuildPlan, push_ref: str, cache: str | None, digest_fil
     return cmd
 
 
+def registry_auth(refs: list[str], user: str | None, password: str | None) -> dict | None:
+    """Pure: a docker config.json granting `user` on the registries of `refs` (None: no credentials,
+    the job's own docker config applies). buildctl, kaniko and the docker CLI all read this file."""
+    if not user or not password:
+        return None
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"auths": {ref.split("/", 1)[0]: {"auth": token} for ref in refs if "/" in ref}}
+
+
+def _docker_config_env(tmp: Path, refs: list[str]) -> dict[str, str]:
+    """Env for a registry client: DOCKER_CONFIG in a 0700 temp dir when RAPIDSHIP_REGISTRY_USER/PASSWORD are set."""
+    config = registry_auth(refs, os.environ.get("RAPIDSHIP_REGISTRY_USER"), os.environ.get("RAPIDSHIP_REGISTRY_PASSWORD"))
+    env = dict(os.environ)
+    if config:
+        home = tmp / "docker-config"
+        home.mkdir(mode=0o700)
+        (home / "config.json").write_text(json.dumps(config))
+        (home / "config.json").chmod(0o600)
+        env["DOCKER_CONFIG"] = str(home)
+    return env
+
+
 def build_staged(plan: BuildPlan, secrets: BuildSecrets, builder: str, push_ref: str, cache: str | None,
                  log_path: Path, on_line: Callable[[str], None] = lambda _: None) -> StagedImage:
     """Edge: run a daemonless builder that pushes straight to `push_ref`; return what it pushed."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="rapidship-secrets-") as tmp:
+        env = _docker_config_env(Path(tmp), [push_ref, *([cache] if cache else [])])
         out = Path(tmp) / "result"
         if builder == "buildctl":
             cmd = buildctl_command(plan, _write_secrets(secrets, Path(tmp)), push_ref, cache, out)
@@ -292,7 +316,7 @@ def build_staged(plan: BuildPlan, secrets: BuildSecrets, builder: str, push_ref:
             log.write("$ " + " ".join(cmd) + "\n")
             log.flush()
             try:
-                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
             except FileNotFoundError:
                 raise RapidshipError(f"build {plan.ref}", f"{cmd[0]} is not installed in this job's image",
                                      "run the build job in the BuildKit (or kaniko) CI image: see docs/ci.md") from None
@@ -327,11 +351,14 @@ def pull_staged(out_dir: Path, arch: str, variant: Variant) -> BuiltImage:
     repo = staged.ref.rsplit(":", 1)[0] if ":" in staged.ref.rsplit("/", 1)[-1] else staged.ref
     pinned = f"{repo}@{staged.digest}"
     local = variant.ref(arch)
-    for cmd in (["docker", "pull", "--quiet", "--platform", f"linux/{arch}", pinned], ["docker", "tag", pinned, local]):
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise RapidshipError(pinned, f"{' '.join(cmd[:2])} failed: {proc.stderr.strip()[-300:]}",
-                                 "check the registry credentials (docker login) and that the build job pushed")
+    with tempfile.TemporaryDirectory(prefix="rapidship-pull-") as tmp:
+        env = _docker_config_env(Path(tmp), [repo])
+        for cmd in (["docker", "pull", "--quiet", "--platform", f"linux/{arch}", pinned],
+                    ["docker", "tag", pinned, local]):
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+            if proc.returncode != 0:
+                raise RapidshipError(pinned, f"{' '.join(cmd[:2])} failed: {proc.stderr.strip()[-300:]}",
+                                     "check RAPIDSHIP_REGISTRY_USER/PASSWORD (or docker login) and that the build pushed")
     info = inspect_image(local)
     return BuiltImage(variant=staged.variant, arch=arch, ref=local, image_id=info["Id"], size_bytes=info["Size"],
                       zstd_bytes=zstd_size(local), layers=len(info["RootFS"]["Layers"]), seconds=staged.seconds,

@@ -81,3 +81,14 @@ def test_kaniko_argv_without_secrets(tmp_path):
 def test_candidate_ref_needs_its_variables():
     with pytest.raises(ConfigError, match="RAPIDSHIP_REGISTRY"):
         candidate_ref(CPU, Arch.amd64, "", "ci1")
+
+
+def test_registry_auth_covers_every_registry_and_only_with_both_values():
+    from rapidship.build import registry_auth
+    import base64
+
+    refs = ["harbor.example.internal/staging/x:y", "harbor.example.internal/cache/x:c", "127.0.0.1:5000/x:y"]
+    config = registry_auth(refs, "robot$ci", "pa:ss")
+    assert set(config["auths"]) == {"harbor.example.internal", "127.0.0.1:5000"}
+    assert base64.b64decode(config["auths"]["127.0.0.1:5000"]["auth"]).decode() == "robot$ci:pa:ss"
+    assert registry_auth(refs, "robot$ci", None) is None and registry_auth(refs, "", "x") is None

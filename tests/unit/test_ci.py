@@ -214,3 +214,11 @@ def test_yaml_carries_gitlab_ci_local_descriptions(matrix):
     assert re.search(r"# @Description spill smoke .*skipped when RAPIDSHIP_GPU_RUNNERS=none.*\nsmoke:cpu-debian12:amd64:",
                      text)
     assert yaml.safe_load(text) == ci.pipeline(matrix, profile, ["cpu-debian12"])
+
+
+@pytest.mark.parametrize("name", ["buildkit", "tools"])
+def test_ci_job_images_pass_hadolint(name):
+    from rapidship.lint import lint
+
+    report = lint(ROOT / "ci" / "images" / f"{name}.Dockerfile", ROOT / ".hadolint.yaml")
+    assert report.passed, report.findings

@@ -188,11 +188,11 @@ from invoke import Collection  # noqa: E402
       help={"out": "where to write the child pipeline (default build/ci/child-pipeline.yml)",
             "profile": "production (GitLab runners, Harbor) or local (shell executor, loopback registry)",
             "builder": "production builder: buildctl (rootless BuildKit, default) or kaniko",
-            "registry": "local profile: the loopback registry (default 127.0.0.1:5000)",
+            "registry": "local profile: loopback registry and project (default 127.0.0.1:5000/staging)",
             "variant": "variant id (repeatable; default: every variant)", **VARIANTS_HELP})
 @exits_cleanly
 def ci_generate(c, out="build/ci/child-pipeline.yml", profile="production", builder="buildctl",
-                registry="127.0.0.1:5000", variant=None, variants_file="variants.yaml"):
+                registry="127.0.0.1:5000/staging", variant=None, variants_file="variants.yaml"):
     """Write the GitLab child pipeline for the matrix (per variant x arch jobs, a needs: DAG)."""
     from rapidship import ci
     from rapidship.errors import ConfigError
@@ -264,8 +264,20 @@ def ci_test(c, markers=None, junit=None):
     c.run(" ".join(shlex.quote(a) for a in args), pty=False)
 
 
-ci_tasks = Collection("ci", ci_generate, ci_build, ci_pull, ci_test)
-del ci_generate, ci_build, ci_pull, ci_test  # listed under ci.*, not at the top level
+@task(name="verify-export", help={"out": "the directory `invoke export --out` wrote"})
+@exits_cleanly
+def ci_verify_export(c, out):
+    """Verify every volume an export wrote to a directory (export-verify with each ISO as --from)."""
+    from rapidship.errors import ConfigError
+
+    volumes = sorted(str(p) for p in Path(out).glob("rapidship-*.iso"))
+    if not volumes:
+        raise ConfigError("--out", f"no rapidship-*.iso volume in {out}", "run invoke export --out DIR first")
+    export_verify(c, from_=volumes)  # noqa: F821 - the export block of this file defines it
+
+
+ci_tasks = Collection("ci", ci_generate, ci_build, ci_pull, ci_test, ci_verify_export)
+del ci_generate, ci_build, ci_pull, ci_test, ci_verify_export  # listed under ci.*, not at the top level
 
 
 def __getattr__(name):

@@ -27,13 +27,13 @@ from rapidship.matrix import Arch, Matrix, Variant
 
 STAGES = ["prepare", "build", "verify", "publish", "smoke", "release"]
 
-# What `invoke scan` leaves under build/<variant>/ (kept in one place: the scan stage owns the names).
-SCAN_FILES = {
-    "trivy": "build/{variant}/trivy-{arch}.json",
-    "cyclonedx": "build/{variant}/sbom-{arch}.cdx.json",
-    "container_scanning": "build/{variant}/gl-container-scanning-{arch}.json",
-}
+# Where `invoke scan --out` leaves its files, and their names (the scan stage owns the names).
+SCAN_DIR = "build/{variant}/scan-{arch}"
+SCAN_FILES = {"cyclonedx": "sbom.cdx.json", "container_scanning": "gl-container-scanning-report.json"}
 EXPORT_DIR = "export/{variant}"
+# Offline stand-in for the Harbor trivy DB mirror in the local profile (made-up advisories).
+LOCAL_ADVISORIES = "ci/local-advisories.yaml"
+LOCAL_TRIVY_CACHE = "build/trivy-cache"
 
 # GitLab retries only what the runner broke; a failing build or gate is never retried.
 RETRY = {"max": 2, "when": ["runner_system_failure"]}
@@ -57,6 +57,7 @@ class Profile:
     variables: dict[str, str] = field(default_factory=dict)
     bootstrap_bases: bool = False  # make Debian-family bases with debootstrap (nothing to pull)
     arches: tuple[Arch, ...] | None = None  # None: every arch of each variant
+    trivy_db_repository: str | None = None  # None: a DB planted from LOCAL_ADVISORIES (no network)
 
     def arch_tags(self, arch: str, *extra: str) -> dict:
         """`tags:` routes a job to a runner; a single shell executor takes every job untagged."""
@@ -73,6 +74,7 @@ def production(builder: Builder = Builder.buildctl) -> Profile:
     harbor = "$HARBOR_HOST"
     return Profile(
         name="production", builder=builder, shell=False, handoff=True,
+        trivy_db_repository="$TRIVY_DB_REPOSITORY",
         registry=f"{harbor}/$HARBOR_STAGING_PROJECT",
         variables={
             "RAPIDSHIP_REGISTRY": f"{harbor}/$HARBOR_STAGING_PROJECT",
@@ -89,10 +91,10 @@ def production(builder: Builder = Builder.buildctl) -> Profile:
         })
 
 
-def local(registry: str = "127.0.0.1:5000", arches: tuple[Arch, ...] = (Arch.amd64,)) -> Profile:
+def local(registry: str = "127.0.0.1:5000/staging", arches: tuple[Arch, ...] | None = None) -> Profile:
     if not registry.startswith(("127.0.0.1:", "localhost:")):
         raise ConfigError("--registry", f"{registry} is not a loopback registry",
-                          "the local profile pushes only to 127.0.0.1:PORT")
+                          "the local profile pushes only to 127.0.0.1:PORT/PROJECT")
     return Profile(name="local", builder=Builder.docker, shell=True, handoff=False, registry=registry,
                    bootstrap_bases=True, arches=arches,
                    variables={"RAPIDSHIP_REGISTRY": registry, "RAPIDSHIP_GPU_RUNNERS": NO_GPU})
@@ -166,14 +168,14 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
             "artifacts": {"when": "always", "paths": [f"{out_dir}gates-{a}.json"], "expire_in": "1 week"},
         }, f"image gates on {vid} {a}"))
         scan = _name("scan", v, arch)
-        files = {k: f.format(variant=vid, arch=a) for k, f in SCAN_FILES.items()}
+        scan_dir = SCAN_DIR.format(variant=vid, arch=a)
+        files = {k: f"{scan_dir}/{name}" for k, name in SCAN_FILES.items()}
         found.append(Job(scan, {
             "stage": "verify",
             **p.arch_tags(a, "docker"),
             "needs": [render, build],
-            "script": [*_pull(v, arch, p), f"invoke scan --variant {vid} --arch {a}",
-                       f"invoke gate --report {files['trivy']}"],
-            "artifacts": {"when": "always", "paths": sorted(files.values()), "expire_in": "30 days",
+            "script": [*_pull(v, arch, p), *_scan(vid, a, scan_dir, p)],
+            "artifacts": {"when": "always", "paths": [f"{scan_dir}/"], "expire_in": "30 days",
                           "reports": {"container_scanning": [files["container_scanning"]],
                                       "cyclonedx": [files["cyclonedx"]]}},
         }, f"trivy scan, SBOM and vulnerability gate on {vid} {a}"))
@@ -186,13 +188,14 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         **p.arch_tags("amd64", "docker"),
         # needs every arch's gates and scan: the manifest list is merged only when all arches passed.
         "needs": [render, *build_jobs, *gates_jobs, *scan_jobs],
-        "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)), f"invoke push --variant {vid}"],
+        "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)),
+                   f"invoke push --variant {vid} --registry $RAPIDSHIP_REGISTRY"],
         "resource_group": f"push-{vid}",
     }, f"push {vid} per-arch tags, then the manifest list, to the staging registry"))
     for arch in p.arches_of(v):
         a = arch.value
         smoke = _name("smoke", v, arch)
-        gpus = " --gpus all" if v.cuda else ""
+        gpus = " --mode gpu --gpus all" if v.cuda else ""
         found.append(Job(smoke, {
             "stage": "smoke",
             "tags": ["gpu", a] if not p.shell else ["gpu"],
@@ -222,10 +225,19 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         "interruptible": False,
         "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)),
                    f"invoke export --variant {vid} --media dvd --out {export_dir}",
-                   f"invoke export.verify --variant {vid} --out {export_dir}"],
+                   f"invoke ci.verify-export --out {export_dir}"],
         "artifacts": {"paths": [f"{export_dir}/"], "expire_in": "30 days"},
     }, f"export {vid} to DVD-sized volumes and verify them (tags only)"))
     return found
+
+
+def _scan(vid: str, a: str, scan_dir: str, p: Profile) -> list[str]:
+    """trivy with its DB from the Harbor mirror; locally, from a DB written from planted advisories."""
+    scan = f"invoke scan --variant {vid} --arch {a} --out {scan_dir}"
+    if p.trivy_db_repository:
+        return [f"{scan} --db-repository {p.trivy_db_repository}"]
+    return [f"invoke trivy-db --advisories {LOCAL_ADVISORIES} --cache-dir {LOCAL_TRIVY_CACHE}",
+            f"{scan} --cache-dir {LOCAL_TRIVY_CACHE} --skip-db-update --offline-scan"]
 
 
 def _build_body(v: Variant, arch: Arch, p: Profile) -> dict:

@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -37,32 +38,42 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def loopback_registry(tmp_path):
-    """A real OCI registry (CNCF distribution) on 127.0.0.1, stopped by pid afterwards."""
+def serve_registry(tmp_path: Path, user: str | None = None, password: str | None = None):
+    """A real OCI registry (CNCF distribution) on 127.0.0.1 over plain HTTP (the engine trusts
+    loopback registries without TLS), optionally with htpasswd auth. Returns (host, process)."""
     exe = shutil.which("docker-registry")
     if not exe:
         pytest.fail("docker-registry is not installed: scripts/setup installs it")
     port = _free_port()
+    auth = ""
+    if user:
+        import bcrypt
+
+        (tmp_path / "htpasswd").write_bytes(user.encode() + b":" + bcrypt.hashpw(password.encode(), bcrypt.gensalt(5)))
+        auth = f"auth:\n  htpasswd:\n    realm: rapidship-test\n    path: {tmp_path / 'htpasswd'}\n"
     config = tmp_path / "registry.yml"
     config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'registry'}\n"
-                      f"http:\n  addr: 127.0.0.1:{port}\n")
-    log = open(tmp_path / "registry.log", "w")
+                      f"http:\n  addr: 127.0.0.1:{port}\n{auth}")
+    log = open(tmp_path / "registry.log", "w")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen([exe, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        for _ in range(50):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            pytest.fail(f"registry did not start: {(tmp_path / 'registry.log').read_text()}")
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1)
+            return f"127.0.0.1:{port}", proc
+        except urllib.error.HTTPError:
+            return f"127.0.0.1:{port}", proc  # 401: up, asking for credentials
+        except OSError:
+            time.sleep(0.2)
+    proc.terminate()
+    pytest.fail(f"registry did not start: {(tmp_path / 'registry.log').read_text()}")
+
+
+@pytest.fixture
+def loopback_registry(tmp_path):
+    host, proc = serve_registry(tmp_path)
+    yield host
+    proc.terminate()
+    proc.wait(timeout=10)
 
 
 def _checkout_copy(dest: Path) -> Path:

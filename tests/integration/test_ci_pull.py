@@ -13,7 +13,7 @@ from rapidship.build import StagedImage, pull_staged, write_staged
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.matrix import load_matrix
 
-from test_ci_local import loopback_registry  # noqa: F401 - shared fixture
+from test_ci_local import loopback_registry, serve_registry  # noqa: F401 - shared fixture
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +56,50 @@ def test_pull_staged_fetches_the_pushed_digest(engine, loopback_registry, unique
             pull_staged(out, "amd64", variant)
     finally:
         subprocess.run(["docker", "rmi", "--force", candidate, local], capture_output=True, check=False)
+
+
+def test_pull_staged_uses_the_ci_credentials(engine, unique_name, tmp_path, monkeypatch):
+    """With htpasswd on the registry, the pull works only through RAPIDSHIP_REGISTRY_USER/PASSWORD,
+    which reach docker in a private DOCKER_CONFIG, never on a command line or in an error."""
+    host, proc = serve_registry(tmp_path, "robot$ci", "pull-s3cret")
+    variant = CPU.model_copy(update={"image": unique_name})
+    candidate = f"{host}/{unique_name}:{variant.tag('amd64')}-ci8"
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "f").write_text("x")
+    (ctx / "Dockerfile").write_text("FROM scratch\nCOPY f /f\n")
+    engine.images.build(path=str(ctx), tag=candidate, rm=True)
+    pusher = tmp_path / "pusher"
+    pusher.mkdir()
+    import base64
+
+    token = base64.b64encode(b"robot$ci:pull-s3cret").decode()
+    (pusher / "config.json").write_text(json.dumps({"auths": {host: {"auth": token}}}))
+    try:
+        subprocess.run(["docker", "--config", str(pusher), "push", "--quiet", candidate], check=True, capture_output=True)
+        digest = _docker("image", "inspect", candidate, "--format", "{{index .RepoDigests 0}}").split("@")[1]
+        _docker("rmi", candidate)
+        out = tmp_path / "build"
+        out.mkdir()
+        write_staged(StagedImage(variant=variant.id, arch="amd64", ref=candidate, digest=digest, builder="buildctl",
+                                 seconds=1.0, log="-"), out)
+        monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "empty-docker-config"))
+        monkeypatch.delenv("RAPIDSHIP_REGISTRY_USER", raising=False)
+        with pytest.raises(RapidshipError, match="docker pull failed.*(unauthorized|no basic auth|authentication)") as refused:
+            pull_staged(out, "amd64", variant)
+        monkeypatch.setenv("RAPIDSHIP_REGISTRY_USER", "robot$ci")
+        monkeypatch.setenv("RAPIDSHIP_REGISTRY_PASSWORD", "wrong")
+        with pytest.raises(RapidshipError, match="unauthorized|authentication") as wrong:
+            pull_staged(out, "amd64", variant)
+        assert "wrong" not in str(wrong.value)
+        monkeypatch.setenv("RAPIDSHIP_REGISTRY_PASSWORD", "pull-s3cret")
+        built = pull_staged(out, "amd64", variant)
+        assert built.extra["digest"] == digest and built.size_bytes == 1
+        assert "pull-s3cret" not in str(refused.value) + json.dumps(built.extra)
+    finally:
+        subprocess.run(["docker", "rmi", "--force", candidate, variant.ref("amd64")], capture_output=True, check=False)
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_pull_staged_without_a_record_names_the_fix(tmp_path):

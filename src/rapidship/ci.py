@@ -58,6 +58,7 @@ class Profile:
     bootstrap_bases: bool = False  # make Debian-family bases with debootstrap (nothing to pull)
     arches: tuple[Arch, ...] | None = None  # None: every arch of each variant
     trivy_db_repository: str | None = None  # None: a DB planted from LOCAL_ADVISORIES (no network)
+    promote_variables: dict[str, str] = field(default_factory=dict)  # the promote robot, not the CI one
 
     def arch_tags(self, arch: str, *extra: str) -> dict:
         """`tags:` routes a job to a runner; a single shell executor takes every job untagged."""
@@ -75,14 +76,17 @@ def production(builder: Builder = Builder.buildctl) -> Profile:
     return Profile(
         name="production", builder=builder, shell=False, handoff=True,
         trivy_db_repository="$TRIVY_DB_REPOSITORY",
+        # harbor/robots.yaml: the `ci` robot pushes to staging only; `promote` may write release.
+        promote_variables={"RAPIDSHIP_REGISTRY_USER": "$HARBOR_PROMOTE_ROBOT_NAME",
+                           "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_PROMOTE_ROBOT_SECRET"},
         registry=f"{harbor}/$HARBOR_STAGING_PROJECT",
         variables={
             "RAPIDSHIP_REGISTRY": f"{harbor}/$HARBOR_STAGING_PROJECT",
             "RAPIDSHIP_CANDIDATE_SUFFIX": "ci$CI_PIPELINE_IID",
             "RAPIDSHIP_CACHE_REPO": f"{harbor}/$HARBOR_CACHE_PROJECT",
             "RAPIDSHIP_BUILDER": builder.value,
-            "RAPIDSHIP_REGISTRY_USER": "$HARBOR_ROBOT_NAME",
-            "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_ROBOT_SECRET",
+            "RAPIDSHIP_REGISTRY_USER": "$HARBOR_CI_ROBOT_NAME",
+            "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_CI_ROBOT_SECRET",
             # trivy reads its vulnerability DB from the Harbor mirror, never from the internet.
             "TRIVY_DB_REPOSITORY": f"{harbor}/$HARBOR_MIRROR_PROJECT/aquasecurity/trivy-db",
             "TRIVY_JAVA_DB_REPOSITORY": f"{harbor}/$HARBOR_MIRROR_PROJECT/aquasecurity/trivy-java-db",
@@ -202,6 +206,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
             "needs": [render, _name("build", v, arch), push],
             "rules": [{"if": f'$RAPIDSHIP_GPU_RUNNERS == "{NO_GPU}"', "when": "never"}, {"when": "on_success"}],
             "script": [*_pull(v, arch, p), f"invoke smoke --variant {vid} --arch {a}{gpus}"],
+            "artifacts": {"when": "always", "paths": ["build/smoke/"], "expire_in": "30 days"},
         }, f"spill smoke of {vid} {a}, hardened profile; skipped when RAPIDSHIP_GPU_RUNNERS={NO_GPU} "
            "(no runner tagged gpu with the NVIDIA container toolkit)"))
         smoke_jobs.append(smoke)
@@ -213,6 +218,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         "needs": [push, *({"job": s, "optional": True} for s in smoke_jobs)],
         "rules": on_tags,
         "interruptible": False,  # a release half done is worse than one not started
+        **({"variables": dict(p.promote_variables)} if p.promote_variables else {}),
         "script": [f"invoke promote --variant {vid}"],
         "resource_group": f"release-{vid}",
     }, f"promote {vid} from staging to the release project (tags only)"))

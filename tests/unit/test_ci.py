@@ -185,6 +185,9 @@ def test_release_on_tags_only_and_not_interruptible(matrix):
     assert doc["default"]["interruptible"] is True
     assert doc["default"]["retry"] == {"max": 2, "when": ["runner_system_failure"]}
     assert not any("retry" in job for job in _jobs(doc).values())
+    # least privilege: the promote job alone uses the robot that may write the release project
+    assert doc["promote:cpu-debian12"]["variables"]["RAPIDSHIP_REGISTRY_USER"] == "$HARBOR_PROMOTE_ROBOT_NAME"
+    assert doc["variables"]["RAPIDSHIP_REGISTRY_USER"] == "$HARBOR_CI_ROBOT_NAME"
 
 
 def test_local_profile_shares_job_definitions(matrix):

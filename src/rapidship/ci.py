@@ -194,6 +194,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         "needs": [render, *build_jobs, *gates_jobs, *scan_jobs],
         "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)),
                    f"invoke push --variant {vid} --registry $RAPIDSHIP_REGISTRY"],
+        "artifacts": {"paths": [f"{out_dir}push.json"], "expire_in": "30 days"},  # promote reads it
         "resource_group": f"push-{vid}",
     }, f"push {vid} per-arch tags, then the manifest list, to the staging registry"))
     for arch in p.arches_of(v):
@@ -220,6 +221,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         "interruptible": False,  # a release half done is worse than one not started
         **({"variables": dict(p.promote_variables)} if p.promote_variables else {}),
         "script": [f"invoke promote --variant {vid}"],
+        "artifacts": {"paths": [f"{out_dir}promote.json"], "expire_in": "1 year"},
         "resource_group": f"release-{vid}",
     }, f"promote {vid} from staging to the release project (tags only)"))
     export_dir = EXPORT_DIR.format(variant=vid)

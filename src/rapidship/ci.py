@@ -59,6 +59,7 @@ class Profile:
     arches: tuple[Arch, ...] | None = None  # None: every arch of each variant
     trivy_db_repository: str | None = None  # None: a DB planted from LOCAL_ADVISORIES (no network)
     promote_variables: dict[str, str] = field(default_factory=dict)  # the promote robot, not the CI one
+    harbor_gate: bool = False  # Harbor scans what was pushed and the same policy judges it before promote
 
     def arch_tags(self, arch: str, *extra: str) -> dict:
         """`tags:` routes a job to a runner; a single shell executor takes every job untagged."""
@@ -75,7 +76,7 @@ def production(builder: Builder = Builder.buildctl) -> Profile:
     harbor = "$HARBOR_HOST"
     return Profile(
         name="production", builder=builder, shell=False, handoff=True,
-        trivy_db_repository="$TRIVY_DB_REPOSITORY",
+        trivy_db_repository="$TRIVY_DB_REPOSITORY", harbor_gate=True,
         # harbor/robots.yaml: the `ci` robot pushes to staging only; `promote` may write release.
         promote_variables={"RAPIDSHIP_REGISTRY_USER": "$HARBOR_PROMOTE_ROBOT_NAME",
                            "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_PROMOTE_ROBOT_SECRET"},
@@ -211,12 +212,25 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         }, f"spill smoke of {vid} {a}, hardened profile; skipped when RAPIDSHIP_GPU_RUNNERS={NO_GPU} "
            "(no runner tagged gpu with the NVIDIA container toolkit)"))
         smoke_jobs.append(smoke)
+    release_needs: list = [push]
+    if p.harbor_gate:
+        harbor_gate = _name("harbor-gate", v)
+        release_needs.append(harbor_gate)
+        found.append(Job(harbor_gate, {
+            "stage": "publish",
+            **p.arch_tags("amd64"),
+            "needs": [push],
+            "variables": {"RAPIDSHIP_HARBOR_USER": "$HARBOR_CI_ROBOT_NAME",
+                          "RAPIDSHIP_HARBOR_PASSWORD": "$HARBOR_CI_ROBOT_SECRET"},
+            "script": [f"invoke harbor.gate --variant {vid}"],
+            "artifacts": {"when": "always", "paths": [out_dir], "expire_in": "30 days"},
+        }, f"Harbor scans the pushed {vid} and the trivy policy judges its report"))
     on_tags = [{"if": "$CI_COMMIT_TAG", "when": "on_success"}, {"when": "never"}]
     promote = _name("promote", v)
     found.append(Job(promote, {
         "stage": "release",
         **p.arch_tags("amd64", "docker"),
-        "needs": [push, *({"job": s, "optional": True} for s in smoke_jobs)],
+        "needs": [*release_needs, *({"job": s, "optional": True} for s in smoke_jobs)],
         "rules": on_tags,
         "interruptible": False,  # a release half done is worse than one not started
         **({"variables": dict(p.promote_variables)} if p.promote_variables else {}),

@@ -95,10 +95,10 @@ def _pick(m, ids, every):
 def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, force=False,
                variants_file="variants.yaml"):
     """Bootstrap a Debian-family base with debootstrap and load it under the name variants expect."""
-    from rapidship.base import _host_arch, bootstrap, image_exists, plan_base
+    from rapidship.base import host_arch, bootstrap, image_exists, plan_base
     from rapidship.matrix import Arch
 
-    plan = plan_base(load_matrix(variants_file), os, _arch(arch or _host_arch()), mirror, conda_builder)
+    plan = plan_base(load_matrix(variants_file), os, _arch(arch or host_arch()), mirror, conda_builder)
     if image_exists(plan.ref, plan.arch) and not force:
         console.err.print(f"{plan.ref} ({plan.arch.value}) exists; --force to rebuild")
         return
@@ -107,6 +107,15 @@ def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, fo
     with console.err.status(f"debootstrap {plan.suite} {plan.arch.value} from {plan.mirror} (log: {log})"):
         made = bootstrap(plan, Path("build"), log)
     console.err.print(f"made {made.ref} ({made.arch}) in {made.seconds}s, rootfs {made.rootfs_bytes / 1e6:.0f} MB")
+
+
+def _arches(v, value):
+    """--arch: one arch, 'all' of the variant's, or (default) this machine's."""
+    from rapidship.base import host_arch
+
+    if value == "all":
+        return list(v.arches)
+    return [_arch(value or host_arch())]
 
 
 def _arch(value):
@@ -120,7 +129,7 @@ def _arch(value):
 
 
 @task(iterable=["conda_channel"],
-      help={"variant": "variant id", "arch": "amd64 or arm64 (default: every arch of the variant)",
+      help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",
             "ca-bundle": "PEM bundle for TLS-intercepting proxies (a BuildKit secret; default $RAPIDSHIP_CA_BUNDLE or $SSL_CERT_FILE)",
             "pip-index": "PyPI mirror URL, may carry a token (a BuildKit secret; default $RAPIDSHIP_PIP_INDEX_URL)",
             "conda-channel": "conda channel mirror URL (repeatable; a BuildKit secret; default $RAPIDSHIP_CONDA_CHANNELS)",
@@ -143,7 +152,7 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
     secrets = BuildSecrets.from_flags(ca_bundle, pip_index, conda_channel)
     rendered = render_variant(v)
     revision = c.run("git rev-parse --short HEAD", hide=True, warn=True).stdout.strip()
-    for a in ([_arch(arch)] if arch else v.arches):
+    for a in _arches(v, arch):
         plan = plan_build(v, a, rendered, secrets, revision)
         log = Path(rendered.out_dir) / f"build-{a.value}.log"
         with console.err.status(f"building {plan.ref}") as status:
@@ -154,7 +163,7 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
                           f"{built.cached_steps}/{built.total_steps} steps cached -> {record}")
 
 
-@task(help={"variant": "variant id", "arch": "amd64 or arm64 (default: every arch of the variant)",
+@task(help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",
             "ca-bundle": "the CA bundle the build used (default as for build): its private certs must not leak",
             "pip-index": "the index URL the build used (default $RAPIDSHIP_PIP_INDEX_URL)", **VARIANTS_HELP})
 @exits_cleanly
@@ -166,7 +175,7 @@ def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
     v = load_matrix(variants_file).get(variant)
     secrets = BuildSecrets.from_flags(ca_bundle, pip_index, None)
     failed = []
-    for a in ([_arch(arch)] if arch else v.arches):
+    for a in _arches(v, arch):
         out = Path("build") / v.id
         built = read_record(out, a.value)
         with console.err.status(f"gates on {built.ref}") as status:

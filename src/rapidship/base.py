@@ -89,7 +89,7 @@ def _run(cmd: list[str], what: str, log: Path | None = None, **kw) -> None:
 
 def enable_emulation(arch: Arch) -> None:
     """Foreign-arch RUN steps need binfmt_misc + qemu; mount and enable them if they are not yet."""
-    if arch.value == _host_arch():
+    if arch.value == host_arch():
         return
     qemu = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64"}[arch.value]
     binfmt = Path("/proc/sys/fs/binfmt_misc")
@@ -102,7 +102,7 @@ def enable_emulation(arch: Arch) -> None:
         _run(["update-binfmts", "--enable", qemu], f"enabling {qemu}")
 
 
-def _host_arch() -> str:
+def host_arch() -> str:
     return {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
 
 

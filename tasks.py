@@ -95,11 +95,11 @@ def _pick(m, ids, every):
 def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, force=False,
                variants_file="variants.yaml"):
     """Bootstrap a Debian-family base with debootstrap and load it under the name variants expect."""
-    from rapidship.base import host_arch, bootstrap, image_exists, plan_base
+    from rapidship.base import bootstrap, host_arch, plan_base, resolve_local_base
     from rapidship.matrix import Arch
 
     plan = plan_base(load_matrix(variants_file), os, _arch(arch or host_arch()), mirror, conda_builder)
-    if image_exists(plan.ref, plan.arch) and not force:
+    if resolve_local_base(plan.ref, plan.arch) and not force:
         console.err.print(f"{plan.ref} ({plan.arch.value}) exists; --force to rebuild")
         return
     Path("build").mkdir(exist_ok=True)
@@ -138,7 +138,7 @@ def _arch(value):
 def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, conda_channel=None,
           variants_file="variants.yaml"):
     """Render and build a variant with BuildKit; writes build/<variant>/build-<arch>.json."""
-    from rapidship.build import BuildSecrets, build as build_image, plan_build, write_record
+    from rapidship.build import BuildSecrets, build as build_image, local_base_args, plan_build, write_record
     from rapidship.lock import check_lock, load_env_spec
     from rapidship.matrix import Flavour
     from rapidship.render import missing_locks, render as render_variant
@@ -153,7 +153,7 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
     rendered = render_variant(v)
     revision = c.run("git rev-parse --short HEAD", hide=True, warn=True).stdout.strip()
     for a in _arches(v, arch):
-        plan = plan_build(v, a, rendered, secrets, revision)
+        plan = plan_build(v, a, rendered, secrets, revision, base_args=local_base_args(v, a))
         log = Path(rendered.out_dir) / f"build-{a.value}.log"
         with console.err.status(f"building {plan.ref}") as status:
             built = build_image(plan, secrets, v, log, on_step=lambda s: status.update(f"{plan.ref}: {s}"))

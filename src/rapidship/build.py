@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from rapidship.base import docker_cli, image_exists
+from rapidship.base import docker_cli, resolve_local_base
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.matrix import Arch, Flavour, Variant
 from rapidship.render import Rendered
@@ -52,6 +52,7 @@ class BuildPlan:
     context: str
     labels: dict[str, str]
     secret_ids: tuple[str, ...]
+    base_args: dict[str, str] = field(default_factory=dict)  # BUILDER_BASE/RUNTIME_BASE when not the default
     target: str = "runtime"
     no_cache: bool = False  # rebuild every step (cache mounts such as pip's download cache stay)
 
@@ -75,7 +76,7 @@ class BuiltImage:
 
 
 def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildSecrets, revision: str = "",
-               no_cache: bool = False) -> BuildPlan:
+               no_cache: bool = False, base_args: dict[str, str] | None = None) -> BuildPlan:
     """Pure: what to build, under which tag, with which labels and secret ids."""
     if arch not in variant.arches:
         offered = ", ".join(a.value for a in variant.arches)
@@ -87,7 +88,8 @@ def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildS
     if revision:
         labels["org.opencontainers.image.revision"] = revision
     return BuildPlan(variant=variant.id, arch=arch.value, ref=variant.ref(arch), context=rendered.out_dir,
-                     labels=labels, secret_ids=tuple(ids), no_cache=no_cache)
+                     labels=labels, secret_ids=tuple(ids), no_cache=no_cache,
+                     base_args=base_args or {})
 
 
 def build_command(plan: BuildPlan, cli: str, secret_files: dict[str, Path]) -> list[str]:
@@ -96,6 +98,8 @@ def build_command(plan: BuildPlan, cli: str, secret_files: dict[str, Path]) -> l
            "--tag", plan.ref]
     if plan.no_cache:
         cmd.append("--no-cache")
+    for key, value in sorted(plan.base_args.items()):
+        cmd += ["--build-arg", f"{key}={value}"]
     for key, value in sorted(plan.labels.items()):
         cmd += ["--label", f"{key}={value}"]
     for sid in plan.secret_ids:
@@ -107,14 +111,23 @@ _STEP = re.compile(r"^#(\d+) (\[[^\]]+\] .*)$")
 _CACHED = re.compile(r"^#(\d+) CACHED$")
 
 
+def local_base_args(variant: Variant, arch: Arch) -> dict[str, str]:
+    """Find each stage's base in the engine (plain name or arch alias); fail clearly when absent."""
+    args = {}
+    for key, ref in (("BUILDER_BASE", variant.bases.builder), ("RUNTIME_BASE", variant.bases.runtime)):
+        found = resolve_local_base(ref, arch)
+        if found is None:
+            conda = key == "BUILDER_BASE" and variant.flavour is Flavour.conda
+            raise ConfigError("base image", f"{ref} ({arch.value}) is not in the engine",
+                              f"pull it through the registry prefix, or make it: invoke base --os {variant.os}"
+                              + (" --conda-builder" if conda else "") + f" --arch {arch.value}")
+        if found != ref:
+            args[key] = found
+    return args
+
+
 def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Path,
           on_step: Callable[[str], None] = lambda _: None) -> BuiltImage:
-    for ref in {variant.bases.builder, variant.bases.runtime}:
-        if not image_exists(ref, Arch(plan.arch)):
-            raise ConfigError("base image", f"{ref} ({plan.arch}) is not in the engine",
-                              f"pull it through the registry prefix, or make it: invoke base --os {variant.os}"
-                              + (" --conda-builder" if ref == variant.bases.builder and variant.flavour is Flavour.conda else "")
-                              + f" --arch {plan.arch}")
     cli = docker_cli()
     env = dict(os.environ, DOCKER_BUILDKIT="1")
     start = time.monotonic()

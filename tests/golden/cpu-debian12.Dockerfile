@@ -2,9 +2,12 @@
 # change the template or variants.yaml and run `invoke render`.
 # Secrets enter only as BuildKit secrets: cacert (CA bundle), pip-index (index URL, may carry a
 # token), pipconf (pip.conf), conda-channels (channel URLs), apt-auth (apt auth.conf).
+# Bases are build args only so a local engine can name each arch's stand-in base differently.
+ARG BUILDER_BASE=harbor.example.internal/dockerhub/library/debian:bookworm-slim
+ARG RUNTIME_BASE=harbor.example.internal/dockerhub/library/debian:bookworm-slim
 
 # ---- builder: a venv at /opt/rapids from the hashed pip lock (wheels only, no compilers) ----
-FROM harbor.example.internal/dockerhub/library/debian:bookworm-slim AS builder
+FROM ${BUILDER_BASE} AS builder
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,required=false \
@@ -27,7 +30,7 @@ RUN --mount=type=secret,id=cacert,required=false \
  && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
-FROM harbor.example.internal/dockerhub/library/debian:bookworm-slim AS runtime
+FROM ${RUNTIME_BASE} AS runtime
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,required=false \

@@ -2,9 +2,12 @@
 # change the template or variants.yaml and run `invoke render`.
 # Secrets enter only as BuildKit secrets: cacert (CA bundle), pip-index (index URL, may carry a
 # token), pipconf (pip.conf), conda-channels (channel URLs), apt-auth (apt auth.conf).
+# Bases are build args only so a local engine can name each arch's stand-in base differently.
+ARG BUILDER_BASE=harbor.example.internal/dockerhub/library/python:3.11-slim-bookworm
+ARG RUNTIME_BASE=harbor.example.internal/dockerhub/library/ubuntu:22.04
 
 # ---- builder: conda env from the lock, packed with conda-pack ----
-FROM harbor.example.internal/dockerhub/library/python:3.11-slim-bookworm AS builder
+FROM ${BUILDER_BASE} AS builder
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 COPY lock/ /tmp/lock/
@@ -40,7 +43,7 @@ RUN --mount=type=secret,id=cacert,required=false \
  && mkdir -p /out/opt/rapids && tar -xf /tmp/env.tar -C /out/opt/rapids && rm /tmp/env.tar
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
-FROM harbor.example.internal/dockerhub/library/ubuntu:22.04 AS runtime
+FROM ${RUNTIME_BASE} AS runtime
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,required=false \

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -168,15 +169,24 @@ def skopeo_push(ref: str, dest: str, host: str, creds: Credentials | None, ca_bu
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode == 0:
                 return digest_file.read_text().strip()
-            err = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"
+            err = _skopeo_error(proc.stderr) or f"exit {proc.returncode}"
             if any(p in err.lower() for p in _PERMANENT) or attempt == policy.attempts:
                 hint = ("the registry or the network is failing persistently: check it, then run again"
                         if attempt == policy.attempts else "check the credentials, the CA and the image")
                 raise RapidshipError(f"push {dest}", f"skopeo copy failed after {attempt} attempt(s): {err}", hint)
             delay = backoff(policy, attempt)
-            retries(attempt, f"skopeo copy: {err[-160:]}", delay)
+            retries(attempt, f"skopeo copy: {err}", delay)
             time.sleep(delay)
     raise AssertionError("unreachable")
+
+
+def _skopeo_error(stderr: str) -> str:
+    """The message of skopeo's last log line (level=fatal msg="..."), without the log framing."""
+    lines = stderr.strip().splitlines()
+    if not lines:
+        return ""
+    m = re.search(r'msg="((?:[^"\\]|\\.)*)"', lines[-1])
+    return m.group(1).replace('\\"', '"') if m else lines[-1]
 
 
 def arch_image(reg: Registry, repo: str, arch: str, tag: str, digest: str) -> ArchImage:

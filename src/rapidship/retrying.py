@@ -54,6 +54,11 @@ def _retry_after(value: str | None) -> float | None:
         return None  # an HTTP date: fall back to our own backoff
 
 
+def _reason(err: Exception) -> str:
+    text = str(err)
+    return text[text.rfind("(") + 1:].rstrip(")") if "(" in text else text
+
+
 def backoff(policy: RetryPolicy, attempt: int, retry_after: float | None = None) -> float:
     """Pure: seconds to wait after failed attempt number `attempt` (1-based)."""
     delay = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
@@ -70,7 +75,12 @@ def send(session: requests.Session, method: str, url: str, *, policy: RetryPolic
     for attempt in range(1, policy.attempts + 1):
         retry_after = None
         try:
-            resp = session.request(method, url, timeout=policy.timeout, **kwargs)
+            # verify passed per request: requests lets $REQUESTS_CA_BUNDLE override session.verify
+            resp = session.request(method, url, timeout=policy.timeout, verify=kwargs.pop("verify", session.verify),
+                                   **kwargs)
+        except requests.exceptions.SSLError as err:
+            raise RapidshipError(what, f"TLS verification failed for {urlsplit(url).netloc}: {_reason(err)}",
+                                 "pass the CA bundle that signs its certificate (--ca-cert or the *_CA variable)") from None
         except _DROPPED as err:
             fault = f"connection failed ({err.__class__.__name__})"
             if not idempotent:

@@ -241,3 +241,10 @@ def test_scan_gate_fails_closed(double, client):
     double.add_artifact("staging", "vague", DIGEST, REPORT)
     with pytest.raises(GateFailure, match="no passed=true/false verdict"):
         scan_gate(client, "staging", "vague", DIGEST, lambda r: {"ok": "yes"}, poll=0.01)
+
+
+def test_invoke_list_shows_every_task():
+    proc = subprocess.run(["invoke", "--list"], cwd=ROOT, capture_output=True, text=True, check=True)
+    names = {line.split()[0] for line in proc.stdout.splitlines()[1:] if line.strip()}
+    assert {"harbor.plan", "harbor.apply", "push", "promote", "base", "build", "lint", "lock", "matrix",
+            "render"} <= names, proc.stdout

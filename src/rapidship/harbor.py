@@ -308,7 +308,12 @@ class HarborClient:
 
     @staticmethod
     def _created_id(resp: requests.Response) -> int:
-        return int(resp.headers["Location"].rstrip("/").rsplit("/", 1)[1])
+        tail = (resp.headers.get("Location") or "").rstrip("/").rsplit("/", 1)[-1]
+        if not tail.isdigit():
+            raise RapidshipError(f"harbor {resp.request.method} {resp.request.path_url}",
+                                 f"created, but the Location header {resp.headers.get('Location')!r} names no id",
+                                 "run harbor.plan to see the state, then apply again")
+        return int(tail)
 
     # registries
     def registries(self) -> list[dict]:

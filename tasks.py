@@ -266,8 +266,10 @@ harbor_tasks.add_task(task(help={**_HARBOR_HELP, "secrets-file": "where new robo
 
 
 def __getattr__(name):
-    """The root namespace, built on first use, i.e. after every task of this file exists (so
-    blocks appended below still land in it): module tasks plus the `harbor` collection."""
+    """The root namespace, built when invoke first asks for it, i.e. after the whole file ran:
+    every module-level task plus every module-level Collection (like `harbor`), so blocks
+    appended below land in it too. Add sub-collections as module-level Collections; do not
+    define a second `ns`."""
     if name != "ns":
         raise AttributeError(name)
     from invoke import Task
@@ -276,6 +278,7 @@ def __getattr__(name):
     for obj in list(globals().values()):
         if isinstance(obj, Task):
             root.add_task(obj)
-    root.add_collection(harbor_tasks)
+        elif isinstance(obj, Collection):
+            root.add_collection(obj)
     globals()["ns"] = root
     return root

@@ -7,6 +7,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -106,6 +107,9 @@ class Script:
                 if step == "drop":
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
+                if step == "slow":
+                    time.sleep(1.0)
+                    step = 200
                 self.send_response(step)
                 if step == 429:
                     self.send_header("Retry-After", "0")
@@ -135,6 +139,12 @@ def test_send_retries_5xx_429_and_drops_then_succeeds():
     with Script(["drop", 503, 429, 200]) as s:
         resp = send(requests.Session(), "GET", s.url, policy=FAST, what="t", on_retry=lambda *a: seen.append(a))
         assert resp.status_code == 200 and s.hits == 4 and len(seen) == 3
+
+
+def test_a_response_slower_than_the_timeout_is_retried():
+    with Script(["slow", 200]) as s:
+        policy = RetryPolicy(attempts=3, base_delay=0.01, timeout=0.3)
+        assert send(requests.Session(), "GET", s.url, policy=policy, what="t").status_code == 200 and s.hits == 2
 
 
 def test_send_gives_up_with_one_message_and_never_retries_4xx():

@@ -186,3 +186,133 @@ def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
         failed += [f"{a.value}:{r.gate}" for r in reports if not r.passed]
     if failed:
         raise GateFailure("gates", f"{variant} failed {', '.join(failed)}", "see the table above and the gates record")
+
+
+# ---- harbor, push, promote ----
+
+def _registry_defaults(config_dir, project_key):
+    """HOST/PROJECT from harbor/: the instance host and the staging or release project."""
+    from rapidship.harbor_config import load_harbor
+
+    cfg = load_harbor(config_dir)
+    return f"{cfg.instance.host}/{project_key}"
+
+
+def _on_retry(attempt, fault, delay):
+    console.err.print(f"[yellow]retry {attempt} in {delay:.1f}s: {fault}[/]")
+
+
+@task(help={"variant": "variant id", "registry": "HOST[:PORT]/PROJECT to push to (default: the staging project "
+            "of harbor/harbor.yaml)", "ca-cert": "PEM CA bundle that signs the registry's certificate "
+            "(default $RAPIDSHIP_REGISTRY_CA)", "skip-gates": "push even without passing gate records (LOUD; "
+            "the record says so and promote refuses it)", "build-dir": "where build/<variant>/ records live",
+            "harbor-config": "harbor configuration directory", **VARIANTS_HELP})
+@exits_cleanly
+def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="build", harbor_config="harbor",
+         variants_file="variants.yaml"):
+    """Push every arch of a variant, then one manifest list under its tag; writes build/<variant>/push.json.
+
+    Credentials: RAPIDSHIP_REGISTRY_USER / RAPIDSHIP_REGISTRY_PASSWORD, else docker config."""
+    import os
+
+    from rapidship.oci import credentials_for, split_repository
+    from rapidship.registry import push as push_variant, write_record
+    from rapidship.retrying import RetryPolicy
+
+    v = load_matrix(variants_file).get(variant)
+    target = registry or _registry_defaults(harbor_config, "staging")
+    host, _ = split_repository(target)
+    record = push_variant(v, target, Path(build_dir) / v.id, credentials_for(host),
+                          ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"), skip_gates, RetryPolicy.from_env(),
+                          log=console.err.print)
+    path = write_record(record, Path(build_dir) / v.id)
+    console.err.print(f"pushed {host}/{record.repository}:{record.tag}@{record.index_digest} "
+                      f"({len(record.arches)} arches, {record.retries} retries, {record.seconds}s) -> {path}")
+
+
+@task(help={"variant": "variant id", "to": "HOST/PROJECT to release into (default: the release project of "
+            "harbor/harbor.yaml)", "ca-cert": "PEM CA bundle (default $RAPIDSHIP_REGISTRY_CA)",
+            "build-dir": "where build/<variant>/push.json lives", "harbor-config": "harbor configuration directory"})
+@exits_cleanly
+def promote(c, variant, to=None, ca_cert=None, build_dir="build", harbor_config="harbor"):
+    """Copy the staged index of a variant into the release project by digest (no rebuild)."""
+    import os
+
+    from rapidship.oci import credentials_for, split_repository
+    from rapidship.registry import promote as promote_record, read_push_record, write_record
+    from rapidship.retrying import RetryPolicy
+
+    out = Path(build_dir) / variant
+    record = read_push_record(out)
+    target = to or f"{record.registry}/{_registry_defaults(harbor_config, 'release').split('/', 1)[1]}"
+    host, _ = split_repository(target)
+    done = promote_record(record, target, credentials_for(host), ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"),
+                          RetryPolicy.from_env(), log=console.err.print)
+    console.err.print(f"release record -> {write_record(done, out)}")
+
+
+def _harbor_plan(c, config="harbor", url=None, json=False):
+    """Show what `harbor.apply` would change in the live Harbor (writes build/harbor/plan.json)."""
+    from rapidship.harbor import HarborClient, change_record, plan, write_json
+    from rapidship.harbor_config import load_harbor
+
+    cfg = load_harbor(config)
+    changes, _ = plan(HarborClient.from_env(cfg, url, on_retry=_on_retry), cfg)
+    records = [change_record(ch) for ch in changes]
+    write_json(Path("build") / "harbor" / "plan.json", {"changes": records})
+    if json:
+        console.print_json({"changes": records})
+    for ch in changes:
+        console.err.print(ch.summary())
+    console.err.print(f"{len(changes)} change(s)" if changes else "no changes: Harbor matches the configuration")
+
+
+def _harbor_apply(c, config="harbor", url=None, secrets_file=None, print_secrets=False):
+    """Make the live Harbor match harbor/ (idempotent). New robot secrets go to a 0600 file."""
+    import os
+
+    from rapidship.harbor import HarborClient, SecretSink, apply, change_record, plan, write_json
+    from rapidship.harbor_config import load_harbor
+
+    cfg = load_harbor(config)
+    client = HarborClient.from_env(cfg, url, on_retry=_on_retry)
+    changes, live = plan(client, cfg)
+    default = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "rapidship" / "robot-secrets.json"
+    sink = SecretSink(Path(secrets_file) if secrets_file else (None if print_secrets else default), print_secrets)
+    done = apply(client, cfg, changes, live, sink, on_change=lambda ch: console.err.print(f"done: {ch.summary()}"))
+    write_json(Path("build") / "harbor" / "apply.json", {"applied": [change_record(ch) for ch in done]})
+    if sink.secrets and sink.path:
+        console.err.print(f"{len(sink.secrets)} new robot secret(s) written to {sink.path} (mode 0600)")
+    console.err.print(f"{len(done)} change(s) applied" if done else "no changes: Harbor matches the configuration")
+
+
+from invoke import Collection  # noqa: E402
+
+_HARBOR_HELP = {"config": "harbor configuration directory (default harbor)",
+                "url": "Harbor URL (default $RAPIDSHIP_HARBOR_URL, else harbor.yaml url)"}
+harbor_tasks = Collection("harbor")
+harbor_tasks.add_task(task(help={**_HARBOR_HELP, "json": "print the changes as JSON on stdout"})(
+    exits_cleanly(_harbor_plan)), name="plan")
+harbor_tasks.add_task(task(help={**_HARBOR_HELP, "secrets-file": "where new robot secrets go (0600; default "
+                                 "~/.config/rapidship/robot-secrets.json)",
+                                 "print-secrets": "print new robot secrets once on stdout instead"})(
+    exits_cleanly(_harbor_apply)), name="apply")
+
+
+def __getattr__(name):
+    """The root namespace, built when invoke first asks for it, i.e. after the whole file ran:
+    every module-level task plus every module-level Collection (like `harbor`), so blocks
+    appended below land in it too. Add sub-collections as module-level Collections; do not
+    define a second `ns`."""
+    if name != "ns":
+        raise AttributeError(name)
+    from invoke import Task
+
+    root = Collection()
+    for obj in list(globals().values()):
+        if isinstance(obj, Task):
+            root.add_task(obj)
+        elif isinstance(obj, Collection):
+            root.add_collection(obj)
+    globals()["ns"] = root
+    return root

@@ -179,11 +179,12 @@ def export_images(c, variant=None, arch=None, image=None, media="dvd", out=None,
 
     from rapidship.export import export, parse_media, record_json, resolve_images
 
+    disc = parse_media(media)
     variants = [load_matrix(variants_file).get(v) for v in variant or []]
     images = resolve_images(variants, _arch(arch).value if arch else None, image or [])
     target = Path(out) if out else Path("build") / time.strftime("export-%Y%m%d-%H%M%S")
     with _progress() as progress:
-        record = export(images, parse_media(media), target, keep_dirs=keep_dirs, progress=progress)
+        record = export(images, disc, target, keep_dirs=keep_dirs, progress=progress)
     console.table(f"export {record.export_id} -> {target}", ["volume", "ISO", "bytes", "sha256"],
                   [(v.number, v.iso, f"{v.iso_bytes:,}", v.iso_sha256[:16]) for v in record.volumes])
     console.print_json(record_json(record))

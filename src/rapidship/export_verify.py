@@ -81,6 +81,7 @@ def open_volume(source: str | Path) -> Volume:
         label = None
     elif path.is_file():
         files, label = iso_files(path)
+        label = label or _label_from_name(path.name)
         if isinstance(files, str):
             return Volume(str(source), {}, problem=files, label=label)
     else:
@@ -104,6 +105,12 @@ def open_volume(source: str | Path) -> Volume:
         volume.sums = read_slice(files[SUMS]).decode("utf-8", errors="replace")
     volume.problem = volume.problem or cut
     return volume
+
+
+def _label_from_name(name: str) -> tuple[int, int] | None:
+    """An ISO too damaged to carry its volume id still has the file name export gave it."""
+    m = re.search(r"(\d+)of(\d+)\.iso$", name)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def _cut_short(iso: Path, files: dict[str, FileSlice]) -> str:

@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from conftest import invoke  # noqa: E402
+from conftest import ROOT, invoke  # noqa: E402
 from rapidship.export import ISO_RESERVE, METADATA_RESERVE  # noqa: E402
 
 pytestmark = pytest.mark.docker
@@ -295,3 +295,16 @@ def test_missing_image_and_bad_media_are_one_clear_message(tmp_path):
     assert proc.returncode == 2 and "--image rapidship-test-absent:none" in proc.stderr and "Traceback" not in proc.stderr
     proc = invoke("export", "--image", "x", "--media", "floppy", "--out", str(tmp_path / "y"), check=False)
     assert proc.returncode == 2 and "--media" in proc.stderr
+
+
+def test_a_variant_resolves_through_its_build_record(cpu_image):
+    from rapidship.errors import ConfigError
+    from rapidship.export import resolve_images
+    from rapidship.matrix import load_matrix
+
+    variant = load_matrix(ROOT / "variants.yaml").get("cpu-debian12")
+    [image] = resolve_images([variant], "amd64", [], ROOT / "build")
+    assert (image.ref, image.image_id, image.variant) == (cpu_image.ref, cpu_image.image_id, "cpu-debian12")
+    assert image.layers and image.arch == "amd64"
+    with pytest.raises(ConfigError, match="no image named"):
+        resolve_images([], None, [], ROOT / "build")

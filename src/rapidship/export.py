@@ -482,6 +482,7 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
                                  "report this: the per-volume reserve is too small")
         files = json.loads((folder / MANIFEST).read_text())["files"]
         record.volumes.append(VolumeRecord(number=volume, iso=iso.name, iso_bytes=size, iso_sha256="", files=files))
+    progress.update(isos, total=sum(v.iso_bytes for v in record.volumes), completed=sum(v.iso_bytes for v in record.volumes))
     record.seconds["iso"] = round(time.monotonic() - start, 2)
 
     start = time.monotonic()

@@ -169,6 +169,23 @@ def test_generated_install_sh_pushes_to_a_registry_with_skopeo(images, exported,
             assert json.loads(raw.stdout)["config"]["digest"] == images["ids"][key]
 
 
+def test_volumes_read_from_block_devices_like_discs_in_a_drive(images, exported):
+    """A burned disc is a block device (/dev/sr0); read-only loop devices over the ISOs stand in."""
+    out, record = exported
+    devices = []
+    try:
+        for iso in _isos(out, record):
+            proc = subprocess.run(["losetup", "--read-only", "--find", "--show", str(iso)], capture_output=True, text=True)
+            if proc.returncode != 0:
+                pytest.skip(f"no loop devices here ({proc.stderr.strip()}); the ISO-file tests cover the same reader")
+            devices.append(proc.stdout.strip())
+        report = json.loads(invoke("export-verify", *[a for d in devices for a in ("--from", d)]).stdout)
+        assert {x["image_id"] for x in report["verified"]} == {images["ids"]["b"], images["ids"]["c"]}
+    finally:
+        for dev in devices:
+            subprocess.run(["losetup", "--detach", dev], capture_output=True)
+
+
 # ---- every damage fails with one message naming the volume, and loads nothing ------------------
 
 def _flip(path: Path, offset: int) -> None:

@@ -79,7 +79,7 @@ def open_volume(source: str | Path) -> Volume:
     if path.is_dir():
         files = {p.name: FileSlice(p, 0, p.stat().st_size) for p in path.iterdir() if p.is_file()}
         label = None
-    elif path.is_file():
+    elif path.is_file() or path.is_block_device():  # an ISO file, or the disc in a drive (/dev/sr0)
         files, label = iso_files(path)
         label = label or _label_from_name(path.name)
         if isinstance(files, str):
@@ -87,7 +87,7 @@ def open_volume(source: str | Path) -> Volume:
     else:
         raise ConfigError("--from", f"{source} does not exist", "pass volume directories or ISO files")
     volume = Volume(str(source), files, label=label)
-    cut = _cut_short(path, files) if path.is_file() else ""
+    cut = _cut_short(path, files) if not path.is_dir() else ""
     if MANIFEST not in files or available(files[MANIFEST]) < files[MANIFEST].length:
         volume.problem = cut or "no MANIFEST.json: not a volume of a rapidship export (or the disc is damaged)"
         return volume
@@ -116,7 +116,7 @@ def _label_from_name(name: str) -> tuple[int, int] | None:
 def _cut_short(iso: Path, files: dict[str, FileSlice]) -> str:
     """An ISO file shorter than its own directory says: a copy or download that stopped early."""
     need = max(s.offset + s.length for s in files.values())
-    have = iso.stat().st_size
+    have = size_of(iso)
     return f"the ISO is truncated: {have} bytes, its files reach to byte {need}: copy this volume again" if have < need else ""
 
 
@@ -125,7 +125,8 @@ def iso_files(iso: Path) -> tuple[dict[str, FileSlice] | str, tuple[int, int] | 
     (volume, count) its volume id carries."""
     if not shutil.which("xorriso"):
         raise ConfigError("--from", "reading ISO files needs xorriso", "apt-get install xorriso, or mount the ISO and pass the directory")
-    proc = subprocess.run(["xorriso", "-abort_on", "FAILURE", "-indev", str(iso), "-find", "/", "-type", "f",
+    # stdio: reads any file or block device as an image (xorriso refuses non-MMC /dev paths otherwise)
+    proc = subprocess.run(["xorriso", "-abort_on", "FAILURE", "-indev", f"stdio:{iso}", "-find", "/", "-type", "f",
                            "-exec", "report_lba", "--"], capture_output=True, text=True, check=False)
     files: dict[str, FileSlice] = {}
     label = (int((m := _LABEL.search(proc.stderr)).group(2)), int(m.group(3))) if _LABEL.search(proc.stderr) else None
@@ -164,7 +165,13 @@ def read_slice(s: FileSlice, on_bytes: Callable[[int], None] = lambda _: None,
 
 def available(s: FileSlice) -> int:
     """Bytes of the slice really present (an ISO file cut short holds fewer than its directory says)."""
-    return max(0, min(s.length, s.path.stat().st_size - s.offset))
+    return max(0, min(s.length, size_of(s.path) - s.offset))
+
+
+def size_of(path: Path) -> int:
+    """Bytes in a file or a block device (whose stat size is 0)."""
+    with open(path, "rb") as fh:
+        return fh.seek(0, 2)
 
 
 # ---- pure core ---------------------------------------------------------------------------------

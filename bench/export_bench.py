@@ -110,6 +110,11 @@ def main() -> None:
         "import_vs_docker_load_tar": round(m["import_s"] / m["plain_load_tar_s"], 2),
         "import_vs_zstd_docker_load": round(m["import_s"] / m["plain_zstd_load_s"], 2),
     }
+    # per-round ratios: both sides of a pair ran back to back under the same machine load
+    pairs = {"export_vs_save_zstd": ("export_s", "plain_save_zstd_s"),
+             "import_vs_docker_load_tar": ("import_s", "plain_load_tar_s"),
+             "import_vs_zstd_docker_load": ("import_s", "plain_zstd_load_s")}
+    summary["paired_ratio_median"] = {k: round(statistics.median(r[a] / r[b] for r in rounds), 2) for k, (a, b) in pairs.items()}
     print(json.dumps(summary, indent=2))
     r = summary["ratios"]
     print(f"\n{ref}: {tar / 1e6:.0f} MB tar -> {summary['zstd_bytes'] / 1e6:.0f} MB zstd, {summary['volumes']} volume(s)",
@@ -120,6 +125,7 @@ def main() -> None:
           f"docker load -i tar {m['plain_load_tar_s']:.2f} s: ratio {r['import_vs_docker_load_tar']}; "
           f"vs zstd -dc | docker load {m['plain_zstd_load_s']:.2f} s: ratio {r['import_vs_zstd_docker_load']}",
           file=sys.stderr)
+    print(f"paired per-round medians: {summary['paired_ratio_median']}", file=sys.stderr)
 
 
 if __name__ == "__main__":

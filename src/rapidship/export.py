@@ -440,14 +440,16 @@ def sha256_file(path: Path, on_bytes: Callable[[int], None] = lambda _: None) ->
 
 
 def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool = False,
-           progress=None) -> ExportRecord:
-    """Save, compress, split, write volume files and ISOs. `progress` is a rich Progress (or None)."""
+           progress=None, part_max: int = PART_MAX) -> ExportRecord:
+    """Save, compress, split, write volume files and ISOs. `progress` is a rich Progress (or None).
+    `part_max` below the default only serves tests that want several parts per volume on small media."""
     from rapidship.console import err
 
     for tool in ("zstd", "xorriso"):
         if not shutil.which(tool):
             raise ConfigError("invoke export", f"{tool} is not installed", f"apt-get install {tool}")
     layout = plan_layout(media)
+    layout = Layout(layout.media, layout.payload_bytes, min(part_max, PART_MAX))
     out.mkdir(parents=True, exist_ok=True)
     if any(out.glob("volume-*")) or any(out.glob("rapidship-*.iso")):
         raise ConfigError("--out", f"{out} already holds an export", "pass an empty or new --out directory")

@@ -268,8 +268,6 @@ def _damaged(kind: str, volume: int, out: Path, record: dict, other: tuple[Path,
         offset, length = _iso_extent(sources[i], part)
         with open(sources[i], "r+b") as fh:
             fh.truncate(offset + length // 2)
-    elif kind == "iso-flip-directory":
-        _flip(sources[i], 16 * 2048 + 40)  # the primary volume descriptor
     else:
         raise AssertionError(kind)
     return sources

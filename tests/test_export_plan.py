@@ -116,3 +116,72 @@ def test_install_script_is_posix_sh_with_this_exports_data():
         if subprocess.run(["which", shell], capture_output=True).returncode == 0:
             parsed = subprocess.run([shell, "-n"], input=script, capture_output=True, text=True)
             assert parsed.returncode == 0, f"{shell}: {parsed.stderr}"
+
+
+# ---- the volume checker on exports made from random bytes (no engine needed) --------------------
+
+def _fake_export(out: Path, size: int, media: int):
+    import os
+    import uuid
+
+    from rapidship.export import ImageRecord, volume_dir, write_volume_files
+
+    layout = plan_layout(parse_media(media))
+    writer = PartWriter(layout, out)
+    writer.write(memoryview(os.urandom(size)))
+    writer.close()
+    record = ExportRecord(export_id=uuid.uuid4().hex, created="2026-01-01T00:00:00+00:00", tool_version="0",
+                          media=layout.media, images=[ImageRecord("x/y:1", [], "sha256:" + "a" * 64, [], "amd64", "linux", size, [])],
+                          parts=writer.parts, archive_bytes=writer.total, archive_sha256=writer.whole.hexdigest())
+    write_volume_files(record, out)
+    return record, [volume_dir(out, v) for v in range(1, record.volume_count + 1)]
+
+
+SMALL = ISO_RESERVE + METADATA_RESERVE + 100_000
+
+
+def test_checker_accepts_a_whole_export_in_any_order(tmp_path):
+    from rapidship.export_verify import verify
+
+    record, dirs = _fake_export(tmp_path, 250_000, SMALL)
+    assert record.volume_count == 3
+    checked = verify([str(d) for d in reversed(dirs)])
+    assert checked.export_id == record.export_id
+    assert [p["index"] for p, _ in checked.parts] == list(range(len(record.parts)))
+    assert b"".join(s.path.read_bytes() for _, s in checked.parts) == b"".join(
+        (d / p.name).read_bytes() for p in record.parts for d in dirs if (d / p.name).exists())
+
+
+def test_checker_names_a_volume_given_twice_and_the_one_missing(tmp_path):
+    from rapidship.errors import GateFailure
+    from rapidship.export_verify import verify
+
+    _, dirs = _fake_export(tmp_path, 250_000, SMALL)
+    with pytest.raises(GateFailure) as err:
+        verify([str(dirs[0]), str(dirs[0]), str(dirs[2])])
+    assert f"volume 1 given twice: {dirs[0]} and {dirs[0]}" in err.value.message
+    assert "volume 2 of 3 is missing" in err.value.message and "nothing was loaded" in err.value.message
+
+
+def test_checker_names_a_manifest_edited_to_claim_another_volume(tmp_path):
+    """Even a hand-edited volume number is caught: MANIFEST.json no longer matches SHA256SUMS."""
+    from rapidship.errors import GateFailure
+    from rapidship.export_verify import verify
+
+    _, dirs = _fake_export(tmp_path, 250_000, SMALL)
+    manifest = dirs[2] / "MANIFEST.json"
+    manifest.write_text(manifest.read_text().replace('"volume": 3,', '"volume": 2,'))
+    with pytest.raises(GateFailure) as err:
+        verify([str(d) for d in dirs])
+    assert f"volume 2 of 3 ({dirs[2]}): MANIFEST.json does not match SHA256SUMS" in err.value.message
+    assert "given twice" not in err.value.message
+
+
+def test_checker_refuses_a_directory_that_is_no_volume(tmp_path):
+    from rapidship.errors import GateFailure
+    from rapidship.export_verify import verify
+
+    (tmp_path / "stray").mkdir()
+    (tmp_path / "stray" / "notes.txt").write_text("hello")
+    with pytest.raises(GateFailure, match="no MANIFEST.json: not a volume of a rapidship export"):
+        verify([str(tmp_path / "stray")])

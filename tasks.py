@@ -165,12 +165,14 @@ TRIVY_HELP = {
 
 @task(help={"variant": "variant id: scans its built image and its rendered Dockerfile",
             "arch": "amd64 or arm64 (default: this machine's)", "image": "scan this image ref instead",
-            "tar": "scan a `docker save` tar instead", "cache-dir": "trivy cache dir holding db/ (default $TRIVY_CACHE_DIR or ~/.cache/trivy)",
+            "tar": "scan a `docker save` tar instead",
+            "dockerfile": "also run trivy's misconfiguration checks on this Dockerfile (default with --variant: the rendered one)",
+            "cache-dir": "trivy cache dir holding db/ (default $TRIVY_CACHE_DIR or ~/.cache/trivy)",
             "db-repository": "OCI repository of the trivy DB, e.g. a Harbor mirror",
             "skip-db-update": "use the DB in the cache dir; never download", "offline-scan": "no network lookups during the scan",
             **TRIVY_HELP, **VARIANTS_HELP})
 @exits_cleanly
-def scan(c, variant=None, arch=None, image=None, tar=None, policy="policy/trivy.yaml", out=None, trivy=None,
+def scan(c, variant=None, arch=None, image=None, tar=None, dockerfile=None, policy="policy/trivy.yaml", out=None, trivy=None,
          cache_dir=None, db_repository=None, skip_db_update=False, offline_scan=False, variants_file="variants.yaml"):
     """Scan an image with trivy (vulnerabilities, secrets, Dockerfile misconfigurations) and apply the policy."""
     from rapidship.base import _host_arch
@@ -178,14 +180,18 @@ def scan(c, variant=None, arch=None, image=None, tar=None, policy="policy/trivy.
 
     opts = TrivyOptions.from_flags(trivy, cache_dir, db_repository, skip_db_update, offline_scan)
     m = load_matrix(variants_file)
-    pol, a, dockerfile = _policy(policy, variant, m), None, None
+    pol, a = _policy(policy, variant, m), None
+    dockerfile = Path(dockerfile) if dockerfile else None
+    if dockerfile and not dockerfile.is_file():
+        from rapidship.errors import ConfigError
+        raise ConfigError("--dockerfile", f"{dockerfile} is not a file", "pass a Dockerfile path")
     if variant:
         v = m.get(variant)
         a = _arch(arch or _host_arch()).value
         if not (image or tar):
             image = v.ref(a)
         from rapidship.render import render as render_variant
-        dockerfile = Path(render_variant(v).dockerfile)
+        dockerfile = dockerfile or Path(render_variant(v).dockerfile)
     target = Target(ref=image, tar=Path(tar) if tar else None)
     if tar and not Path(tar).is_file():
         from rapidship.errors import ConfigError

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -160,33 +161,8 @@ def test_findings_read_every_kind_and_only_failed_checks():
     assert scan_facts(REPORT) == ScanFacts("img:1", "container_image", "debian 12.15", 1)
 
 
-# The parts of GitLab's container-scanning report schema 15.x that are required (security-report-schemas,
-# dist/container-scanning-report-format.json): the report is rejected at ingestion without them.
-GITLAB_REQUIRED = {
-    "type": "object", "required": ["version", "scan", "vulnerabilities"],
-    "properties": {
-        "version": {"type": "string", "pattern": r"^15\.\d+\.\d+$"},
-        "scan": {"type": "object", "required": ["analyzer", "scanner", "start_time", "end_time", "status", "type"],
-                 "properties": {
-                     "analyzer": {"$ref": "#/$defs/tool"}, "scanner": {"$ref": "#/$defs/tool"},
-                     "start_time": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$"},
-                     "end_time": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$"},
-                     "status": {"enum": ["success", "failure"]}, "type": {"const": "container_scanning"}}},
-        "vulnerabilities": {"type": "array", "items": {
-            "type": "object", "required": ["id", "identifiers", "location"],
-            "properties": {
-                "id": {"type": "string", "minLength": 1},
-                "name": {"type": "string", "maxLength": 255},
-                "severity": {"enum": ["Info", "Unknown", "Low", "Medium", "High", "Critical"]},
-                "identifiers": {"type": "array", "minItems": 1, "items": {
-                    "type": "object", "required": ["type", "name", "value"]}},
-                "location": {"type": "object", "required": ["dependency", "operating_system", "image"],
-                             "properties": {"dependency": {
-                                 "type": "object", "required": ["package", "version"],
-                                 "properties": {"package": {"type": "object", "required": ["name"]}}}}}}}}},
-    "$defs": {"tool": {"type": "object", "required": ["id", "name", "version", "vendor"],
-                       "properties": {"vendor": {"type": "object", "required": ["name"]}}}},
-}
+# The required parts of GitLab's container-scanning report schema 15.x: GitLab rejects a report without them.
+GITLAB_REQUIRED = json.loads((Path(__file__).parents[1] / "data" / "gitlab-container-scanning-15-required.json").read_text())
 
 
 def test_gitlab_report_has_every_required_field_and_stable_ids():

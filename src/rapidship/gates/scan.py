@@ -144,9 +144,10 @@ def run_trivy(cmd: list[str], what: str, log: Path) -> None:
     with open(log, "a") as out:
         out.write("$ " + " ".join(cmd) + "\n" + proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-        last = next((ln for ln in reversed(lines) if "FATAL" in ln or "ERROR" in ln), lines[-1] if lines else "")
-        raise RapidshipError(what, f"trivy failed (exit {proc.returncode}): {last.strip()[:400]}",
+        lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+        at = next((i for i in range(len(lines) - 1, -1, -1) if "FATAL" in lines[i]), max(len(lines) - 1, 0))
+        cause = " ".join(lines[at:at + 4])  # trivy wraps its cause over the following lines
+        raise RapidshipError(what, f"trivy failed (exit {proc.returncode}): {cause[:500]}",
                              f"the scan did not complete, so the image is not passed; full log: {log}")
 
 
@@ -184,10 +185,11 @@ def scan(target: Target, opts: TrivyOptions, policy: Policy, out_dir: Path, dock
     start = datetime.now(timezone.utc)
     db = check_db(opts)
     out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in (TRIVY_JSON, CONFIG_JSON, SBOM, GITLAB, RECORD):  # a failed scan must not leave an old pass
+        (out_dir / stale).unlink(missing_ok=True)
     log = out_dir / "trivy.log"
     log.write_text("")
     report = out_dir / TRIVY_JSON
-    report.unlink(missing_ok=True)
     on_step(f"trivy image (vulnerabilities, secrets) {target.name}")
     run_trivy(image_command(opts, target, report), f"trivy image {target.name}", log)
     config_report = None

@@ -178,3 +178,28 @@ def test_gitlab_report_has_every_required_field_and_stable_ids():
     del broken["vulnerabilities"][0]["location"]["image"]
     with pytest.raises(jsonschema.ValidationError):  # the check can fail
         jsonschema.validate(broken, GITLAB_REQUIRED)
+
+
+HARBOR = {"application/vnd.security.vulnerability.report; version=1.1": {
+    "generated_at": "2026-11-30T05:00:00Z",
+    "artifact": {"repository": "rapids/dask", "digest": "sha256:" + "a" * 64},
+    "scanner": {"name": "Trivy", "vendor": "Aqua Security", "version": "v0.59.1"},
+    "severity": "High",
+    "vulnerabilities": [
+        {"id": "CVE-2099-2", "package": "zlib1g", "version": "1:1.2.13.dfsg-1", "fix_version": "", "severity": "High",
+         "description": "zlib: bad"},
+        {"id": "CVE-2099-3", "package": "gzip", "version": "1.12-1", "fix_version": "1.12-2", "severity": "Low"}]}}
+
+
+def test_harbor_reports_get_the_same_policy():
+    data = read_report(json.dumps(HARBOR), "harbor.json")
+    found = findings(data)
+    assert [(f.id, f.severity, f.package, f.fixed) for f in found] == [
+        ("CVE-2099-2", "HIGH", "zlib1g", ""), ("CVE-2099-3", "LOW", "gzip", "1.12-2")]
+    facts = scan_facts(data)
+    assert facts.artifact == "rapids/dask@sha256:" + "a" * 64 and facts.artifact_type == "harbor_report"
+    assert not decide(found, facts, policy(""), TODAY).passed  # HIGH, unfixed
+    assert decide(found, facts, policy("defaults: {ignore_unfixed: true}"), TODAY).passed  # OS check n/a
+    with pytest.raises(RapidshipError, match="without a readable `vulnerabilities`"):
+        read_report(json.dumps({"application/vnd.security.vulnerability.report; version=1.1": {"vulnerabilities": "x"}}),
+                    "h.json")

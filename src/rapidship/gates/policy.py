@@ -167,8 +167,12 @@ class ScanFacts:
     packages: int
 
 
+HARBOR_MIME = "application/vnd.security.vulnerability.report; version=1.1"
+
+
 def read_report(raw: bytes | str, source: str) -> dict[str, Any]:
-    """Parse trivy JSON; anything else fails closed with one message."""
+    """Parse trivy JSON (or Harbor's vulnerability report, turned into the same shape); anything
+    else fails closed with one message."""
     import json
 
     try:
@@ -176,10 +180,30 @@ def read_report(raw: bytes | str, source: str) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as err:
         raise RapidshipError(source, f"not a trivy JSON report ({err.__class__.__name__}: {str(err)[:80]})",
                              "pass the file written by `trivy ... --format json`") from None
+    if isinstance(report, dict) and (HARBOR_MIME in report or "vulnerabilities" in report and "scanner" in report):
+        return from_harbor(report.get(HARBOR_MIME, report), source)
     if not isinstance(report, dict) or report.get("SchemaVersion") != 2 or not isinstance(report.get("Results", []), list):
         raise RapidshipError(source, "not a trivy JSON report of schema version 2",
                              "pass the file written by `trivy ... --format json` (trivy 0.20 or newer)")
     return report
+
+
+def from_harbor(report: Any, source: str) -> dict[str, Any]:
+    """Harbor's report (GET .../artifacts/{ref}/additions/vulnerabilities, scanner adapter format
+    1.1) -> the trivy JSON shape. It names no OS and lists no packages: no SBOM, no OS check."""
+    vulns = report.get("vulnerabilities") if isinstance(report, dict) else None
+    if not isinstance(vulns, list) or not all(isinstance(v, dict) and v.get("id") for v in vulns):
+        raise RapidshipError(source, "a Harbor vulnerability report without a readable `vulnerabilities` list",
+                             "save the body of GET .../artifacts/{reference}/additions/vulnerabilities as it came")
+    artifact = report.get("artifact") or {}
+    name = "@".join(p for p in (artifact.get("repository"), artifact.get("digest")) if p) or source
+    scanner = report.get("scanner") or {}
+    return {"SchemaVersion": 2, "ArtifactName": name, "ArtifactType": "harbor_report",
+            "Trivy": {"Version": str(scanner.get("version", "")).lstrip("v")},
+            "Results": [{"Target": name, "Vulnerabilities": [
+                {"VulnerabilityID": v["id"], "PkgName": v.get("package", ""), "InstalledVersion": v.get("version", ""),
+                 "FixedVersion": v.get("fix_version", ""), "Severity": v.get("severity", ""),
+                 "Title": (v.get("description") or "")[:200]} for v in vulns]}]}
 
 
 def scan_facts(report: dict[str, Any]) -> ScanFacts:

@@ -175,7 +175,8 @@ TRIVY_HELP = {
 def scan(c, variant=None, arch=None, image=None, tar=None, dockerfile=None, policy="policy/trivy.yaml", out=None, trivy=None,
          cache_dir=None, db_repository=None, skip_db_update=False, offline_scan=False, variants_file="variants.yaml"):
     """Scan an image with trivy (vulnerabilities, secrets, Dockerfile misconfigurations) and apply the policy."""
-    from rapidship.base import _host_arch
+    from rapidship.base import _host_arch, image_exists
+    from rapidship.errors import ConfigError
     from rapidship.gates.scan import Target, TrivyOptions, scan as run_scan
 
     opts = TrivyOptions.from_flags(trivy, cache_dir, db_repository, skip_db_update, offline_scan)
@@ -183,18 +184,19 @@ def scan(c, variant=None, arch=None, image=None, tar=None, dockerfile=None, poli
     pol, a = _policy(policy, variant, m), None
     dockerfile = Path(dockerfile) if dockerfile else None
     if dockerfile and not dockerfile.is_file():
-        from rapidship.errors import ConfigError
         raise ConfigError("--dockerfile", f"{dockerfile} is not a file", "pass a Dockerfile path")
     if variant:
         v = m.get(variant)
         a = _arch(arch or _host_arch()).value
         if not (image or tar):
             image = v.ref(a)
+            if not image_exists(image):
+                raise ConfigError("--variant", f"{image} is not in the engine",
+                                  f"build it first: invoke build --variant {variant} --arch {a}")
         from rapidship.render import render as render_variant
         dockerfile = dockerfile or Path(render_variant(v).dockerfile)
     target = Target(ref=image, tar=Path(tar) if tar else None)
     if tar and not Path(tar).is_file():
-        from rapidship.errors import ConfigError
         raise ConfigError("--tar", f"{tar} is not a file", "pass the tar written by docker save")
     out_dir = Path(out) if out else (Path("build") / variant / f"scan-{a}" if variant else Path("build") / "scan")
     with console.err.status(f"scanning {target.name}") as status:
@@ -209,8 +211,8 @@ def scan(c, variant=None, arch=None, image=None, tar=None, dockerfile=None, poli
 def gate(c, report, config_report=None, policy="policy/trivy.yaml", variant=None, out=None, trivy=None,
          variants_file="variants.yaml"):
     """Apply the policy to an existing trivy JSON report; writes the same outputs as scan."""
-    from rapidship.gates.scan import gate as run_gate, trivy_binary
     from rapidship.errors import ConfigError
+    from rapidship.gates.scan import gate as run_gate, trivy_binary
 
     try:
         binary = trivy_binary(trivy)

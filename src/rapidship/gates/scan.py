@@ -225,6 +225,9 @@ def gate(report: Path, config_report: Path | None, policy: Policy, out_dir: Path
     outputs["gitlab"] = str(out_dir / GITLAB)
     outputs["decision"] = str(out_dir / RECORD)
     record = _record(decision, variant, arch, version, db or {}, outputs, (end - start).total_seconds(), today)
+    if outputs["sbom"] is None:
+        record.notes.append("no SBOM written: " + ("no trivy binary to convert the report" if not binary else
+                            "the report lists no packages (made without --list-all-pkgs, or Harbor's format)"))
     (out_dir / RECORD).write_text(json.dumps(asdict(record), indent=2))
     return record
 

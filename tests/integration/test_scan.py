@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import string
 import subprocess
 import uuid
@@ -209,6 +210,19 @@ def test_scan_fails_closed_without_a_usable_db(cpu_image, trivy_cache, tmp_path,
     assert not (out / "decision.json").exists()
 
 
+def test_a_stale_db_fails_the_gate(cpu_image, trivy_cache, tmp_path):
+    cache = tmp_path / "cache"
+    shutil.copytree(trivy_cache, cache)  # with trivy's layer cache: no cold re-scan
+    meta = json.loads((cache / "db" / "metadata.json").read_text())
+    meta["UpdatedAt"] = (date.today() - timedelta(days=30)).isoformat() + "T00:00:00Z"
+    (cache / "db" / "metadata.json").write_text(json.dumps(meta))
+    policy = write_policy(tmp_path / "p.yaml", threshold="CRITICAL")  # nothing else fails
+    proc = invoke("scan", "--variant", VARIANT, "--arch", "amd64", "--cache-dir", str(cache), *OFFLINE,
+                  "--policy", str(policy), "--out", str(tmp_path / "out"), check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert "30 days ago (max_db_age_days: 7)" in record(tmp_path / "out")["reasons"][0]
+
+
 @pytest.mark.parametrize("content", [b"", b"{not json", b'{"SchemaVersion": 2, "Results": "none"}'])
 def test_gate_fails_closed_on_an_unreadable_report(tmp_path, content):
     report = tmp_path / "trivy.json"
@@ -235,10 +249,15 @@ def image_with_a_secret(engine, cpu_image, unique_name, tmp_path):
     engine.images.remove(f"{unique_name}:1", force=True)
 
 
-def test_a_planted_secret_is_found_fails_the_gate_and_is_never_written_out(image_with_a_secret, trivy_cache, tmp_path):
+def test_a_planted_secret_is_found_fails_the_gate_and_is_never_written_out(engine, image_with_a_secret, trivy_cache,
+                                                                          tmp_path):
     ref, key, dockerfile = image_with_a_secret
+    tar = tmp_path / "image.tar"  # scanned as a saved tar, the way an export or another job hands it over
+    with open(tar, "wb") as f:
+        for chunk in engine.images.get(ref).save(named=True):
+            f.write(chunk)
     out = tmp_path / "out"
-    proc = invoke("scan", "--image", ref, "--dockerfile", str(dockerfile), "--cache-dir", str(trivy_cache), *OFFLINE,
+    proc = invoke("scan", "--tar", str(tar), "--dockerfile", str(dockerfile), "--cache-dir", str(trivy_cache), *OFFLINE,
                   "--out", str(out), check=False)
     assert proc.returncode == 1, proc.stderr
     rec = record(out)

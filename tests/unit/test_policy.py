@@ -203,3 +203,14 @@ def test_harbor_reports_get_the_same_policy():
     with pytest.raises(RapidshipError, match="without a readable `vulnerabilities`"):
         read_report(json.dumps({"application/vnd.security.vulnerability.report; version=1.1": {"vulnerabilities": "x"}}),
                     "h.json")
+
+
+def test_a_stale_db_fails_closed_and_the_limit_is_configurable():
+    old = ScanFacts(artifact="img:1", artifact_type="container_image", os="debian 12.15", packages=1,
+                    db_updated=date(2026, 5, 1))
+    d = decide([], old, policy(""), TODAY)
+    assert not d.passed and "31 days ago (max_db_age_days: 7)" in d.reasons[0]
+    assert decide([], old, policy("defaults: {max_db_age_days: 60}"), TODAY).passed
+    assert decide([], FACTS, policy(""), TODAY).passed  # DB age unknown (a report made elsewhere): not judged
+    with pytest.raises(ConfigError, match="max_db_age_days"):
+        parse_policy("defaults: {max_db_age_days: 0}", "p.yaml")

@@ -54,6 +54,7 @@ class Rules(_Strict):
     fail_on_unknown: bool = True  # UNKNOWN severity is not proof of harmlessness
     fail_on_secrets: bool = True
     require_os: bool = True  # an image whose OS trivy cannot detect was not really scanned
+    max_db_age_days: int | None = Field(default=7, ge=1)  # a mirror that stopped updating hides new CVEs
     allowlist: tuple[AllowEntry, ...] = ()
 
 
@@ -65,6 +66,7 @@ class Override(_Strict):
     fail_on_unknown: bool | None = None
     fail_on_secrets: bool | None = None
     require_os: bool | None = None
+    max_db_age_days: int | None = Field(default=None, ge=1)
     allowlist: tuple[AllowEntry, ...] = ()
 
 
@@ -165,6 +167,7 @@ class ScanFacts:
     artifact_type: str
     os: str  # "debian 12.15", or "" when trivy detected none
     packages: int
+    db_updated: date | None = None  # the vulnerability DB's UpdatedAt, when the scan ran here
 
 
 HARBOR_MIME = "application/vnd.security.vulnerability.report; version=1.1"
@@ -284,6 +287,10 @@ def decide(report_findings: list[Finding], facts: ScanFacts, policy: Policy, tod
     if rules.require_os and facts.artifact_type == "container_image" and not facts.os:
         problems.append(f"trivy detected no operating system in {facts.artifact}: its OS packages were not "
                         "checked (unsupported distribution, or no package database in the image)")
+    if rules.max_db_age_days and facts.db_updated and (today - facts.db_updated).days > rules.max_db_age_days:
+        problems.append(f"the vulnerability DB was last updated {facts.db_updated}, "
+                        f"{(today - facts.db_updated).days} days ago (max_db_age_days: {rules.max_db_age_days}): "
+                        "refresh the DB mirror")
     notes = [f"allowlist entry {e.id} matched nothing; remove it if the finding is gone"
              for i, e in enumerate(rules.allowlist) if i not in used and e.expires >= today]
     notes += [f"allowlist entry {e.id} expired on {e.expires}" for i, e in enumerate(rules.allowlist) if e.expires < today]

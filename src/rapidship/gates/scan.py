@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -212,7 +212,7 @@ def gate(report: Path, config_report: Path | None, policy: Policy, out_dir: Path
     found = findings(data)
     if config_report is not None:
         found += findings(read_report(_read_bytes(config_report, "--config-report"), str(config_report)))
-    facts = scan_facts(data)
+    facts = replace(scan_facts(data), db_updated=_day((db or {}).get("UpdatedAt")))
     decision = decide(found, facts, policy, today)
     out_dir.mkdir(parents=True, exist_ok=True)
     outputs: dict[str, str | None] = {"trivy_json": str(report), "trivy_config_json": str(config_report) if config_report else None}
@@ -230,6 +230,13 @@ def gate(report: Path, config_report: Path | None, policy: Policy, out_dir: Path
                             "the report lists no packages (made without --list-all-pkgs, or Harbor's format)"))
     (out_dir / RECORD).write_text(json.dumps(asdict(record), indent=2))
     return record
+
+
+def _day(stamp: Any) -> date | None:
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).date()
+    except ValueError:
+        return None
 
 
 def _read_bytes(path: Path, flag: str) -> bytes:

@@ -227,8 +227,10 @@ def test_a_stale_db_fails_the_gate(cpu_image, trivy_cache, tmp_path):
 def test_gate_fails_closed_on_an_unreadable_report(tmp_path, content):
     report = tmp_path / "trivy.json"
     report.write_bytes(content)
+    (tmp_path / "decision.json").write_text('{"passed": true}')  # left over from an earlier run
     proc = invoke("gate", "--report", str(report), check=False)
     assert proc.returncode == 2 and "not a trivy JSON report" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "decision.json").exists()
     missing = invoke("gate", "--report", str(tmp_path / "absent.json"), check=False)
     assert missing.returncode == 2 and "cannot be read" in missing.stderr
 

@@ -208,6 +208,8 @@ def gate(report: Path, config_report: Path | None, policy: Policy, out_dir: Path
     """Apply the policy to trivy JSON on disk; write SBOM, GitLab report and the record next to it."""
     start = start or datetime.now(timezone.utc)
     today = today or start.date()
+    for stale in (SBOM, GITLAB, RECORD):  # an unreadable report must not leave an earlier decision behind
+        (out_dir / stale).unlink(missing_ok=True)
     data = read_report(_read_bytes(report, "--report"), str(report))
     found = findings(data)
     if config_report is not None:

@@ -206,14 +206,17 @@ def scan(c, variant=None, arch=None, image=None, tar=None, dockerfile=None, poli
 
 @task(help={"report": "trivy JSON report (trivy image --format json, ideally with --list-all-pkgs)",
             "config-report": "trivy JSON of `trivy config` on the Dockerfile (optional)",
-            "variant": "variant id whose policy override applies", **TRIVY_HELP, **VARIANTS_HELP})
+            "variant": "variant id whose policy override applies", **TRIVY_HELP,
+            "out": "directory for the outputs and decision.json (default: the report's directory)", **VARIANTS_HELP})
 @exits_cleanly
-def gate(c, report, config_report=None, policy="policy/trivy.yaml", variant=None, out=None, trivy=None,
+def gate(c, report=None, config_report=None, policy="policy/trivy.yaml", variant=None, out=None, trivy=None,
          variants_file="variants.yaml"):
     """Apply the policy to an existing trivy JSON report; writes the same outputs as scan."""
     from rapidship.errors import ConfigError
     from rapidship.gates.scan import gate as run_gate, trivy_binary
 
+    if not report:
+        raise ConfigError("--report", "no report named", "pass --report trivy.json (trivy image --format json)")
     try:
         binary = trivy_binary(trivy)
     except ConfigError:
@@ -228,9 +231,14 @@ def gate(c, report, config_report=None, policy="policy/trivy.yaml", variant=None
 @task(name="trivy-db", help={"advisories": "yaml list of {source, package, id, severity, fixed, title}",
                              "cache-dir": "trivy cache dir to write db/ into"})
 @exits_cleanly
-def trivy_db(c, advisories, cache_dir):
+def trivy_db(c, advisories=None, cache_dir=None):
     """Write a small trivy DB (schema 2) from an advisory list: for offline demos and tests."""
+    from rapidship.errors import ConfigError
     from rapidship.gates.trivydb import load_advisories, write_db
+
+    if not (advisories and cache_dir):
+        raise ConfigError("--advisories/--cache-dir", "both are needed",
+                          "pass --advisories FILE.yaml (see docs/examples/demo-advisories.yaml) --cache-dir DIR")
 
     db_dir = write_db(Path(cache_dir), load_advisories(Path(advisories)))
     console.err.print(f"wrote {db_dir}/trivy.db and metadata.json")

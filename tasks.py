@@ -255,8 +255,9 @@ def _policy(path, variant, m):
 def _verdict(record):
     from rapidship.gates.scan import summary_rows
 
-    title = f"trivy: {record.artifact} ({record.os or 'no OS detected'}, {record.packages} packages, threshold {record.policy['threshold']})"
-    console.table(title, ["severity", "found", "failing", "allowlisted", "ignored"], summary_rows(record))
+    console.err.print(f"trivy {record.trivy_version}: {record.artifact} ({record.os or 'no OS detected'}, "
+                      f"{record.packages} packages), policy {record.policy['source']} threshold {record.policy['threshold']}")
+    console.table("findings by severity", ["severity", "found", "failing", "allowlisted", "ignored"], summary_rows(record))
     for note in record.notes:
         console.err.print(f"[yellow]note:[/] {note}")
     for reason in record.reasons:

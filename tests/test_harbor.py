@@ -248,3 +248,24 @@ def test_invoke_list_shows_every_task():
     names = {line.split()[0] for line in proc.stdout.splitlines()[1:] if line.strip()}
     assert {"harbor.plan", "harbor.apply", "push", "promote", "base", "build", "lint", "lock", "matrix",
             "render"} <= names, proc.stdout
+
+
+def test_scan_gate_with_the_project_policy(contract, double, client, tmp_path):
+    """The Harbor-side gate runs the same policy code as `invoke gate` on Harbor's report."""
+    from datetime import date
+
+    from rapidship.gates.policy import load_policy, report_decider
+
+    double.add_artifact("staging", "rapidship/dask", DIGEST, REPORT)
+    policy = load_policy(ROOT / "policy" / "trivy.yaml")
+    bad = scan_gate(client, "staging", "rapidship/dask", DIGEST, report_decider(policy, date(2026, 11, 30)), poll=0.01)
+    assert not bad.passed
+    assert any("CVE-2024-0001" in r for r in bad.decision["reasons"])
+    allow = tmp_path / "policy.yaml"
+    allow.write_text((ROOT / "policy" / "trivy.yaml").read_text().replace(
+        "allowlist: []", "allowlist:\n    - {id: CVE-2024-0001, reason: fixed upstream next week, expires: 2026-12-31}\n"
+        "    - {id: CVE-2023-45853, reason: zlib minizip not used, expires: 2026-12-31}", 1))
+    good = scan_gate(client, "staging", "rapidship/dask", DIGEST,
+                     report_decider(load_policy(allow), date(2026, 11, 30)), poll=0.01)
+    assert good.passed, good.decision
+    assert_all_requests_in_spec(contract, double)

@@ -42,7 +42,10 @@ def test_index_type_follows_the_children():
 
 def test_gate_records_fail_closed(tmp_path):
     v = parse_matrix((ROOT / "variants.yaml").read_text()).get("cuda12-ubuntu22")  # amd64 + arm64
-    assert len(check_gates(v, tmp_path)) == 2  # no records at all
+    assert len(check_gates(v, tmp_path)) == 4  # no records at all: image gates and scan, per arch
+    for arch in ("amd64", "arm64"):
+        (tmp_path / f"scan-{arch}").mkdir()
+        (tmp_path / f"scan-{arch}" / "decision.json").write_text('{"passed": true}')
     (tmp_path / "gates-amd64.json").write_text('{"passed": true}')
     (tmp_path / "gates-arm64.json").write_text('{"passed": "true"}')  # a string is not a pass
     assert check_gates(v, tmp_path) == [f"{tmp_path}/gates-arm64.json: passed is \"true\""]
@@ -50,6 +53,8 @@ def test_gate_records_fail_closed(tmp_path):
     assert "not a JSON object" in check_gates(v, tmp_path)[0]
     (tmp_path / "gates-arm64.json").write_text('{"passed": true, "gates": []}')
     assert check_gates(v, tmp_path) == []
+    (tmp_path / "scan-arm64" / "decision.json").write_text('{"passed": false}')  # trivy said no
+    assert check_gates(v, tmp_path) == [f"{tmp_path}/scan-arm64/decision.json: passed is false"]
 
 
 def test_backoff_grows_and_honours_retry_after():

@@ -2,7 +2,8 @@
 
 Order of `push` (fail closed at every step; nothing reaches the registry before all checks pass):
   1. every arch of the variant exists in the engine with the right architecture;
-  2. every arch's gate record build/<variant>/gates-<arch>.json says "passed": true
+  2. every arch's gate record build/<variant>/gates-<arch>.json and trivy decision
+     build/<variant>/scan-<arch>/decision.json say "passed": true
      (`--skip-gates` bypasses this loudly and the record says so);
   3. each arch is copied with skopeo to <tag>-<arch> (blobs, manifest; skopeo retries itself and
      we retry the whole copy on transient faults; re-copying skips blobs already there);
@@ -94,20 +95,22 @@ class RetryCounter:
 # ---- pure parts ----
 
 def check_gates(variant: Variant, out_dir: Path) -> list[str]:
-    """Every arch needs a gate record with "passed": true. Returns the problems (empty = go)."""
+    """Every arch needs its image gates (gates-<arch>.json) and its trivy decision
+    (scan-<arch>/decision.json) with "passed": true. Returns the problems (empty = go)."""
     problems = []
     for arch in variant.arches:
-        path = out_dir / f"gates-{arch.value}.json"
-        try:
-            passed = json.loads(path.read_text()).get("passed")
-        except FileNotFoundError:
-            problems.append(f"{path}: no gate record")
-            continue
-        except (ValueError, AttributeError):
-            problems.append(f"{path}: not a JSON object")
-            continue
-        if passed is not True:
-            problems.append(f"{path}: passed is {json.dumps(passed)}")
+        for path, what in ((out_dir / f"gates-{arch.value}.json", "gate record"),
+                           (out_dir / f"scan-{arch.value}" / "decision.json", "scan decision (invoke scan)")):
+            try:
+                passed = json.loads(path.read_text()).get("passed")
+            except FileNotFoundError:
+                problems.append(f"{path}: no {what}")
+                continue
+            except (ValueError, AttributeError):
+                problems.append(f"{path}: not a JSON object")
+                continue
+            if passed is not True:
+                problems.append(f"{path}: passed is {json.dumps(passed)}")
     return problems
 
 

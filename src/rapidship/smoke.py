@@ -48,7 +48,7 @@ class SmokePlan:
     env: dict[str, str] = field(default_factory=dict)
     smoke_args: tuple[str, ...] = ()
     tmpfs_bytes: int = 64 * 2**20
-    timeout_s: int = 900
+    timeout_s: int = 720
     memlock: int | None = None         # None: unlimited (-1), the profile's ask
     notes: tuple[str, ...] = ()        # where this run had to differ from the profile, and why
 

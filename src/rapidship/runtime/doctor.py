@@ -88,6 +88,7 @@ class SpillDir:
     path: str | None               # None: nothing configured
     exists: bool = False
     writable: bool = False
+    read_only: bool = False         # on a read-only mount: with --read-only, nothing was mounted there
     mode: int | None = None
     owner_uid: int | None = None
     owner_gid: int | None = None
@@ -309,10 +310,11 @@ def read_spill_dir(path: str | None, mounts: list[Mount] | None = None) -> Spill
     m = mount_for(os.path.realpath(path), mounts)
     try:
         vfs = os.statvfs(path)
-        free = vfs.f_bavail * vfs.f_frsize
+        free, read_only = vfs.f_bavail * vfs.f_frsize, bool(vfs.f_flag & os.ST_RDONLY)
     except OSError:
-        free = None
-    return SpillDir(path=path, exists=True, writable=_really_writable(p), mode=stat.S_IMODE(st.st_mode),
+        free, read_only = None, False
+    return SpillDir(path=path, exists=True, writable=_really_writable(p), read_only=read_only,
+                    mode=stat.S_IMODE(st.st_mode),
                     owner_uid=st.st_uid, owner_gid=st.st_gid, fstype=m.fstype if m else None,
                     mount_point=m.mount_point if m else None, free_bytes=free)
 
@@ -469,6 +471,9 @@ def findings_for(f: Facts, d: Derived) -> list[Finding]:
     elif not sd.exists:
         out.append(Finding("FATAL", "spill", f"spill dir {sd.path} does not exist: mount a host directory "
                            f"there (docker run -v HOST_DIR:{sd.path})"))
+    elif sd.read_only:
+        out.append(Finding("FATAL", "spill", f"spill dir {sd.path} is on a read-only filesystem: no spill "
+                           f"directory is mounted there; mount a host directory (docker run -v HOST_DIR:{sd.path})"))
     elif not sd.writable:
         out.append(Finding("FATAL", "spill", f"spill dir {sd.path} is not writable by uid {f.uid} "
                            f"(owner {sd.owner_uid}:{sd.owner_gid}, mode {sd.mode:04o}): chown it to the run uid, "
@@ -528,7 +533,7 @@ def _spill_dir_notes(f: Facts) -> list[Finding]:
         if sd.mode & 0o777 == 0o700:
             pass
         elif sd.mode & 0o777 == 0o770 and sd.owner_gid == 0 and 0 in ([f.gid] + f.groups):
-            out.append(Finding("OK", "spill", f"spill dir mode 0770 with group 0: accepted, so an arbitrary uid "
+            out.append(Finding("OK", "spill", "spill dir mode 0770 with group 0: accepted, so an arbitrary uid "
                                f"in group 0 can spill (0700 owned by the run uid is tighter)"))
         elif sd.mode & 0o007:
             out.append(Finding("WARNING", "spill", f"spill dir {sd.path} is mode {sd.mode:04o}: other users can "

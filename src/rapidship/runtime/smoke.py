@@ -22,7 +22,9 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -58,6 +60,7 @@ class Stage:
     seconds: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     error: str | None = None
+    spill_tier: str = "disk"        # the tier data must reach: disk, or host for cuDF's own spilling
     expect_spill: bool = True       # False for a negative probe that documents no-spill behaviour
     problems: list[str] = field(default_factory=list)
 
@@ -66,27 +69,26 @@ def judge(stage: Stage) -> list[str]:
     """Pure: why this stage fails (empty = pass).
 
     The dataset must exceed what the in-memory tiers may hold (else the test proves nothing),
-    data must have reached the disk tier (files really written under the spill dir), and the
-    answer read back must be right.
+    data must have reached the stage's spill tier (disk: files really written under the spill
+    dir; cuDF's own spilling has no disk tier and must reach host memory), and the answer read
+    back must be right.
     """
     problems = []
     if stage.error:
-        problems.append(f"{stage.name}: the workload failed: {stage.error}")
-        return problems
-    in_memory = sum(v for k, v in stage.limits.items() if k != "disk")
+        return [f"{stage.name}: the workload failed: {stage.error}"]
+    in_memory = sum(v for k, v in stage.limits.items() if k != stage.spill_tier)
     if stage.data_bytes <= in_memory:
         problems.append(f"{stage.name}: dataset {stage.data_bytes} B fits the limits ({in_memory} B): "
                         "it proves nothing; make it larger")
     tiers = {t.name: t for t in stage.tiers}
-    disk = tiers.get("disk")
-    if not disk or disk.keys == 0 or stage.spill_files == 0 or stage.spill_file_bytes == 0:
-        top = max(stage.tiers, key=lambda t: t.bytes).name if stage.tiers else "memory"
-        problems.append(f"{stage.name}: NO SPILL: {stage.data_bytes} B exceeded the limits "
-                        f"({in_memory} B in memory tiers) but nothing reached disk "
-                        f"({stage.spill_files} spill files, {stage.spill_file_bytes} B); the data stayed in "
-                        f"the {top} tier")
-    if "device" in stage.limits and "host" in tiers and tiers["host"].keys == 0 and disk and disk.keys == 0:
-        problems.append(f"{stage.name}: nothing left the device tier")
+    reached = tiers.get(stage.spill_tier)
+    files_ok = stage.spill_tier != "disk" or (stage.spill_files > 0 and stage.spill_file_bytes > 0)
+    if not reached or reached.keys == 0 or reached.bytes == 0 or not files_ok:
+        held = max(stage.tiers, key=lambda t: t.bytes).name if stage.tiers else "first"
+        problems.append(f"{stage.name}: NO SPILL: {stage.data_bytes} B exceeded the limits ({in_memory} B) but "
+                        f"nothing reached the {stage.spill_tier} tier ({stage.spill_files} spill files, "
+                        f"{stage.spill_file_bytes} B); the data stayed in the {held} tier")
+    stage.result_ok = stage.expected is not None and stage.got == stage.expected
     if not stage.result_ok:
         problems.append(f"{stage.name}: WRONG RESULT: expected {stage.expected}, got {stage.got}")
     return problems
@@ -155,6 +157,18 @@ def _cudf_part(i: int, rows: int):
     return cudf.DataFrame({"a": a, "b": a % 7})
 
 
+def peak_rss() -> int:
+    """This process's own high-water RSS (VmHWM). getrusage's ru_maxrss survives fork and exec,
+    so a spawned worker would report its parent's peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _host_tiers(dask_worker) -> dict:
     """Inside a distributed worker: keys and bytes in memory and on disk (SpillBuffer)."""
     from dask.sizeof import sizeof
@@ -162,7 +176,7 @@ def _host_tiers(dask_worker) -> dict:
     data = dask_worker.data
     fast = getattr(data, "fast", data)
     out = {"memory": [len(fast), int(sum(sizeof(v) for v in fast.values()))], "disk": [0, 0],
-           "rss_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+           "rss_peak": peak_rss()}
     if hasattr(data, "spilled_total"):
         out["disk"] = [len(data.slow), int(data.spilled_total.disk)]
     return out
@@ -181,7 +195,7 @@ def _device_tiers(dask_worker) -> dict:
             "host": [len(host), int(sum(sizeof(v) for v in host.values()))],
             "disk": [len(disk), int(disk_bytes)],
             "data_class": type(data).__name__,
-            "rss_peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+            "rss_peak": peak_rss()}
 
 
 def _has_dask_cudf(dask_worker=None) -> bool:
@@ -191,9 +205,8 @@ def _has_dask_cudf(dask_worker=None) -> bool:
 # ---- modes ----
 
 def _array_stage(client, name: str, xp_name: str, data_bytes: int, chunk_bytes: int, limits: dict,
-                 spill_dir: str, tier_fn) -> Stage:
+                 spill_dir: str, tier_fn, timeout: float) -> Stage:
     import dask.array as da
-    from distributed import wait
 
     total = data_bytes // 8
     chunk_elems = max(1, chunk_bytes // 8)
@@ -204,19 +217,64 @@ def _array_stage(client, name: str, xp_name: str, data_bytes: int, chunk_bytes: 
     t0 = time.monotonic()
     try:
         x = x.persist()
-        wait(x)
+        _held(x, timeout)
         stage.seconds["persist"] = round(time.monotonic() - t0, 2)
         _observe(client, stage, spill_dir, tier_fn)
         t1 = time.monotonic()
-        got = x.sum().compute()
+        got = client.compute(x.sum()).result(timeout=timeout)
         stage.got = int(got.get() if hasattr(got, "get") else got)
         stage.seconds["read_back"] = round(time.monotonic() - t1, 2)
         stage.result_ok = stage.got == stage.expected
     except Exception as err:  # noqa: BLE001 - reported in the JSON, judged as a failure
-        stage.error = f"{type(err).__name__}: {err}"
+        stage.error = _describe(err, timeout)
     stage.seconds["total"] = round(time.monotonic() - t0, 2)
     del x
     return stage
+
+
+class WorkerDied(RuntimeError):
+    pass
+
+
+def _held(collection, timeout: float) -> None:
+    """Wait until every piece is held. A worker that dies meanwhile (its nanny restarts it and the
+    lost pieces are recomputed, possibly forever) or a piece that erred fails the wait at once."""
+    from distributed import futures_of, get_client, wait
+
+    client = get_client()
+    workers = set(client.scheduler_info()["workers"])
+    deadline = time.monotonic() + timeout
+    futures = futures_of(collection)
+    while True:
+        try:
+            wait(futures, timeout=1)
+            break
+        except TimeoutError:
+            pass
+        erred = [f for f in futures if f.status == "error"]
+        if erred:
+            erred[0].result()
+        gone = workers - set(client.scheduler_info()["workers"])
+        if gone:
+            raise WorkerDied(f"worker {sorted(gone)[0]} died while holding data (OOM-killed?) and was restarted")
+        if time.monotonic() > deadline:
+            raise TimeoutError
+    for future in futures:
+        if future.status != "finished":
+            future.result(timeout=timeout)
+
+
+def _describe(err: BaseException, timeout: float) -> str:
+    name = type(err).__name__
+    if name in ("KilledWorker", "WorkerDied"):
+        return f"KilledWorker: a worker died holding the data (OOM-killed?): {err}"
+    if isinstance(err, TimeoutError) or "Timeout" in name:
+        return f"timed out after {timeout:.0f} s (workers paused or killed and restarted?)"
+    return f"{name}: {err}"
+
+
+# Any worker death fails the run at once instead of being retried into a hang.
+STRICT = {"distributed.scheduler.allowed-failures": 0}
 
 
 def _observe(client, stage: Stage, spill_dir: str, tier_fn) -> None:
@@ -248,13 +306,13 @@ def run_cpu(args, limits) -> list[Stage]:
     _log(f"cpu: LocalCluster(1 worker, memory_limit={worker_limit}), dataset {data} B, spill dir {args.spill_dir}")
     # Spilled bytes are the bytes written: no compression, so the disk tier reads true.
     with dask.config.set({"distributed.worker.memory.spill-compression": False,
-                          "distributed.comm.compression": False}):
+                          "distributed.comm.compression": False, **STRICT}):
         with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                           memory_limit=worker_limit, local_directory=args.spill_dir,
                           dashboard_address=None) as cluster, Client(cluster) as client:
             before = set(client.scheduler_info()["workers"])
-            stage = _array_stage(client, "cpu-array", "numpy", data, args.chunk_bytes,
-                                 {"memory": worker_limit * args.workers}, args.spill_dir, _host_tiers)
+            stage = _array_stage(client, "cpu-array", "numpy", data, args.chunk_bytes or 32 * MiB,
+                                 {"memory": worker_limit * args.workers}, args.spill_dir, _host_tiers, args.timeout)
             after = set(client.scheduler_info()["workers"])
             if before != after:
                 stage.error = stage.error or f"a worker was restarted (killed?): {sorted(before ^ after)}"
@@ -269,6 +327,7 @@ def _cuda_cluster(args, device_limit: int, host_limit: int, pre_import: list[str
     # kill the worker on the CUDA context's host memory instead.
     cfg = {f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")}
     cfg["distributed.comm.compression"] = False
+    cfg.update(STRICT)
     with dask.config.set(cfg):
         return LocalCUDACluster(n_workers=1, device_memory_limit=device_limit, memory_limit=host_limit,
                                 local_directory=args.spill_dir, dashboard_address=None,
@@ -282,8 +341,8 @@ def run_gpu(args, limits) -> list[Stage]:
     data = args.data_bytes or 2 * (dev + host)
     _log(f"gpu: LocalCUDACluster(device_memory_limit={dev}, memory_limit={host}), CuPy dataset {data} B")
     with _cuda_cluster(args, dev, host, args.pre_import) as cluster, Client(cluster) as client:
-        stage = _array_stage(client, "gpu-cupy", "cupy", data, args.chunk_bytes,
-                             {"device": dev, "host": host}, args.spill_dir, _device_tiers)
+        stage = _array_stage(client, "gpu-cupy", "cupy", data, args.chunk_bytes or 128 * MiB,
+                             {"device": dev, "host": host}, args.spill_dir, _device_tiers, args.timeout)
     return [stage]
 
 
@@ -297,18 +356,25 @@ def cudf_own_spilling(args, limits) -> Stage:
     os.environ["CUDF_SPILL_STATS"] = "1"
     limit = limits["device"]
     frames, frame_bytes = 12, 256 * MiB
-    stage = Stage("cudf-spill", frames * frame_bytes, {"device": limit})
+    stage = Stage("cudf-spill", frames * frame_bytes, {"device": limit}, spill_tier="host")
     t0 = time.monotonic()
     try:
-        import cudf
-        import cupy
         import rmm
-        from cudf.core.buffer.spill_manager import get_global_manager
 
+        # the limited resource is in place before cuDF starts its spill manager, which wraps it
         stats = rmm.mr.StatisticsResourceAdaptor(rmm.mr.LimitingResourceAdaptor(rmm.mr.CudaAsyncMemoryResource(), limit))
         rmm.mr.set_current_device_resource(stats)
+        import cudf
+        import cupy
+        from cudf.core.buffer.spill_manager import get_global_manager
+
         rows = frame_bytes // 8
-        held = [cudf.DataFrame({"a": cupy.arange(i * rows, (i + 1) * rows, dtype="int64")}) for i in range(frames)]
+        from rmm.allocators.cupy import rmm_cupy_allocator
+
+        cupy.cuda.set_allocator(rmm_cupy_allocator)   # CuPy's temporaries count against the limit too
+        # deep copies: cuDF owns (and may spill) its buffers; wrapped CuPy memory would be pinned in place
+        held = [cudf.DataFrame({"a": cupy.arange(i * rows, (i + 1) * rows, dtype="int64")}).copy(deep=True)
+                for i in range(frames)]
         stage.seconds["persist"] = round(time.monotonic() - t0, 2)
         total = frames * rows
         stage.expected = total * (total - 1) // 2
@@ -320,9 +386,8 @@ def cudf_own_spilling(args, limits) -> Stage:
         stage.extra = {"spill_totals": totals, "rmm_peak_bytes": int(counts.peak_bytes),
                        "rmm_limit": limit, "note": "cuDF spills device -> host memory only; no disk tier"}
         out = totals.get("gpu->cpu", 0)
-        # cuDF has no disk tier: judge it as device -> host, the host tier standing in for 'disk'
-        stage.tiers = [Tier("device", 0, int(counts.peak_bytes)), Tier("disk", 1 if out else 0, out)]
-        stage.spill_files, stage.spill_file_bytes = (1, out) if out else (0, 0)
+        # cuDF reports bytes moved, not keys: keys say only whether anything moved
+        stage.tiers = [Tier("device", frames, int(counts.peak_bytes)), Tier("host", 1 if out else 0, out)]
         del held
         rmm.mr.set_current_device_resource(rmm.mr.CudaMemoryResource())
     except Exception as err:  # noqa: BLE001
@@ -336,7 +401,7 @@ def cudf_own_spilling(args, limits) -> Stage:
 
 def dask_cudf_stage(args, limits) -> Stage:
     import dask.dataframe as dd
-    from distributed import Client, wait
+    from distributed import Client
 
     dev, host = limits["device"], limits["host"]
     parts, part_bytes = args.partitions, 128 * MiB
@@ -353,18 +418,20 @@ def dask_cudf_stage(args, limits) -> Stage:
             stage.extra["workers_have_dask_cudf"] = all(client.run(_has_dask_cudf).values())
             import cudf
             import cupy
+            import dask_cudf  # noqa: F401 - the client's own dispatch for cuDF-backed collections
+
             meta = cudf.DataFrame({"a": cupy.empty(0, "int64"), "b": cupy.empty(0, "int64")})
             ddf = dd.from_map(_cudf_part, list(range(parts)), rows=rows, meta=meta).persist()
-            wait(ddf)
+            _held(ddf, args.timeout)
             stage.seconds["persist"] = round(time.monotonic() - t0, 2)
             _observe(client, stage, args.spill_dir, _device_tiers)
             t1 = time.monotonic()
-            stage.got = int(ddf["a"].sum().compute())
+            stage.got = int(client.compute(ddf["a"].sum()).result(timeout=args.timeout))
             stage.seconds["read_back"] = round(time.monotonic() - t1, 2)
             stage.result_ok = stage.got == stage.expected
             del ddf
     except Exception as err:  # noqa: BLE001
-        stage.error = f"{type(err).__name__}: {err}"
+        stage.error = _describe(err, args.timeout)
     stage.seconds["total"] = round(time.monotonic() - t0, 2)
     return stage
 
@@ -393,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--mode", choices=sorted(MODES), default="cpu")
     s.add_argument("--data-bytes", type=parse_bytes, default=None,
                    help="dataset size (default: 2 x the container limit; gpu: 2 x (device + host limit))")
-    s.add_argument("--chunk-bytes", type=parse_bytes, default=32 * MiB)
+    s.add_argument("--chunk-bytes", type=parse_bytes, default=None, help="array chunk size (cpu 32 MiB, gpu 128 MiB)")
     s.add_argument("--memory-limit", type=parse_bytes, default=None,
                    help="host memory per worker (default: the doctor's derived memory_limit)")
     s.add_argument("--device-memory-limit", type=parse_bytes, default=None,
@@ -404,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--pre-import", type=lambda v: doctor._as_list(v),
                    default=doctor._as_list(os.environ.get("RAPIDS_PRE_IMPORT", "")),
                    help="modules workers import first (default $RAPIDS_PRE_IMPORT), e.g. dask_cudf")
+    s.add_argument("--timeout", type=float, default=300, help="seconds each step may take (default 300)")
     s.add_argument("--out", help="also write the JSON report to this file")
     args = p.parse_args(argv)
 
@@ -421,11 +489,22 @@ def main(argv: list[str] | None = None) -> int:
         problems.append("no GPU seen by NVML and no --device-memory-limit: cannot size the device tier")
     stages: list[Stage] = []
     if not problems:
-        stages = MODES[args.mode](args, limits)
-        state, problems = verdict(stages)
+        # a fresh folder of our own: counts see only this run's spill files, and it is removed after
+        base = args.spill_dir
+        try:
+            args.spill_dir = tempfile.mkdtemp(prefix="rapids-smoke-", dir=base)
+        except OSError as err:
+            problems.append(f"cannot write to the spill dir {base}: {err.strerror}")
+    if not problems:
+        try:
+            stages = MODES[args.mode](args, limits)
+        finally:
+            shutil.rmtree(args.spill_dir, ignore_errors=True)
+            args.spill_dir = base
+        _, problems = verdict(stages)
     result["stages"] = [asdict(s) for s in stages]
     result["peak"] = {"cgroup_bytes": cgroup_peak(),
-                      "self_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                      "self_rss_bytes": peak_rss(),
                       "workers_rss_bytes": max((s.extra.get("worker_rss_peak") or 0 for s in stages), default=None)}
     result["seconds"] = round(time.monotonic() - t0, 2)
     result["problems"] = problems

@@ -245,6 +245,9 @@ def _held(collection, timeout: float) -> None:
     workers = set(client.scheduler_info()["workers"])
     deadline = time.monotonic() + timeout
     futures = futures_of(collection)
+    if not futures:                      # nothing to watch: a plain wait with the deadline
+        wait(collection, timeout=timeout)
+        return
     while True:
         try:
             wait(futures, timeout=1)

@@ -210,8 +210,8 @@ def test_missing_dask_cudf_pre_import_is_a_finding():
     assert any("not told to import dask_cudf" in m for m in levels(facts(spill_config=cfg))["WARNING"])
     fixed = replace(cfg, pre_import=["dask_cudf"])
     assert "WARNING" not in levels(facts(spill_config=fixed))
-    preload = replace(cfg, preload=["dask_cudf"])
-    assert "WARNING" not in levels(facts(spill_config=preload))
+    preload = replace(cfg, preload=["dask_cudf"])      # measured: not enough for LocalCUDACluster workers
+    assert any("not told to import dask_cudf" in m for m in levels(facts(spill_config=preload))["WARNING"])
 
 
 def test_swap_above_the_limit_warns():

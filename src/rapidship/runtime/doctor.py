@@ -495,8 +495,8 @@ def findings_for(f: Facts, d: Derived) -> list[Finding]:
                                "working directory unless given local_directory; set DASK_TEMPORARY_DIRECTORY="
                                f"{sd.path}"))
     # cuDF partitions are only measured (and so spilled) where dask_cudf registered its sizeof.
-    # distributed.worker.preload does not count: measured on an H200 with dask-cuda 26.10, workers
-    # of a LocalCUDACluster had still not imported dask_cudf with it set (docs/gpu-smoke.md).
+    # distributed.worker.preload does not count: LocalCUDACluster passes its own preload list
+    # (dask_cuda.initialize), so the config's is never read; measured on an H200 (docs/gpu-smoke.md).
     if sc.cudf_available and sc.dask_cuda_available and "dask_cudf" not in sc.pre_import:
         out.append(Finding("WARNING", "cudf", "cuDF is installed but workers are not told to import dask_cudf: "
                            "cuDF partitions then have no sizeof, never fill the device tier and never spill; "

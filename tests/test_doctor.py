@@ -85,7 +85,7 @@ MOUNTINFO = r"""
 620 540 0:52 / / ro,relatime master:1 - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/A,upperdir=U
 621 620 0:55 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw
 630 620 0:60 / /tmp rw,nosuid,nodev - tmpfs tmpfs rw,size=65536k,mode=1777
-631 620 254:0 /work/build/smoke/spill/run1 /spill rw,relatime - ext4 /dev/vda rw
+631 620 254:0 /srv/build/smoke/spill/run1 /spill rw,relatime - ext4 /dev/vda rw
 632 620 254:0 /data/my\040disk /mnt/my\040disk rw - xfs /dev/sdb1 rw
 633 620 0:61 / /dev/shm rw,nosuid,nodev,noexec - tmpfs shm rw,size=262144k
 """

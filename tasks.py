@@ -96,7 +96,6 @@ def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, fo
                variants_file="variants.yaml"):
     """Bootstrap a Debian-family base with debootstrap and load it under the name variants expect."""
     from rapidship.base import bootstrap, host_arch, plan_base, resolve_local_base
-    from rapidship.matrix import Arch
 
     plan = plan_base(load_matrix(variants_file), os, _arch(arch or host_arch()), mirror, conda_builder)
     if resolve_local_base(plan.ref, plan.arch) and not force:

@@ -184,7 +184,7 @@ def _write_secrets(secrets: BuildSecrets, tmp: Path) -> dict[str, Path]:
 def inspect_image(ref: str) -> dict:
     proc = subprocess.run(["docker", "image", "inspect", ref], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise RapidshipError(ref, "image not found in the engine", f"build it first: invoke build --variant ...")
+        raise RapidshipError(ref, "image not found in the engine", "build it first: invoke build --variant ...")
     return json.loads(proc.stdout)[0]
 
 

@@ -14,10 +14,10 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rapidship.errors import ConfigError
+from rapidship.yamlconf import parse_model
 
 DEFAULT_DIR = Path("harbor")
 SEVERITIES = ("none", "low", "medium", "high", "critical")
@@ -246,40 +246,5 @@ def _check(instance: Instance, projects: dict[str, Project], robots: dict[str, R
                                   "grant repository:pull there, nothing that writes")
 
 
-# ---- yaml -> model with one clear message ----
-
 def _model(model: type[BaseModel], text: str, source: str) -> Any:
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{source} line {mark.line + 1}" if mark else source
-        raise ConfigError(where, f"not valid YAML: {getattr(err, 'problem', None) or err}", "fix the syntax") from None
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, dict):
-        raise ConfigError(source, "top level must be a mapping", "see docs/harbor.md for the layout")
-    try:
-        return model.model_validate(doc)
-    except ValidationError as err:
-        raise _config_error(source, err) from None
-
-
-def _config_error(source: str, err: ValidationError) -> ConfigError:
-    errors = err.errors()
-    # A misspelt key also makes the right one "missing": name the misspelling.
-    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-    loc = [p for p in first["loc"] if not (isinstance(p, str) and ("function-" in p or p.startswith("literal[")))]
-    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "(top level)"
-    where = f"{source}: {path}"
-    kind, value = first["type"], first.get("input")
-    if kind == "extra_forbidden":
-        return ConfigError(where, f"unknown key {loc[-1]!r}", "remove it or correct its spelling (docs/harbor.md)")
-    if kind == "missing":
-        return ConfigError(where, "required key is missing", f"add `{loc[-1]}:` there")
-    if kind == "literal_error":
-        return ConfigError(where, f"{value!r} is not one of {first['ctx']['expected']}", "use one of the allowed values")
-    if kind.endswith("_type"):
-        return ConfigError(where, f"expected {kind.removesuffix('_type').replace('dict', 'mapping')}, got {value!r}",
-                           "correct the value")
-    return ConfigError(where, first["msg"].removeprefix("Value error, "), "correct the value")
+    return parse_model(model, text, source, "docs/harbor.md")

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rapidship.errors import ConfigError, RapidshipError
-from rapidship.matrix import _config_error, _load_yaml
+from rapidship.yamlconf import load_yaml, read_config, validation_error
 
 SEVERITIES = ("UNKNOWN", "LOW", "MEDIUM", "HIGH", "CRITICAL")
 Severity = Literal["LOW", "MEDIUM", "HIGH", "CRITICAL"]
@@ -86,7 +86,7 @@ class Policy:
 
 def parse_policy(text: str, source: str, known_variants: list[str] | None = None) -> PolicyFile:
     """Policy yaml -> PolicyFile, or one ConfigError naming the file and yaml path."""
-    doc = _load_yaml(text, source)
+    doc = load_yaml(text, source)
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -115,7 +115,7 @@ def _policy_error(source: str, err: ValidationError) -> ConfigError:
     if loc and loc[-1] == "expires":
         return ConfigError(f"{source}: {'.'.join(str(p) for p in loc)}",
                            f"{first.get('input')!r} is not a date", "write expires: YYYY-MM-DD")
-    return _config_error(source, err)
+    return validation_error(source, err, "policy/trivy.yaml")
 
 
 def resolve(spec: PolicyFile, source: str, variant: str | None) -> Policy:
@@ -130,12 +130,7 @@ def resolve(spec: PolicyFile, source: str, variant: str | None) -> Policy:
 def load_policy(path: Path | str = DEFAULT_POLICY, variant: str | None = None,
                 known_variants: list[str] | None = None) -> Policy:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(str(path), "policy file not found", "pass --policy FILE or run from the project root") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(str(path), f"cannot be read ({err.__class__.__name__})", "check the file") from None
+    text = read_config(path, "pass --policy FILE or run from the project root")
     return resolve(parse_policy(text, str(path), known_variants), str(path), variant)
 
 

@@ -536,7 +536,7 @@ def _spill_dir_notes(f: Facts) -> list[Finding]:
             pass
         elif sd.mode & 0o777 == 0o770 and sd.owner_gid == 0 and 0 in ([f.gid] + f.groups):
             out.append(Finding("OK", "spill", "spill dir mode 0770 with group 0: accepted, so an arbitrary uid "
-                               f"in group 0 can spill (0700 owned by the run uid is tighter)"))
+                               "in group 0 can spill (0700 owned by the run uid is tighter)"))
         elif sd.mode & 0o007:
             out.append(Finding("WARNING", "spill", f"spill dir {sd.path} is mode {sd.mode:04o}: other users can "
                                "read spilled data; use 0700 owned by the run uid"))

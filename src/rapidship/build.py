@@ -53,6 +53,7 @@ class BuildPlan:
     labels: dict[str, str]
     secret_ids: tuple[str, ...]
     target: str = "runtime"
+    network: str | None = None  # "host": RUN steps reach mirrors on the build machine's loopback
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,15 @@ class BuiltImage:
     extra: dict = field(default_factory=dict)
 
 
-def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildSecrets, revision: str = "") -> BuildPlan:
+NETWORKS = ("default", "host", "none")
+
+
+def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildSecrets, revision: str = "",
+               network: str | None = None) -> BuildPlan:
     """Pure: what to build, under which tag, with which labels and secret ids."""
+    if network is not None and network not in NETWORKS:
+        raise ConfigError("--network", f"{network!r} is not one of {', '.join(NETWORKS)}",
+                          "use --network host to reach a mirror on this machine's 127.0.0.1")
     if arch not in variant.arches:
         offered = ", ".join(a.value for a in variant.arches)
         raise ConfigError("--arch", f"variant {variant.id} is not built for {arch.value}", f"use one of: {offered}")
@@ -85,7 +93,7 @@ def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildS
     if revision:
         labels["org.opencontainers.image.revision"] = revision
     return BuildPlan(variant=variant.id, arch=arch.value, ref=variant.ref(arch), context=rendered.out_dir,
-                     labels=labels, secret_ids=tuple(ids))
+                     labels=labels, secret_ids=tuple(ids), network=network)
 
 
 def build_command(plan: BuildPlan, cli: str, secret_files: dict[str, Path]) -> list[str]:
@@ -96,6 +104,8 @@ def build_command(plan: BuildPlan, cli: str, secret_files: dict[str, Path]) -> l
         cmd += ["--label", f"{key}={value}"]
     for sid in plan.secret_ids:
         cmd += ["--secret", f"id={sid},src={secret_files[sid]}"]
+    if plan.network:
+        cmd += ["--network", plan.network]
     return cmd + [plan.context]
 
 

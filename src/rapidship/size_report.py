@@ -62,7 +62,7 @@ class SizeReport:
 
 def summarize(entries: Iterable[Entry], *, variant: str, arch: str, ref: str, image_bytes: int,
               zstd_bytes: int | None, budget_bytes: int, trims: dict | None = None, top: int = 25,
-              depth: int = 6) -> SizeReport:
+              depth: int = 8) -> SizeReport:
     """Pure: regular files -> totals, the largest directories (up to `depth` levels) and files.
 
     A directory is listed only where it is not just its single largest child (so the list reads

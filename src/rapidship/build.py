@@ -55,6 +55,7 @@ class BuildPlan:
     base_args: dict[str, str] = field(default_factory=dict)  # BUILDER_BASE/RUNTIME_BASE when not the default
     target: str = "runtime"
     no_cache: bool = False  # rebuild every step (cache mounts such as pip's download cache stay)
+    network: str | None = None  # "host": RUN steps reach mirrors on the build machine's loopback
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,15 @@ class BuiltImage:
     extra: dict = field(default_factory=dict)
 
 
+NETWORKS = ("default", "host", "none")
+
+
 def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildSecrets, revision: str = "",
-               no_cache: bool = False, base_args: dict[str, str] | None = None) -> BuildPlan:
+               no_cache: bool = False, base_args: dict[str, str] | None = None, network: str | None = None) -> BuildPlan:
     """Pure: what to build, under which tag, with which labels and secret ids."""
+    if network is not None and network not in NETWORKS:
+        raise ConfigError("--network", f"{network!r} is not one of {', '.join(NETWORKS)}",
+                          "use --network host to reach a mirror on this machine's 127.0.0.1")
     if arch not in variant.arches:
         offered = ", ".join(a.value for a in variant.arches)
         raise ConfigError("--arch", f"variant {variant.id} is not built for {arch.value}", f"use one of: {offered}")
@@ -89,7 +96,7 @@ def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildS
         labels["org.opencontainers.image.revision"] = revision
     return BuildPlan(variant=variant.id, arch=arch.value, ref=variant.ref(arch), context=rendered.out_dir,
                      labels=labels, secret_ids=tuple(ids), no_cache=no_cache,
-                     base_args=base_args or {})
+                     base_args=base_args or {}, network=network)
 
 
 def build_command(plan: BuildPlan, cli: str, secret_files: dict[str, Path]) -> list[str]:
@@ -104,6 +111,8 @@ def build_command(plan: BuildPlan, cli: str, secret_files: dict[str, Path]) -> l
         cmd += ["--label", f"{key}={value}"]
     for sid in plan.secret_ids:
         cmd += ["--secret", f"id={sid},src={secret_files[sid]}"]
+    if plan.network:
+        cmd += ["--network", plan.network]
     return cmd + [plan.context]
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from rapidship.build import BuildSecrets, build, plan_build  # noqa: E402
+from rapidship.build import BuildSecrets, build, local_base_args, plan_build  # noqa: E402
 from rapidship.matrix import Arch, load_matrix  # noqa: E402
 from rapidship.render import render  # noqa: E402
 
@@ -33,7 +33,8 @@ def main() -> None:
     runs = {}
 
     def timed(name: str, no_cache: bool = False):
-        built = build(plan_build(v, arch, rendered, secrets, no_cache=no_cache), secrets, v, out / f"bench-{name}.log")
+        plan = plan_build(v, arch, rendered, secrets, no_cache=no_cache, base_args=local_base_args(v, arch))
+        built = build(plan, secrets, v, out / f"bench-{name}.log")
         runs[name] = {"seconds": built.seconds, "cached_steps": built.cached_steps, "steps": built.total_steps,
                       "size_bytes": built.size_bytes}
         print(f"{name:16} {built.seconds:7.1f} s  {built.cached_steps}/{built.total_steps} steps cached", flush=True)

@@ -69,6 +69,23 @@ def plan_base(m: Matrix, os_key: str, arch: Arch, mirror: str | None, conda_buil
                     mirror=mirror or DEFAULT_MIRRORS[variant.distro], include=include)
 
 
+def arch_alias(ref: str, arch: Arch) -> str:
+    """Pure: the local name of one arch's copy of a base. An engine without a multi-platform image
+    store holds one image per name, so an arm64 base made on an amd64 host must not take the
+    plain name that amd64 builds use."""
+    repo, _, digest = ref.partition("@")
+    name, _, tag = repo.rpartition(":") if ":" in repo.rsplit("/", 1)[-1] else (repo, "", "")
+    return f"{name}:{tag or 'latest'}-{arch.value}" if not digest else f"{name}:local-{arch.value}"
+
+
+def resolve_local_base(ref: str, arch: Arch) -> str | None:
+    """The name under which the engine has `ref` for `arch`: the plain ref, its arch alias, or None."""
+    for candidate in (ref, arch_alias(ref, arch)):
+        if image_exists(candidate, arch):
+            return candidate
+    return None
+
+
 def image_exists(ref: str, arch: Arch | None = None) -> bool:
     proc = subprocess.run(["docker", "image", "inspect", "--format", "{{.Architecture}}", ref],
                           capture_output=True, text=True, check=False)
@@ -89,7 +106,7 @@ def _run(cmd: list[str], what: str, log: Path | None = None, **kw) -> None:
 
 def enable_emulation(arch: Arch) -> None:
     """Foreign-arch RUN steps need binfmt_misc + qemu; mount and enable them if they are not yet."""
-    if arch.value == _host_arch():
+    if arch.value == host_arch():
         return
     qemu = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64"}[arch.value]
     binfmt = Path("/proc/sys/fs/binfmt_misc")
@@ -102,7 +119,7 @@ def enable_emulation(arch: Arch) -> None:
         _run(["update-binfmts", "--enable", qemu], f"enabling {qemu}")
 
 
-def _host_arch() -> str:
+def host_arch() -> str:
     return {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
 
 
@@ -128,11 +145,14 @@ def bootstrap(plan: BasePlan, workdir: Path, log: Path) -> BaseImage:
         size = (context / "rootfs.tar").stat().st_size
         (context / "Dockerfile").write_text("FROM scratch\nADD rootfs.tar /\nCMD [\"bash\"]\n")
         env = dict(os.environ, DOCKER_BUILDKIT="1")
-        _run([docker_cli(), "build", "--platform", f"linux/{plan.arch.value}", "-t", plan.ref, str(context)],
+        alias = arch_alias(plan.ref, plan.arch)
+        tags = ["-t", alias] + (["-t", plan.ref] if plan.arch.value == host_arch() else [])
+        _run([docker_cli(), "build", "--platform", f"linux/{plan.arch.value}", *tags, str(context)],
              f"importing {plan.ref}", log, env=env)
-    inspect = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", plan.ref],
+    inspect = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", alias],
                              capture_output=True, text=True, check=True)
-    return BaseImage(ref=plan.ref, arch=plan.arch.value, image_id=inspect.stdout.strip(),
+    return BaseImage(ref=alias if plan.arch.value != host_arch() else plan.ref, arch=plan.arch.value,
+                     image_id=inspect.stdout.strip(),
                      seconds=round(time.monotonic() - start, 1), rootfs_bytes=size)
 
 

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from rapidship.base import docker_cli, image_exists
+from rapidship.base import docker_cli, resolve_local_base
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.matrix import Arch, Flavour, Variant
 from rapidship.render import Rendered
@@ -53,8 +53,10 @@ class BuildPlan:
     context: str
     labels: dict[str, str]
     secret_ids: tuple[str, ...]
+    base_args: dict[str, str] = field(default_factory=dict)  # BUILDER_BASE/RUNTIME_BASE when not the default
     target: str = "runtime"
     no_cache: bool = False  # rebuild every step (cache mounts such as pip's download cache stay)
+    network: str | None = None  # "host": RUN steps reach mirrors on the build machine's loopback
 
 
 @dataclass(frozen=True)
@@ -75,9 +77,15 @@ class BuiltImage:
     extra: dict = field(default_factory=dict)
 
 
+NETWORKS = ("default", "host", "none")
+
+
 def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildSecrets, revision: str = "",
-               no_cache: bool = False) -> BuildPlan:
+               no_cache: bool = False, base_args: dict[str, str] | None = None, network: str | None = None) -> BuildPlan:
     """Pure: what to build, under which tag, with which labels and secret ids."""
+    if network is not None and network not in NETWORKS:
+        raise ConfigError("--network", f"{network!r} is not one of {', '.join(NETWORKS)}",
+                          "use --network host to reach a mirror on this machine's 127.0.0.1")
     if arch not in variant.arches:
         offered = ", ".join(a.value for a in variant.arches)
         raise ConfigError("--arch", f"variant {variant.id} is not built for {arch.value}", f"use one of: {offered}")
@@ -88,7 +96,8 @@ def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildS
     if revision:
         labels["org.opencontainers.image.revision"] = revision
     return BuildPlan(variant=variant.id, arch=arch.value, ref=variant.ref(arch), context=rendered.out_dir,
-                     labels=labels, secret_ids=tuple(ids), no_cache=no_cache)
+                     labels=labels, secret_ids=tuple(ids), no_cache=no_cache,
+                     base_args=base_args or {}, network=network)
 
 
 def build_command(plan: BuildPlan, cli: str, secret_files: dict[str, Path]) -> list[str]:
@@ -97,10 +106,14 @@ def build_command(plan: BuildPlan, cli: str, secret_files: dict[str, Path]) -> l
            "--tag", plan.ref]
     if plan.no_cache:
         cmd.append("--no-cache")
+    for key, value in sorted(plan.base_args.items()):
+        cmd += ["--build-arg", f"{key}={value}"]
     for key, value in sorted(plan.labels.items()):
         cmd += ["--label", f"{key}={value}"]
     for sid in plan.secret_ids:
         cmd += ["--secret", f"id={sid},src={secret_files[sid]}"]
+    if plan.network:
+        cmd += ["--network", plan.network]
     return cmd + [plan.context]
 
 
@@ -108,14 +121,23 @@ _STEP = re.compile(r"^#(\d+) (\[[^\]]+\] .*)$")
 _CACHED = re.compile(r"^#(\d+) CACHED$")
 
 
+def local_base_args(variant: Variant, arch: Arch) -> dict[str, str]:
+    """Find each stage's base in the engine (plain name or arch alias); fail clearly when absent."""
+    args = {}
+    for key, ref in (("BUILDER_BASE", variant.bases.builder), ("RUNTIME_BASE", variant.bases.runtime)):
+        found = resolve_local_base(ref, arch)
+        if found is None:
+            conda = key == "BUILDER_BASE" and variant.flavour is Flavour.conda
+            raise ConfigError("base image", f"{ref} ({arch.value}) is not in the engine",
+                              f"pull it through the registry prefix, or make it: invoke base --os {variant.os}"
+                              + (" --conda-builder" if conda else "") + f" --arch {arch.value}")
+        if found != ref:
+            args[key] = found
+    return args
+
+
 def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Path,
           on_step: Callable[[str], None] = lambda _: None) -> BuiltImage:
-    for ref in {variant.bases.builder, variant.bases.runtime}:
-        if not image_exists(ref, Arch(plan.arch)):
-            raise ConfigError("base image", f"{ref} ({plan.arch}) is not in the engine",
-                              f"pull it through the registry prefix, or make it: invoke base --os {variant.os}"
-                              + (" --conda-builder" if ref == variant.bases.builder and variant.flavour is Flavour.conda else "")
-                              + f" --arch {plan.arch}")
     cli = docker_cli()
     env = dict(os.environ, DOCKER_BUILDKIT="1")
     start = time.monotonic()
@@ -172,7 +194,7 @@ def _write_secrets(secrets: BuildSecrets, tmp: Path) -> dict[str, Path]:
 def inspect_image(ref: str) -> dict:
     proc = subprocess.run(["docker", "image", "inspect", ref], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise RapidshipError(ref, "image not found in the engine", f"build it first: invoke build --variant ...")
+        raise RapidshipError(ref, "image not found in the engine", "build it first: invoke build --variant ...")
     return json.loads(proc.stdout)[0]
 
 

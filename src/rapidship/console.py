@@ -26,7 +26,8 @@ def print_json(value: Any) -> None:
 
 
 def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
-    tab = Table(title=title)
+    err.print(f"[bold]{title}[/]")  # a title above, not in, the table: long image refs would wrap
+    tab = Table()
     for column in columns:
         tab.add_column(column)
     for row in rows:

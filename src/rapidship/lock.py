@@ -23,6 +23,7 @@ from rapidship.errors import ConfigError
 
 ENVS = Path("envs")
 LOCKS = Path("locks")
+DEFAULT_PINS = ("python", "cuda-version")
 _SPEC_LINE = re.compile(r"^# spec-sha256: ([0-9a-f]{64})$", re.M)
 
 
@@ -33,13 +34,25 @@ class EnvSpec:
     requirements: tuple[str, ...]
     python: str | None = None
     channels: tuple[str, ...] = ()
+    # Conda envs: which of the variant's values are pinned into the solve (python, cuda-version).
+    pin: tuple[str, ...] = DEFAULT_PINS
+    # Pip envs: packages the solve pulls in but the lock leaves out (size trims, each with a why).
+    omit: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+        doc = asdict(self)
+        # Fields left at their default stay out, so older locks keep the digest they were made with.
+        if self.pin == DEFAULT_PINS:
+            del doc["pin"]
+        if not self.omit:
+            del doc["omit"]
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 def load_env_spec(name: str, envs: Path = ENVS) -> EnvSpec:
+    if name == TOOLS.name:
+        return TOOLS
     path = envs / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in envs.glob("*.yaml")))
@@ -50,7 +63,7 @@ def load_env_spec(name: str, envs: Path = ENVS) -> EnvSpec:
         raise ConfigError(str(path), f"not valid YAML: {getattr(err, 'problem', err)}", "fix the syntax") from None
     if not isinstance(doc, dict):
         raise ConfigError(str(path), "must be a mapping", "see envs/dask-cpu.yaml for the layout")
-    allowed = {"flavour", "python", "requirements", "channels"}
+    allowed = {"flavour", "python", "requirements", "channels", "pin", "omit"}
     for key in doc:
         if key not in allowed:
             raise ConfigError(f"{path}: {key}", f"unknown key {key!r}", f"allowed keys: {', '.join(sorted(allowed))}")
@@ -64,10 +77,30 @@ def load_env_spec(name: str, envs: Path = ENVS) -> EnvSpec:
     if python is not None and not (isinstance(python, str) and re.match(r"^3\.\d{1,2}$", python)):
         raise ConfigError(f"{path}: python", f"{python!r} is not a quoted version like \"3.11\"", "quote it")
     channels = doc.get("channels") or []
-    return EnvSpec(name=name, flavour=flavour, requirements=tuple(reqs), python=python, channels=tuple(channels))
+    if not isinstance(channels, list) or not all(isinstance(c, str) and re.match(r"^[A-Za-z0-9][\w.-]*$", c) for c in channels):
+        raise ConfigError(f"{path}: channels", "must be a list of channel names (mirrors are configuration)",
+                          "e.g. channels: [rapidsai, conda-forge]; pass mirror URLs with --conda-channel")
+    pin = doc.get("pin", list(DEFAULT_PINS))
+    if not isinstance(pin, list) or not set(pin) <= set(DEFAULT_PINS):
+        raise ConfigError(f"{path}: pin", f"{pin!r} is not a subset of {list(DEFAULT_PINS)}",
+                          "list which variant values the conda solve pins")
+    omit = doc.get("omit") or []
+    if not isinstance(omit, list) or not all(isinstance(o, str) and re.match(r"^[A-Za-z0-9][\w.-]*$", o) for o in omit):
+        raise ConfigError(f"{path}: omit", "must be a list of package names", "e.g. omit: [nvidia-cufft-cu12]")
+    if omit and flavour != "pip":
+        raise ConfigError(f"{path}: omit", "only pip envs can omit packages", "remove omit: from this conda env")
+    return EnvSpec(name=name, flavour=flavour, requirements=tuple(reqs), python=python, channels=tuple(channels),
+                   pin=tuple(pin), omit=tuple(omit))
+
+
+# The conda builder's own tools, installed into /opt/installer from a hashed lock (locks/tools.txt).
+TOOLS = EnvSpec(name="tools", flavour="pip", python="3.11",
+                requirements=("py-rattler==0.28.0", "conda-pack==0.9.2"))
 
 
 def pip_lock_path(spec: EnvSpec, locks: Path = LOCKS) -> Path:
+    if spec.name == TOOLS.name:
+        return locks / "tools.txt"
     return locks / spec.name / "requirements.txt"
 
 
@@ -112,6 +145,8 @@ def lock_pip(spec: EnvSpec, locks: Path = LOCKS, index_url: str | None = None) -
         solved = Path(tmp) / "requirements.txt"
         cmd = [uv, "pip", "compile", "--universal", "--generate-hashes", "--only-binary", ":all:",
                "--python-version", spec.python, "--no-header", "--quiet", str(req_in), "-o", str(solved)]
+        for name in spec.omit:
+            cmd += ["--no-emit-package", name]
         env = dict(os.environ)
         if index_url:
             env["UV_INDEX_URL"] = index_url  # from env/flags, never written to the lock
@@ -120,5 +155,6 @@ def lock_pip(spec: EnvSpec, locks: Path = LOCKS, index_url: str | None = None) -
             raise ConfigError(f"envs/{spec.name}.yaml", f"cannot be solved: {proc.stderr.strip()[-800:]}",
                               "relax the pins or check the index")
         body = solved.read_text().replace(str(req_in), "requirements.in")
-    out.write_text(lock_header(spec) + body)
+    omitted = "".join(f"# omitted (envs/{spec.name}.yaml omit:): {name}\n" for name in spec.omit)
+    out.write_text(lock_header(spec) + omitted + body)
     return out

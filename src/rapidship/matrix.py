@@ -13,10 +13,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rapidship.errors import ConfigError
+from rapidship.yamlconf import parse_model, read_config
 
 DEFAULT_FILE = Path("variants.yaml")
 CPU = "cpu"
@@ -230,98 +230,13 @@ def variant_id(cuda: str, os_key: str) -> str:
 
 def load_matrix(path: Path | str = DEFAULT_FILE) -> Matrix:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(str(path), "file not found", "run from the project root or pass --variants-file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(str(path), f"cannot be read ({err.__class__.__name__})", "check the file") from None
-    return parse_matrix(text, str(path))
+    return parse_matrix(read_config(path, "run from the project root or pass --variants-file"), str(path))
 
 
 def parse_matrix(text: str, source: str = str(DEFAULT_FILE)) -> Matrix:
     """Pure core: yaml text -> Matrix, or ConfigError naming source and yaml path."""
-    doc = _load_yaml(text, source)
-    if not isinstance(doc, dict):
-        raise ConfigError(source, "top level must be a mapping with defaults, oses, axes, exclude, overrides",
-                          "see the variants.yaml in the project root for the layout")
-    try:
-        spec = VariantsFile.model_validate(doc)
-    except ValidationError as err:
-        raise _config_error(source, err) from None
+    spec = parse_model(VariantsFile, text, source, "docs/variants.md", enums=(Arch, Flavour))
     return Matrix(source=source, defaults=spec.defaults, variants=_expand(spec, source))
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML keeps the last of two equal keys silently; a repeated variant is a bug to report."""
-
-    def construct_mapping(self, node, deep=False):  # noqa: D401 - PyYAML hook
-        seen: set = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-                seen.add(key)
-            except TypeError:
-                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a plain value",
-                                                        key_node.start_mark) from None
-            if duplicate:
-                raise _DuplicateKey(key, key_node.start_mark.line + 1)
-        return super().construct_mapping(node, deep)
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: Any, line: int) -> None:
-        self.key, self.line = key, line
-
-
-def _load_yaml(text: str, source: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
-    except _DuplicateKey as dup:
-        raise ConfigError(f"{source} line {dup.line}", f"duplicate key {dup.key!r}",
-                          "each id may appear once: merge the two entries") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{source} line {mark.line + 1}" if mark else source
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(where, f"not valid YAML: {problem}", "fix the syntax at that line") from None
-
-
-def _yaml_path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(top level)"
-
-
-def _config_error(source: str, err: ValidationError) -> ConfigError:
-    first = err.errors()[0]
-    loc = tuple(p for p in first["loc"] if p not in ("function-after[_flavour(), function-before]",))
-    kind, value = first["type"], first.get("input")
-    path = _yaml_path(loc)
-    if kind == "extra_forbidden":
-        return ConfigError(f"{source}: {path}", f"unknown key {loc[-1]!r}",
-                           "remove it or correct its spelling (see the layout in docs/variants.md)")
-    if kind == "missing":
-        return ConfigError(f"{source}: {path}", "required key is missing", f"add `{loc[-1]}:` there")
-    if kind in ("string_type", "int_type", "dict_type", "list_type", "tuple_type", "model_type"):
-        hint = ' (quote versions: YAML reads 3.10 as the number 3.1)' if kind == "string_type" else ""
-        want = kind.split("_")[0].replace("model", "mapping").replace("dict", "mapping")
-        return ConfigError(f"{source}: {path}", f"expected a {want}, got {value!r}{hint}",
-                           f"write a {want} there")
-    if kind == "is_instance_of":  # strict enums: a string that is not a member
-        enum = {"Arch": Arch, "Flavour": Flavour}.get(first.get("ctx", {}).get("class", ""))
-        allowed = ", ".join(e.value for e in enum) if enum else first["msg"]
-        return ConfigError(f"{source}: {path}", f"{value!r} is not one of {allowed}", "use one of the allowed values")
-    if kind in ("enum", "literal_error"):
-        allowed = first.get("ctx", {}).get("expected", "")
-        return ConfigError(f"{source}: {path}", f"{value!r} is not one of {allowed}", "use one of the allowed values")
-    message = first["msg"].removeprefix("Value error, ")
-    return ConfigError(f"{source}: {path}", message, "correct the value")
 
 
 def _matches(entry: dict[str, str], cuda: str, os_key: str) -> bool:

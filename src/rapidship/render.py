@@ -21,17 +21,26 @@ TEMPLATES = Path("templates")
 LOCKS = Path("locks")
 BUILD = Path("build")
 RUNTIME_SRC = Path(__file__).parent / "runtime"
-LOCK_INSTALLER = Path(__file__).parent / "install_lock.py"
+# Builder-side programs (stdlib, plus py-rattler for the installer), copied into the context's builder/.
+BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "measure_trims.py"), Flavour.pip: ("measure_trims.py",)}
 
 PREFIX = "/opt/rapids"
+CONTEXT_DIRS = ("lock", "builder", "runtime")  # remade by every render
 # Longer than PREFIX so conda-pack can rewrite binary prefixes in place (padding with NULs).
 BUILD_PREFIX = "/opt/rapidship-build/envs/placeholder-prefix-for-relocation"
 SPILL_DIR = "/spill"
 
-# Paths a runtime never needs. conda-pack --exclude patterns are relative to the prefix.
+# Paths a runtime never needs. conda-pack --exclude patterns are fnmatch on the path relative to the
+# prefix (`*` crosses `/`). *.pyc stay: the env is read-only to a random uid and runs with
+# PYTHONDONTWRITEBYTECODE, so without them every worker recompiles every module it imports
+# (docs/sizes.md has the measured cost of both choices).
 PACK_EXCLUDES = ("*.a", "include/*", "pkgs/*", "conda-meta/*.json.bak", "share/doc/*", "share/man/*",
-                 "lib/python*/site-packages/*/tests/*", "lib/cmake/*", "lib/pkgconfig/*")
-VENV_TRIMS = ("*/site-packages/*/tests", "*.a")
+                 "share/info/*", "share/gtk-doc/*", "lib/python*/site-packages/*/tests/*", "lib/cmake/*",
+                 "lib/pkgconfig/*", "share/pkgconfig/*", "CACHEDIR.TAG")
+# The same for a pip venv, as `find PREFIX -path PATTERN` (C++ headers and CMake files of the RAPIDS
+# libraries; nvidia/*/include stays: NVRTC and numba-cuda compile against those at run time).
+VENV_TRIMS = ("*/site-packages/*/tests", "*.a", "*/site-packages/lib*/include", "*/site-packages/pyarrow/include",
+              "*/site-packages/*/lib64/cmake", "*/site-packages/*/lib/cmake", "*/site-packages/*/lib/pkgconfig")
 
 RUNTIME_PACKAGES = {
     ("deb", Flavour.pip): ("ca-certificates", "python{python}"),
@@ -67,10 +76,11 @@ class Rendered:
 
 def lock_sources(variant: Variant, locks: Path = LOCKS) -> dict[str, Path]:
     """Lock files a variant's build context needs, by their name inside the context's lock/."""
-    env_dir = locks / variant.env
+    from rapidship.conda_lock import lock_path, variant_target
+
     if variant.flavour is Flavour.pip:
-        return {"requirements.txt": env_dir / "requirements.txt"}
-    files = {f"conda-{arch.value}.lock": env_dir / f"conda-{arch.value}.lock" for arch in variant.arches}
+        return {"requirements.txt": locks / variant.env / "requirements.txt"}
+    files = {f"conda-{arch.value}.lock": lock_path(variant_target(variant, arch), locks) for arch in variant.arches}
     files["tools.txt"] = locks / "tools.txt"
     return files
 
@@ -129,17 +139,19 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
     dockerfile = render_dockerfile(variant, ctx, templates)
 
     out = out_root / variant.id
-    if out.exists():
-        shutil.rmtree(out)
+    for stale in CONTEXT_DIRS:  # the context is remade; build and gate records beside it stay
+        shutil.rmtree(out / stale, ignore_errors=True)
     (out / "lock").mkdir(parents=True)
     (out / "Dockerfile").write_text(dockerfile)
     for name, data in lock_bytes.items():
         (out / "lock" / name).write_bytes(data)
-    if variant.flavour is Flavour.conda:
-        shutil.copy2(LOCK_INSTALLER, out / "lock" / LOCK_INSTALLER.name)
+    (out / "builder").mkdir()
+    for name in BUILDER_PROGRAMS[variant.flavour]:
+        shutil.copy2(Path(__file__).parent / name, out / "builder" / name)
     _copy_runtime(out / "runtime")
 
-    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    files = ["Dockerfile"] + sorted(str(p.relative_to(out)) for d in CONTEXT_DIRS for p in (out / d).rglob("*")
+                                    if p.is_file())
     record = Rendered(variant=variant.id, out_dir=str(out), dockerfile=str(out / "Dockerfile"),
                       dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
                       lock_sha256=ctx.lock_sha256, files=files)

@@ -2,9 +2,12 @@
 # change the template or variants.yaml and run `invoke render`.
 # Secrets enter only as BuildKit secrets: cacert (CA bundle), pip-index (index URL, may carry a
 # token), pipconf (pip.conf), conda-channels (channel URLs), apt-auth (apt auth.conf).
+# Bases are build args only so a local engine can name each arch's stand-in base differently.
+ARG BUILDER_BASE=harbor.example.internal/dockerhub/library/debian:bookworm-slim
+ARG RUNTIME_BASE=harbor.example.internal/dockerhub/library/debian:bookworm-slim
 
 # ---- builder: a venv at /opt/rapids from the hashed pip lock (wheels only, no compilers) ----
-FROM harbor.example.internal/dockerhub/library/debian:bookworm-slim AS builder
+FROM ${BUILDER_BASE} AS builder
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,required=false \
@@ -12,6 +15,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && apt-get install -y --no-install-recommends python3.11 python3.11-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY lock/ /tmp/lock/
+COPY builder/ /tmp/builder/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
@@ -22,12 +26,26 @@ RUN --mount=type=secret,id=cacert,required=false \
  && /opt/rapids/bin/pip install --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
       -r /tmp/lock/requirements.txt \
  && /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
+ && python3.11 /tmp/builder/measure_trims.py --prefix /opt/rapids --style find \
+      --pattern '*/site-packages/*/tests' \
+      --pattern '*.a' \
+      --pattern '*/site-packages/lib*/include' \
+      --pattern '*/site-packages/pyarrow/include' \
+      --pattern '*/site-packages/*/lib64/cmake' \
+      --pattern '*/site-packages/*/lib/cmake' \
+      --pattern '*/site-packages/*/lib/pkgconfig' \
+      --out /out/rapidship-trims.json \
  && find /opt/rapids -depth -path '*/site-packages/*/tests' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*.a' -exec rm -rf {} + \
+ && find /opt/rapids -depth -path '*/site-packages/lib*/include' -exec rm -rf {} + \
+ && find /opt/rapids -depth -path '*/site-packages/pyarrow/include' -exec rm -rf {} + \
+ && find /opt/rapids -depth -path '*/site-packages/*/lib64/cmake' -exec rm -rf {} + \
+ && find /opt/rapids -depth -path '*/site-packages/*/lib/cmake' -exec rm -rf {} + \
+ && find /opt/rapids -depth -path '*/site-packages/*/lib/pkgconfig' -exec rm -rf {} + \
  && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
-FROM harbor.example.internal/dockerhub/library/debian:bookworm-slim AS runtime
+FROM ${RUNTIME_BASE} AS runtime
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,required=false \
@@ -42,6 +60,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
 COPY --from=builder --chown=1001:0 /out/opt/rapids /opt/rapids
+COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
 ENV PATH=/opt/rapids/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

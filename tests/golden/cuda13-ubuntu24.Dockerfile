@@ -2,12 +2,16 @@
 # change the template or variants.yaml and run `invoke render`.
 # Secrets enter only as BuildKit secrets: cacert (CA bundle), pip-index (index URL, may carry a
 # token), pipconf (pip.conf), conda-channels (channel URLs), apt-auth (apt auth.conf).
+# Bases are build args only so a local engine can name each arch's stand-in base differently.
+ARG BUILDER_BASE=harbor.example.internal/dockerhub/library/python:3.11-slim-bookworm
+ARG RUNTIME_BASE=harbor.example.internal/dockerhub/library/ubuntu:24.04
 
 # ---- builder: conda env from the lock, packed with conda-pack ----
-FROM harbor.example.internal/dockerhub/library/python:3.11-slim-bookworm AS builder
+FROM ${BUILDER_BASE} AS builder
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 COPY lock/ /tmp/lock/
+COPY builder/ /tmp/builder/
 # Installer tools (py-rattler, conda-pack) come from the pinned, hashed tools lock.
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
@@ -16,31 +20,51 @@ RUN --mount=type=secret,id=cacert,required=false \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
  && python3 -m venv /opt/installer \
- && /opt/installer/bin/pip install --no-deps --require-hashes --only-binary=:all: -r /tmp/lock/tools.txt
-# Install into a long build prefix so conda-pack can rewrite text and binary prefixes to /opt/rapids.
+ && /opt/installer/bin/pip install --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
+      -r /tmp/lock/tools.txt
+# Install into a long build prefix, then let conda-pack rewrite text and binary prefixes to /opt/rapids.
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=secret,id=conda-channels,required=false \
-    --mount=type=cache,target=/root/.cache/rattler,sharing=locked \
+    --mount=type=cache,target=/root/.cache/rapidship-conda,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && /opt/installer/bin/python /tmp/lock/install_lock.py --lock /tmp/lock/conda-${TARGETARCH}.lock \
+ && /opt/installer/bin/python /tmp/builder/install_lock.py --lock /tmp/lock/conda-${TARGETARCH}.lock \
       --prefix /opt/rapidship-build/envs/placeholder-prefix-for-relocation --channels-secret /run/secrets/conda-channels \
+ && /opt/installer/bin/python /tmp/builder/measure_trims.py --prefix /opt/rapidship-build/envs/placeholder-prefix-for-relocation --style pack \
+      --pattern '*.a' \
+      --pattern 'include/*' \
+      --pattern 'pkgs/*' \
+      --pattern 'conda-meta/*.json.bak' \
+      --pattern 'share/doc/*' \
+      --pattern 'share/man/*' \
+      --pattern 'share/info/*' \
+      --pattern 'share/gtk-doc/*' \
+      --pattern 'lib/python*/site-packages/*/tests/*' \
+      --pattern 'lib/cmake/*' \
+      --pattern 'lib/pkgconfig/*' \
+      --pattern 'share/pkgconfig/*' \
+      --pattern 'CACHEDIR.TAG' \
+      --out /out/rapidship-trims.json \
  && /opt/installer/bin/conda-pack --prefix /opt/rapidship-build/envs/placeholder-prefix-for-relocation --dest-prefix /opt/rapids \
-      --compress-level 0 --output /tmp/env.tar \
+      --compress-level 0 --output /tmp/env.tar --quiet \
       --exclude '*.a' \
       --exclude 'include/*' \
       --exclude 'pkgs/*' \
       --exclude 'conda-meta/*.json.bak' \
       --exclude 'share/doc/*' \
       --exclude 'share/man/*' \
+      --exclude 'share/info/*' \
+      --exclude 'share/gtk-doc/*' \
       --exclude 'lib/python*/site-packages/*/tests/*' \
       --exclude 'lib/cmake/*' \
       --exclude 'lib/pkgconfig/*' \
+      --exclude 'share/pkgconfig/*' \
+      --exclude 'CACHEDIR.TAG' \
  && mkdir -p /out/opt/rapids && tar -xf /tmp/env.tar -C /out/opt/rapids && rm /tmp/env.tar
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
-FROM harbor.example.internal/dockerhub/library/ubuntu:24.04 AS runtime
+FROM ${RUNTIME_BASE} AS runtime
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,required=false \
@@ -55,6 +79,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
 COPY --from=builder --chown=1001:0 /out/opt/rapids /opt/rapids
+COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
 ENV PATH=/opt/rapids/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -79,7 +104,7 @@ LABEL org.opencontainers.image.title="rapidship/rapids" \
       io.rapidship.cuda.version="13.0" \
       io.rapidship.python.version="3.12" \
       io.rapidship.env.flavour="conda" \
-      io.rapidship.lock.sha256="unlocked"
+      io.rapidship.lock.sha256="6469eac07c80b9304625fd0b180c105806ba8e31d340b3513f0de9b1430640e9"
 USER 1001:0
 WORKDIR /home/rapids
 ENTRYPOINT ["/usr/local/bin/rapids-entrypoint"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import subprocess
 from pathlib import Path
 
@@ -111,7 +110,7 @@ def test_secrets_gate(cpu_image, derive, corporate_bundle):
     assert not report.passed and "/tmp/ca.pem" in report.reasons[0]
 
     # A token passed as a build arg lands in the history; as ENV in the config.
-    arg = derive(f"ARG INDEX\nRUN echo using \"$INDEX\" > /dev/null", None)
+    arg = derive("ARG INDEX\nRUN echo using \"$INDEX\" > /dev/null", None)
     engine_arg = subprocess.run(["docker", "build", "-q", "--build-arg", f"INDEX={token_url}", "-t", f"{arg}-arg",
                                  "-"], input=f"FROM {arg}\nARG INDEX\nRUN test -n \"$INDEX\"\n", text=True,
                                 capture_output=True, check=True)

@@ -87,3 +87,13 @@ def test_lint_passes_rendered_and_fails_a_bad_template(tmp_path):
     report = lint(Path(bad.dockerfile))
     assert not report.passed
     assert {"DL3003", "DL3005"} & {f.code for f in report.findings}
+
+
+def test_render_again_keeps_build_records(tmp_path):
+    v = MATRIX.variants["cpu-debian12"]
+    first = Path(render(v, out_root=tmp_path).out_dir)
+    (first / "build-amd64.json").write_text("{}")
+    (first / "runtime" / "stale.txt").write_text("from an older render")
+    again = Path(render(v, out_root=tmp_path).out_dir)
+    assert (again / "build-amd64.json").is_file()
+    assert not (again / "runtime" / "stale.txt").exists()

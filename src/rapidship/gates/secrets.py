@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO
 from urllib.parse import urlsplit
 
 from rapidship.gates import GateReport, verdict

@@ -1,68 +1,653 @@
 """rapids-doctor: what this container may use, and whether spilling can work.
 
-First cut: cgroup memory limit and the spill directory. `--preflight` (run by the entrypoint)
-prints nothing when all is well and stops the container with one clear line when spilling
-cannot work.
+Reads the memory the container may really use (cgroup v2 memory.max / memory.high, cgroup v1
+memory.limit_in_bytes, host RAM), /dev/shm, the memlock ulimit, the GPUs through NVML when it is
+importable, the spill directory (owner, mode, filesystem, free space) and the dask spill
+configuration; derives dask/dask-cuda/RMM settings that fit; prints both views of memory.
+
+`--preflight` (run by the entrypoint) prints nothing when all is well and stops the container
+with one FATAL line when spilling cannot work. `--json` prints the whole diagnosis.
+
+Shape: `read_*` functions do the I/O and return plain records; `derive`, `findings_for` and
+`render_table` are pure functions over those records (unit-tested on fake cgroup trees).
+Standard library only at import time: the doctor must run in a broken env too.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import resource
+import stat
 import sys
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 FATAL_EXIT = 3
+UNLIMITED = 2**62          # cgroup v1 says "unlimited" with a page-rounded 2^63-1
+MiB = 2**20
+GiB = 2**30
+
+# Memory a worker process may not take: scheduler, client, nanny and the interpreter itself.
+HEADROOM_MIN = 384 * MiB
+HEADROOM_FRACTION = 0.15
+# A worker with less than this cannot hold one partition and its spill bookkeeping.
+MIN_WORKER_MEMORY = 256 * MiB
+DEVICE_FRACTION = 0.8      # dask-cuda's own default share of the device
+RMM_POOL_FRACTION = 0.9
+RMM_POOL_STEP = 256 * MiB
+
+WARN_FSTYPES = {"overlay": "the container's writable layer: spilling there fills the node's image disk",
+                "tmpfs": "RAM: spilling there counts against the same memory limit it is meant to relieve",
+                "ramfs": "RAM: spilling there counts against the same memory limit it is meant to relieve"}
 
 
-def cgroup_memory_limit(root: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """The container's memory cap in bytes (cgroup v2 memory.max, else v1), None when unlimited."""
-    for path in (root / "memory.max", root / "memory" / "memory.limit_in_bytes"):
-        try:
-            raw = path.read_text().strip()
-        except OSError:
+# ---- records ----
+
+@dataclass(frozen=True)
+class CgroupMemory:
+    version: int | None            # 2, 1 or None (no cgroup memory controller visible)
+    limit: int | None              # memory.max / memory.limit_in_bytes; None = unlimited
+    high: int | None = None        # v2 memory.high (throttling starts here); None = unlimited
+    swap_limit: int | None = None  # v2 memory.swap.max; v1 memory.memsw.limit_in_bytes (memory + swap)
+    usage: int | None = None
+    peak: int | None = None        # v2 memory.peak; v1 memory.max_usage_in_bytes
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    total: int
+    free: int
+    mig_mode: bool = False
+    mig_slices: list[dict] = field(default_factory=list)   # [{"index", "total", "free"}]
+
+
+@dataclass(frozen=True)
+class GpuView:
+    available: bool                 # NVML answered
+    reason: str = ""                # why not, when not
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    gpus: list[Gpu] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Mount:
+    mount_point: str
+    fstype: str
+    source: str
+
+
+@dataclass(frozen=True)
+class SpillDir:
+    path: str | None               # None: nothing configured
+    exists: bool = False
+    writable: bool = False
+    read_only: bool = False         # on a read-only mount: with --read-only, nothing was mounted there
+    mode: int | None = None
+    owner_uid: int | None = None
+    owner_gid: int | None = None
+    fstype: str | None = None
+    mount_point: str | None = None
+    free_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class SpillConfig:
+    """Where dask is told to spill and whether its spilling is switched on."""
+
+    dask_available: bool
+    target: float | bool | None     # distributed.worker.memory.target
+    spill: float | bool | None      # distributed.worker.memory.spill
+    pause: float | bool | None
+    terminate: float | bool | None
+    temporary_directory: str | None  # temporary-directory (DASK_TEMPORARY_DIRECTORY)
+    preload: list[str] = field(default_factory=list)     # distributed.worker.preload
+    pre_import: list[str] = field(default_factory=list)  # RAPIDS_PRE_IMPORT, passed to dask-cuda
+    cudf_available: bool = False
+    dask_cudf_available: bool = False
+    dask_cuda_available: bool = False
+
+
+@dataclass(frozen=True)
+class Facts:
+    uid: int
+    gid: int
+    groups: list[int]
+    cgroup: CgroupMemory
+    host_total: int | None
+    host_available: int | None
+    shm_bytes: int | None
+    memlock_soft: int | None        # None = unlimited
+    cpus: int
+    gpu: GpuView
+    spill_dir: SpillDir
+    spill_config: SpillConfig
+
+
+@dataclass(frozen=True)
+class Derived:
+    memory_budget: int | None       # what the container may really use (min of the caps and host RAM)
+    budget_source: str
+    headroom: int | None
+    worker_memory_limit: int | None  # per worker, for n_workers
+    n_workers: int
+    device_memory_limit: int | None  # per GPU (or MIG slice)
+    device_source: str
+    rmm_pool_size: int | None
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str      # FATAL, WARNING, OK
+    topic: str
+    message: str
+
+
+# ---- readers (I/O edge) ----
+
+def _read_int(path: Path) -> int | None | str:
+    """An integer, None for 'max'/unlimited, or '' when the file is absent or unreadable."""
+    try:
+        raw = path.read_text().strip()
+    except (OSError, ValueError):
+        return ""
+    if raw == "max":
+        return None
+    try:
+        value = int(raw.split()[0])
+    except (ValueError, IndexError):
+        return ""
+    return None if value >= UNLIMITED else value
+
+
+def _cgroup_paths(proc_cgroup: str) -> tuple[str | None, str | None]:
+    """Pure: (v2 path, v1 memory path) from /proc/self/cgroup text."""
+    v2 = v1 = None
+    for line in proc_cgroup.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
             continue
-        if raw == "max":
-            return None
-        value = int(raw)
-        return None if value >= 2**62 else value  # v1 reports "unlimited" as a huge number
-    return None
+        hid, controllers, path = parts
+        if hid == "0" and controllers == "":
+            v2 = path
+        elif "memory" in controllers.split(","):
+            v1 = path
+    return v2, v1
 
 
-def spill_dir_problem(path: Path) -> str | None:
-    if not path.is_dir():
-        return f"spill dir {path} does not exist: mount a host directory there (RAPIDS_SPILL_DIR)"
-    if not os.access(path, os.W_OK | os.X_OK):
-        return f"spill dir {path} is not writable by uid {os.getuid()}: chown it to the run uid, mode 0700"
-    return None
+def _candidates(base: Path, rel: str | None) -> list[Path]:
+    """The cgroup's own directory and its ancestors up to the mount root, innermost first.
+
+    With a private cgroup namespace (Docker on v2, most v1 mounts) the mount root IS the
+    container's cgroup and `rel` does not exist below it; then only the root is read.
+    """
+    out: list[Path] = []
+    if rel and rel != "/":
+        p = base / rel.lstrip("/")
+        if p.is_dir():
+            while True:
+                out.append(p)
+                if p == base:
+                    return out
+                p = p.parent
+    return [base]
 
 
-def diagnose() -> dict:
-    spill = Path(os.environ.get("RAPIDS_SPILL_DIR", "/spill"))
-    problem = spill_dir_problem(spill)
-    return {
-        "uid": os.getuid(),
-        "cgroup_memory_limit": cgroup_memory_limit(),
-        "spill_dir": str(spill),
-        "fatal": [problem] if problem else [],
-    }
+def read_cgroup(root: Path = Path("/sys/fs/cgroup"), proc_cgroup: str | None = None) -> CgroupMemory:
+    if proc_cgroup is None:
+        try:
+            proc_cgroup = Path("/proc/self/cgroup").read_text()
+        except OSError:
+            proc_cgroup = ""
+    v2_rel, v1_rel = _cgroup_paths(proc_cgroup)
+    if (root / "cgroup.controllers").is_file():   # unified hierarchy (v2)
+        limit = high = swap = None
+        usage = peak = None
+        found = False
+        dirs = _candidates(root, v2_rel)
+        for d in dirs:                      # the tightest limit on the way up wins
+            lim = _read_int(d / "memory.max")
+            if lim == "":
+                continue
+            found = True
+            if lim is not None and (limit is None or lim < limit):
+                limit = lim
+            hi = _read_int(d / "memory.high")
+            if isinstance(hi, int) and (high is None or hi < high):
+                high = hi
+            sw = _read_int(d / "memory.swap.max")
+            if isinstance(sw, int) and (swap is None or sw < swap):
+                swap = sw
+        own = dirs[0]
+        u, p = _read_int(own / "memory.current"), _read_int(own / "memory.peak")
+        usage = u if isinstance(u, int) else None
+        peak = p if isinstance(p, int) else None
+        if found:
+            return CgroupMemory(2, limit, high, swap, usage, peak, str(own))
+    mem = root / "memory"
+    if mem.is_dir():
+        for d in _candidates(mem, v1_rel):
+            lim = _read_int(d / "memory.limit_in_bytes")
+            if lim == "":
+                continue
+            sw = _read_int(d / "memory.memsw.limit_in_bytes")
+            u, p = _read_int(d / "memory.usage_in_bytes"), _read_int(d / "memory.max_usage_in_bytes")
+            return CgroupMemory(1, lim, None, sw if isinstance(sw, int) else None,
+                                u if isinstance(u, int) else None, p if isinstance(p, int) else None, str(d))
+    return CgroupMemory(None, None, path="")
+
+
+def read_meminfo(text: str) -> tuple[int | None, int | None]:
+    """Pure: (MemTotal, MemAvailable) in bytes from /proc/meminfo text."""
+    values = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            values[key] = int(parts[0]) * 1024
+    return values.get("MemTotal"), values.get("MemAvailable")
+
+
+def parse_mountinfo(text: str) -> list[Mount]:
+    """Pure: mounts from /proc/self/mountinfo (fields before ' - ', fstype and source after)."""
+    mounts = []
+    for line in text.splitlines():
+        pre, sep, post = line.partition(" - ")
+        if not sep:
+            continue
+        fields, tail = pre.split(), post.split()
+        if len(fields) < 5 or len(tail) < 2:
+            continue
+        mounts.append(Mount(_unescape(fields[4]), tail[0], _unescape(tail[1])))
+    return mounts
+
+
+def _unescape(s: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes (\\040 ...)."""
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\" and i + 4 <= len(s) and s[i + 1:i + 4].isdigit():
+            out.append(chr(int(s[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
+def mount_for(path: str, mounts: list[Mount]) -> Mount | None:
+    """Pure: the mount a path lives on: the longest mount point that contains it, last one wins."""
+    best: Mount | None = None
+    for m in mounts:
+        mp = m.mount_point.rstrip("/") or "/"
+        if path == mp or path.startswith(mp + "/") or mp == "/":
+            if best is None or len(mp) >= len(best.mount_point.rstrip("/") or "/"):
+                best = m
+    return best
+
+
+def read_spill_dir(path: str | None, mounts: list[Mount] | None = None) -> SpillDir:
+    if not path:
+        return SpillDir(path=None)
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        return SpillDir(path=path)
+    if not stat.S_ISDIR(st.st_mode):
+        return SpillDir(path=path)
+    if mounts is None:
+        try:
+            mounts = parse_mountinfo(Path("/proc/self/mountinfo").read_text())
+        except OSError:
+            mounts = []
+    m = mount_for(os.path.realpath(path), mounts)
+    try:
+        vfs = os.statvfs(path)
+        free, read_only = vfs.f_bavail * vfs.f_frsize, bool(vfs.f_flag & os.ST_RDONLY)
+    except OSError:
+        free, read_only = None, False
+    return SpillDir(path=path, exists=True, writable=_really_writable(p), read_only=read_only,
+                    mode=stat.S_IMODE(st.st_mode),
+                    owner_uid=st.st_uid, owner_gid=st.st_gid, fstype=m.fstype if m else None,
+                    mount_point=m.mount_point if m else None, free_bytes=free)
+
+
+def _really_writable(p: Path) -> bool:
+    """os.access trusts mode bits; a read-only mount or a user namespace can still refuse."""
+    if not os.access(p, os.W_OK | os.X_OK):
+        return False
+    probe = p / f".rapids-doctor-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+        return True
+    except OSError:
+        return False
+
+
+def _as_list(value) -> list[str]:
+    if not value:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.replace(",", " ").split() if v.strip()]
+    return [str(v) for v in value]
+
+
+def read_spill_config(environ: dict | None = None) -> SpillConfig:
+    """Dask's view (its config files and DASK_* variables) when dask is installed."""
+    env = os.environ if environ is None else environ
+    has = lambda mod: importlib.util.find_spec(mod) is not None  # noqa: E731
+    cudf, dask_cudf, dask_cuda = has("cudf"), has("dask_cudf"), has("dask_cuda")
+    pre_import = _as_list(env.get("RAPIDS_PRE_IMPORT", ""))
+    if has("dask"):
+        import dask.config  # noqa: PLC0415 - optional, and only when present
+
+        get = dask.config.get
+        return SpillConfig(True, get("distributed.worker.memory.target", None),
+                           get("distributed.worker.memory.spill", None),
+                           get("distributed.worker.memory.pause", None),
+                           get("distributed.worker.memory.terminate", None),
+                           get("temporary-directory", None) or None,
+                           _as_list(get("distributed.worker.preload", [])), pre_import, cudf, dask_cudf, dask_cuda)
+    return SpillConfig(False, None, None, None, None, env.get("DASK_TEMPORARY_DIRECTORY") or None, [], pre_import,
+                       cudf, dask_cudf, dask_cuda)
+
+
+def read_gpus() -> GpuView:
+    """GPUs through NVML (pynvml from nvidia-ml-py). Absent library or driver: reported, never fatal."""
+    if importlib.util.find_spec("pynvml") is None:
+        return GpuView(False, "pynvml (nvidia-ml-py) is not installed")
+    try:
+        import pynvml  # noqa: PLC0415
+        pynvml.nvmlInit()
+    except Exception as err:  # noqa: BLE001 - NVML raises its own types; any means "no GPU"
+        return GpuView(False, f"NVML did not start: {err}")
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            mig_on, slices = False, []
+            try:
+                mig_on = pynvml.nvmlDeviceGetMigMode(h)[0] == pynvml.NVML_DEVICE_MIG_ENABLE
+            except pynvml.NVMLError:
+                pass
+            if mig_on:
+                for j in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(h)):
+                    try:
+                        mh = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
+                    except pynvml.NVMLError:
+                        continue
+                    mm = pynvml.nvmlDeviceGetMemoryInfo(mh)
+                    slices.append({"index": j, "total": int(mm.total), "free": int(mm.free)})
+            gpus.append(Gpu(i, _text(pynvml.nvmlDeviceGetName(h)), int(mem.total), int(mem.free), mig_on, slices))
+        return GpuView(True, "", driver, f"{cuda // 1000}.{cuda % 1000 // 10}", gpus)
+    except Exception as err:  # noqa: BLE001
+        return GpuView(False, f"NVML query failed: {err}")
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def spill_path_from_env(environ: dict | None = None) -> str | None:
+    env = os.environ if environ is None else environ
+    return env.get("RAPIDS_SPILL_DIR") or None
+
+
+def collect() -> Facts:
+    try:
+        host_total, host_avail = read_meminfo(Path("/proc/meminfo").read_text())
+    except OSError:
+        host_total = host_avail = None
+    try:
+        vfs = os.statvfs("/dev/shm")
+        shm = vfs.f_blocks * vfs.f_frsize
+    except OSError:
+        shm = None
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    return Facts(uid=os.getuid(), gid=os.getgid(), groups=sorted(os.getgroups()), cgroup=read_cgroup(),
+                 host_total=host_total, host_available=host_avail, shm_bytes=shm,
+                 memlock_soft=None if soft == resource.RLIM_INFINITY else soft, cpus=os.cpu_count() or 1,
+                 gpu=read_gpus(), spill_dir=read_spill_dir(spill_path_from_env()),
+                 spill_config=read_spill_config())
+
+
+# ---- pure core ----
+
+def memory_budget(cg: CgroupMemory, host_total: int | None) -> tuple[int | None, str]:
+    """The memory this container may really use: the tightest of memory.high, the cap and host RAM."""
+    options = [(v, name) for v, name in ((cg.high, "cgroup memory.high"),
+                                         (cg.limit, f"cgroup v{cg.version} limit"),
+                                         (host_total, "host RAM")) if v]
+    if not options:
+        return None, "unknown"
+    return min(options)
+
+
+def derive(f: Facts, n_workers: int = 1) -> Derived:
+    budget, source = memory_budget(f.cgroup, f.host_total)
+    headroom = worker = None
+    if budget is not None:
+        headroom = max(HEADROOM_MIN, int(budget * HEADROOM_FRACTION))
+        worker = max(0, budget - headroom) // max(1, n_workers)
+    device = pool = None
+    dev_source = "no GPU visible"
+    if f.gpu.available and f.gpu.gpus:
+        sizes = [(s["total"], f"MIG slice {g.index}/{s['index']}") for g in f.gpu.gpus for s in g.mig_slices]
+        sizes = sizes or [(g.total, f"GPU {g.index} {g.name}") for g in f.gpu.gpus]
+        total, dev_source = min(sizes)
+        device = int(total * DEVICE_FRACTION)
+        pool = int(total * RMM_POOL_FRACTION) // RMM_POOL_STEP * RMM_POOL_STEP
+    return Derived(budget, source, headroom, worker, n_workers, device, dev_source, pool)
+
+
+def _fraction_off(value) -> bool:
+    return value is False or value in ("false", "False", "0", 0)
+
+
+def findings_for(f: Facts, d: Derived) -> list[Finding]:
+    """Pure: what is wrong (FATAL stops the container), what is risky (WARNING)."""
+    out: list[Finding] = []
+    sd, sc = f.spill_dir, f.spill_config
+    # the spill directory
+    if sd.path is None:
+        out.append(Finding("FATAL", "spill", "no spill directory configured: set RAPIDS_SPILL_DIR to a "
+                           "host-mounted directory (docker run -v HOST_DIR:/spill -e RAPIDS_SPILL_DIR=/spill)"))
+    elif not sd.exists:
+        out.append(Finding("FATAL", "spill", f"spill dir {sd.path} does not exist: mount a host directory "
+                           f"there (docker run -v HOST_DIR:{sd.path})"))
+    elif sd.read_only:
+        out.append(Finding("FATAL", "spill", f"spill dir {sd.path} is on a read-only filesystem: no spill "
+                           f"directory is mounted there; mount a host directory (docker run -v HOST_DIR:{sd.path})"))
+    elif not sd.writable:
+        out.append(Finding("FATAL", "spill", f"spill dir {sd.path} is not writable by uid {f.uid} "
+                           f"(owner {sd.owner_uid}:{sd.owner_gid}, mode {sd.mode:04o}): chown it to the run uid, "
+                           "mode 0700"))
+    else:
+        out.extend(_spill_dir_notes(f))
+    # dask's own spill switches
+    if sc.dask_available:
+        if _fraction_off(sc.target) and _fraction_off(sc.spill):
+            level = "WARNING" if f.gpu.gpus and sc.dask_cuda_available else "FATAL"
+            out.append(Finding(level, "spill", "dask spilling is disabled (distributed.worker.memory.target and "
+                               ".spill are false): data beyond the worker's memory_limit cannot leave memory; unset "
+                               "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET/__SPILL or set them to 0.6/0.7"))
+        if sd.path and sc.temporary_directory and os.path.realpath(sc.temporary_directory) != os.path.realpath(sd.path):
+            out.append(Finding("WARNING", "spill", f"dask temporary-directory {sc.temporary_directory} is not the "
+                               f"spill dir {sd.path}: workers spill where dask says, not where the mount is"))
+        if sd.path and not sc.temporary_directory:
+            out.append(Finding("WARNING", "spill", "dask temporary-directory is unset: workers spill under their "
+                               "working directory unless given local_directory; set DASK_TEMPORARY_DIRECTORY="
+                               f"{sd.path}"))
+    # cuDF partitions are only measured (and so spilled) where dask_cudf registered its sizeof.
+    # distributed.worker.preload does not count: LocalCUDACluster passes its own preload list
+    # (dask_cuda.initialize), so the config's is never read; measured on an H200 (docs/gpu-smoke.md).
+    if sc.cudf_available and sc.dask_cuda_available and "dask_cudf" not in sc.pre_import:
+        out.append(Finding("WARNING", "cudf", "cuDF is installed but workers are not told to import dask_cudf: "
+                           "cuDF partitions then have no sizeof, never fill the device tier and never spill; "
+                           "pass LocalCUDACluster(pre_import=['dask_cudf']) / dask cuda worker --pre-import "
+                           "dask_cudf, or set RAPIDS_PRE_IMPORT=dask_cudf"))
+    # memory
+    if d.memory_budget is None:
+        out.append(Finding("WARNING", "memory", "no memory limit found (no cgroup limit, no /proc/meminfo)"))
+    elif d.worker_memory_limit is not None and d.worker_memory_limit < MIN_WORKER_MEMORY:
+        out.append(Finding("FATAL", "memory", f"memory limit too small: {_b(d.memory_budget)} ({d.budget_source}) "
+                           f"leaves {_b(d.worker_memory_limit)} per worker after {_b(d.headroom)} headroom; give the "
+                           f"container at least {_b(MIN_WORKER_MEMORY * d.n_workers + HEADROOM_MIN)} (--memory)"))
+    cg = f.cgroup
+    if cg.limit is None and cg.version is not None:
+        out.append(Finding("WARNING", "memory", "the container has no memory cap: workers size themselves from "
+                           "host RAM and the kernel OOM killer, not spilling, decides what survives"))
+    if cg.limit and cg.swap_limit and cg.version == 1 and cg.swap_limit > cg.limit:
+        out.append(Finding("WARNING", "memory", f"memory+swap limit {_b(cg.swap_limit)} exceeds the memory limit "
+                           f"{_b(cg.limit)}: the container swaps instead of spilling (--memory-swap = --memory)"))
+    if cg.limit and cg.swap_limit and cg.version == 2 and cg.swap_limit > 0:
+        out.append(Finding("WARNING", "memory", f"memory.swap.max is {_b(cg.swap_limit)}: the container swaps "
+                           "instead of spilling (--memory-swap = --memory)"))
+    if f.shm_bytes is not None and f.shm_bytes < 256 * MiB and (f.gpu.gpus or sc.dask_available):
+        out.append(Finding("WARNING", "shm", f"/dev/shm is {_b(f.shm_bytes)}: multiprocessing and UCX/NCCL need "
+                           "more (--shm-size=1g)"))
+    if f.gpu.gpus and f.memlock_soft is not None:
+        out.append(Finding("WARNING", "memlock", f"memlock ulimit is {_b(f.memlock_soft)}: pinned host buffers "
+                           "for device<->host copies need --ulimit memlock=-1"))
+    return out
+
+
+def _spill_dir_notes(f: Facts) -> list[Finding]:
+    sd = f.spill_dir
+    out = []
+    if sd.mode is not None:
+        if sd.mode & 0o777 == 0o700:
+            pass
+        elif sd.mode & 0o777 == 0o770 and sd.owner_gid == 0 and 0 in ([f.gid] + f.groups):
+            out.append(Finding("OK", "spill", "spill dir mode 0770 with group 0: accepted, so an arbitrary uid "
+                               "in group 0 can spill (0700 owned by the run uid is tighter)"))
+        elif sd.mode & 0o007:
+            out.append(Finding("WARNING", "spill", f"spill dir {sd.path} is mode {sd.mode:04o}: other users can "
+                               "read spilled data; use 0700 owned by the run uid"))
+        else:
+            out.append(Finding("WARNING", "spill", f"spill dir {sd.path} is mode {sd.mode:04o}, expected 0700 "
+                               "owned by the run uid"))
+    if sd.fstype in WARN_FSTYPES:
+        out.append(Finding("WARNING", "spill", f"spill dir {sd.path} is on {sd.fstype}, {WARN_FSTYPES[sd.fstype]}; "
+                           "bind-mount a host disk there"))
+    if sd.free_bytes is not None and f.cgroup.limit and sd.free_bytes < 2 * f.cgroup.limit:
+        out.append(Finding("WARNING", "spill", f"spill dir has {_b(sd.free_bytes)} free, less than twice the "
+                           f"memory limit ({_b(f.cgroup.limit)})"))
+    return out
+
+
+def diagnose(f: Facts, n_workers: int = 1) -> dict:
+    """Pure: the whole report as JSON-ready data."""
+    d = derive(f, n_workers)
+    findings = findings_for(f, d)
+    return {"facts": asdict(f), "derived": asdict(d), "findings": [asdict(x) for x in findings],
+            "fatal": [x.message for x in findings if x.level == "FATAL"],
+            "ok": not any(x.level == "FATAL" for x in findings)}
+
+
+def _b(n: int | None) -> str:
+    if n is None:
+        return "unlimited"
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def render_table(report: dict) -> str:
+    """Pure: one screen, no third-party libraries: both views of memory, the spill dir, the settings."""
+    f, d = report["facts"], report["derived"]
+    cg, gpu, sd, sc = f["cgroup"], f["gpu"], f["spill_dir"], f["spill_config"]
+    rows: list[tuple[str, str, str]] = []
+    add = lambda section, key, value: rows.append((section, key, str(value)))  # noqa: E731
+    add("process", "uid / gid / groups", f"{f['uid']} / {f['gid']} / {','.join(map(str, f['groups'])) or '-'}")
+    add("process", "cpus", f["cpus"])
+    ver = f"v{cg['version']}" if cg["version"] else "none"
+    add("memory (cgroup)", f"limit ({ver})", _b(cg["limit"]))
+    if cg["version"] == 2:
+        add("memory (cgroup)", "memory.high", _b(cg["high"]))
+    add("memory (cgroup)", "swap limit", _b(cg["swap_limit"]) if cg["swap_limit"] is not None else "-")
+    add("memory (cgroup)", "usage / peak", f"{_b(cg['usage']) if cg['usage'] is not None else '-'} / "
+        f"{_b(cg['peak']) if cg['peak'] is not None else '-'}")
+    add("memory (host)", "total / available", f"{_b(f['host_total'])} / {_b(f['host_available'])}")
+    add("memory (host)", "/dev/shm", _b(f["shm_bytes"]))
+    add("memory (host)", "memlock ulimit", _b(f["memlock_soft"]))
+    if gpu["available"]:
+        add("memory (GPU)", "driver / CUDA", f"{gpu['driver_version']} / {gpu['cuda_version']}")
+        for g in gpu["gpus"]:
+            add("memory (GPU)", f"GPU {g['index']} {g['name']}", f"{_b(g['free'])} free of {_b(g['total'])}"
+                + (" (MIG on)" if g["mig_mode"] else ""))
+            for s in g["mig_slices"]:
+                add("memory (GPU)", f"  MIG slice {s['index']}", f"{_b(s['free'])} free of {_b(s['total'])}")
+    else:
+        add("memory (GPU)", "GPUs", f"none ({gpu['reason']})")
+    add("spill", "directory", sd["path"] or "NOT CONFIGURED (RAPIDS_SPILL_DIR)")
+    if sd["path"]:
+        if sd["exists"]:
+            add("spill", "writable / mode / owner", f"{'yes' if sd['writable'] else 'NO'} / {sd['mode']:04o} / "
+                f"{sd['owner_uid']}:{sd['owner_gid']}")
+            add("spill", "filesystem / free", f"{sd['fstype']} at {sd['mount_point']} / {_b(sd['free_bytes'])}")
+        else:
+            add("spill", "exists", "NO")
+    if sc["dask_available"]:
+        add("spill", "dask target/spill/pause/terminate",
+            "/".join("default" if sc[k] is None else str(sc[k]) for k in ("target", "spill", "pause", "terminate")))
+        add("spill", "dask temporary-directory", sc["temporary_directory"] or "-")
+    else:
+        add("spill", "dask", "not installed")
+    if sc["cudf_available"]:
+        add("spill", "workers pre-import", ",".join(sc["pre_import"] + sc["preload"]) or "-")
+    add("derived", "memory budget", f"{_b(d['memory_budget'])} ({d['budget_source']})")
+    add("derived", "dask worker memory_limit", f"{_b(d['worker_memory_limit'])} x {d['n_workers']} worker(s), "
+        f"headroom {_b(d['headroom'])}")
+    add("derived", "device_memory_limit", f"{_b(d['device_memory_limit']) if d['device_memory_limit'] else '-'} "
+        f"({d['device_source']})")
+    add("derived", "rmm_pool_size", _b(d["rmm_pool_size"]) if d["rmm_pool_size"] else "-")
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    lines, last = [], None
+    for section, key, value in rows:
+        lines.append(f"{section if section != last else '':{w0}}  {key:{w1}}  {value}")
+        last = section
+    for x in report["findings"]:
+        lines.append(f"{x['level']}: [{x['topic']}] {x['message']}")
+    if not report["findings"]:
+        lines.append("OK: nothing to report")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rapids-doctor", description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     parser.add_argument("--preflight", action="store_true", help="quiet unless something is fatal")
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("RAPIDS_WORKERS", "1")),
+                        help="dask workers that share the container's memory (default 1)")
     args = parser.parse_args(argv)
-    report = diagnose()
+    report = diagnose(collect(), args.workers)
     if args.json:
         print(json.dumps(report, indent=2))
     elif not args.preflight:
-        for key, value in report.items():
-            print(f"{key:22} {value}")
-    for line in report["fatal"]:
-        print(f"rapids-doctor: FATAL: {line}", file=sys.stderr)
-    return FATAL_EXIT if report["fatal"] else 0
+        print(render_table(report))
+    if args.preflight or args.json:
+        for line in report["fatal"][:1]:
+            print(f"rapids-doctor: FATAL: {line}", file=sys.stderr)
+    return 0 if report["ok"] else FATAL_EXIT
 
 
 if __name__ == "__main__":

@@ -1,0 +1,520 @@
+"""Images -> disc volumes: one docker-archive, zstd-compressed, split into media-sized ISO 9660 images.
+
+Pure core: `parse_media`, `plan_layout`, `split_points`, `manifest`, `sums_text`, `install_script`
+(records in, records or text out). Thin edge: `export` pipes `docker save` through `zstd -T0` into
+part files (never holding an image in memory, never writing the uncompressed tar), then writes the
+per-volume files and one ISO per volume with xorriso.
+
+Why docker-archive and not an OCI layout: `docker save a b c` already stores layers shared between
+images once, keeps image ids (the config digests) exactly, and `docker load` is all an air-gapped
+host needs; skopeo reads the same archive when the site wants a local registry instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable
+
+from rapidship import __version__
+from rapidship.errors import ConfigError, RapidshipError
+
+FORMAT = "rapidship-export/1"
+ARCHIVE = "images.tar.zst"
+MANIFEST = "MANIFEST.json"
+SUMS = "SHA256SUMS"
+INSTALL = "install.sh"
+README = "README.txt"
+ZSTD_LEVEL = 3
+
+# Nominal decimal capacities: every real disc of the kind holds a little more
+# (DVD-R 4,707,319,808; DVD+R DL 8,547,991,552; BD-R 25,025,314,816 bytes).
+MEDIA = {"dvd": 4_700_000_000, "dvd-dl": 8_500_000_000, "bd25": 25_000_000_000}
+# ISO 9660 stores a file in one extent only below 4 GiB; larger needs multi-extent files (level 3)
+# that some readers mishandle. Parts stay below, so a DVD-sized volume carries two parts.
+PART_MAX = 4_000_000_000
+# Per volume: ISO 9660 + Rock Ridge + Joliet structures (~80 KiB for a few files), xorriso's
+# 300 KiB tail padding, 2 KiB sector rounding per file, and the volume's own small files
+# (MANIFEST.json grows ~250 bytes a part). Checked again against the finished ISO.
+ISO_RESERVE = 1024 * 1024
+METADATA_RESERVE = 512 * 1024
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([kmgt]?b?)?$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12}
+
+
+@dataclass(frozen=True)
+class Media:
+    name: str
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the compressed stream is cut: payload per volume, largest part file."""
+
+    media: Media
+    payload_bytes: int
+    part_max: int = PART_MAX
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    ref: str
+    tags: list[str]
+    image_id: str
+    repo_digests: list[str]
+    arch: str
+    os: str
+    size_bytes: int
+    layers: list[str]
+    variant: str = ""
+
+
+@dataclass(frozen=True)
+class PartRecord:
+    """One file of the compressed stream; `cat` of all parts in index order is the archive."""
+
+    name: str
+    index: int
+    volume: int
+    offset: int
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class VolumeRecord:
+    number: int
+    iso: str
+    iso_bytes: int
+    iso_sha256: str
+    files: dict[str, dict]
+
+
+@dataclass
+class ExportRecord:
+    """What `invoke export` wrote: the record under --out, and the basis of every MANIFEST.json."""
+
+    export_id: str
+    created: str
+    tool_version: str
+    media: Media
+    images: list[ImageRecord]
+    parts: list[PartRecord] = field(default_factory=list)
+    archive_bytes: int = 0
+    archive_sha256: str = ""
+    tar_bytes: int = 0
+    volumes: list[VolumeRecord] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def volume_count(self) -> int:
+        return max((p.volume for p in self.parts), default=0)
+
+
+# ---- pure core ---------------------------------------------------------------------------------
+
+def parse_media(value: str | int) -> Media:
+    """dvd | dvd-dl | bd25 | a size in bytes (4700000000, 4.7GB, 700MB)."""
+    text = str(value).strip().lower().replace("_", "").replace(",", "")
+    if text in MEDIA:
+        return Media(text, MEDIA[text])
+    m = _SIZE.match(text)
+    if not m:
+        raise ConfigError("--media", f"{value!r} is not a medium or a size",
+                          f"pass one of {', '.join(MEDIA)} or a size in bytes like 4700000000 or 700MB")
+    size = int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+    return Media(f"{size} bytes", size)
+
+
+def plan_layout(media: Media) -> Layout:
+    payload = media.bytes - ISO_RESERVE - METADATA_RESERVE
+    if payload < 64 * 1024:
+        floor = ISO_RESERVE + METADATA_RESERVE + 64 * 1024
+        raise ConfigError("--media", f"{media.bytes} bytes leaves no room for data after the ISO file system "
+                          f"and the volume files ({ISO_RESERVE + METADATA_RESERVE} bytes)",
+                          f"pass at least {floor} bytes")
+    return Layout(media=media, payload_bytes=payload)
+
+
+def split_points(total: int, layout: Layout) -> list[tuple[int, int, int]]:
+    """(volume, offset, length) for each part of a `total`-byte stream: volumes filled in order,
+    each volume's payload cut into parts of at most part_max bytes."""
+    points: list[tuple[int, int, int]] = []
+    offset = 0
+    while offset < total:
+        volume = offset // layout.payload_bytes + 1
+        volume_end = volume * layout.payload_bytes
+        length = min(total, volume_end, offset + layout.part_max) - offset
+        points.append((volume, offset, length))
+        offset += length
+    return points
+
+
+def part_name(index: int) -> str:
+    return f"{ARCHIVE}.{index:03d}"
+
+
+def iso_name(export_id: str, volume: int, count: int) -> str:
+    return f"rapidship-{export_id[:8]}-{volume:02d}of{count:02d}.iso"
+
+
+def volume_label(export_id: str, volume: int, count: int) -> str:
+    """ISO 9660 volume id: at most 32 d-characters (A-Z 0-9 _)."""
+    return f"RAPIDSHIP_{export_id[:8].upper()}_{volume:02d}OF{count:02d}"
+
+
+def manifest(record: ExportRecord, volume: int, files: dict[str, dict]) -> dict:
+    """MANIFEST.json of one volume. Every volume lists every part, so any one names what is missing.
+    Written with indent=2 and stable key order: install.sh reads `"volume"` and `"export_id"` by line."""
+    return {
+        "format": FORMAT,
+        "export_id": record.export_id,
+        "volume": volume,
+        "volume_count": record.volume_count,
+        "created": record.created,
+        "tool": "rapidship",
+        "tool_version": record.tool_version,
+        "media": asdict(record.media),
+        "archive": {"format": "docker-archive", "compression": "zstd", "name": ARCHIVE,
+                    "bytes": record.archive_bytes, "sha256": record.archive_sha256, "tar_bytes": record.tar_bytes},
+        "images": [asdict(i) for i in record.images],
+        "parts": [asdict(p) for p in record.parts],
+        "files": files,
+    }
+
+
+def manifest_text(doc: dict) -> str:
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def sums_text(hashes: dict[str, str]) -> str:
+    """sha256sum -c format, sorted by name: the same text sha256sum itself writes."""
+    return "".join(f"{digest}  {name}\n" for name, digest in sorted(hashes.items()))
+
+
+def install_script(record: ExportRecord, body: str) -> str:
+    """install.sh = a data header for this export + the fixed POSIX body (export_install.sh)."""
+    parts = "\n".join(f"{p.name} {p.volume} {p.bytes}" for p in record.parts)
+    images = "\n".join(f"{i.ref} {i.image_id}" for i in record.images)
+    header = (f"EXPORT_ID='{record.export_id}'\nVOLUME_COUNT={record.volume_count}\n"
+              f"PARTS='{parts}'\nIMAGES='{images}'\n")
+    return body.replace("# @EXPORT_DATA@\n", header, 1)
+
+
+def readme_text(record: ExportRecord, volume: int) -> str:
+    images = "\n".join(f"  {i.ref}  ({i.arch}, {i.size_bytes / 1e6:.0f} MB, {i.image_id[:19]})" for i in record.images)
+    count = record.volume_count
+    return f"""rapidship image export {record.export_id}
+Volume {volume} of {count}, made {record.created} by rapidship {record.tool_version}.
+
+Images:
+{images}
+
+Install on a host with Docker, sha256sum and zstd (no network needed):
+  1. Copy every volume into its own directory, or mount them all:
+       mkdir -p /var/tmp/rapidship/vol1 && cp -r /media/cdrom/. /var/tmp/rapidship/vol1/   (repeat per disc)
+  2. sh /var/tmp/rapidship/vol1/install.sh /var/tmp/rapidship/vol*
+     It checks every file against SHA256SUMS, checks that all {count} volumes of this export are
+     there, and only then loads the images into Docker and prints what it loaded.
+  To push into a local registry with skopeo instead of loading into Docker:
+       sh install.sh --registry 127.0.0.1:5000 [--insecure] DIR...
+  Check one volume only:  cd DIR && sha256sum -c SHA256SUMS
+
+MANIFEST.json lists the images, their ids and digests, and every file of every volume with its
+sha256. The rapidship project's `invoke import --from DIR|ISO...` does the same from Python.
+"""
+
+
+def image_record(info: dict, ref: str, variant: str = "") -> ImageRecord:
+    """From `docker image inspect` output."""
+    return ImageRecord(ref=ref, tags=list(info.get("RepoTags") or []), image_id=info["Id"],
+                       repo_digests=list(info.get("RepoDigests") or []), arch=info.get("Architecture", ""),
+                       os=info.get("Os", ""), size_bytes=int(info.get("Size", 0)),
+                       layers=list(info.get("RootFS", {}).get("Layers", [])), variant=variant)
+
+
+def record_json(record: ExportRecord) -> dict:
+    return asdict(record) | {"volume_count": record.volume_count}
+
+
+# ---- edge: resolve images ----------------------------------------------------------------------
+
+def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], build_root: Path = Path("build")) -> list[ImageRecord]:
+    """--variant (through its build record, else v.ref(arch)) and --image refs -> ImageRecords."""
+    from rapidship.build import read_record
+
+    wanted: list[tuple[str, str, str]] = []  # (ref, variant, flag)
+    for v in variants:
+        arches = [arch] if arch else [a.value for a in v.arches]
+        found = []
+        for a in arches:
+            try:
+                ref = read_record(build_root / v.id, a).ref
+            except RapidshipError:
+                ref = v.ref(a)
+            if arch or _inspect(ref) is not None:
+                found.append((ref, v.id, f"--variant {v.id}" + (f" --arch {arch}" if arch else "")))
+        if not found:
+            raise ConfigError(f"--variant {v.id}", "no image of this variant is in the engine",
+                              f"build it first: invoke build --variant {v.id} --arch amd64")
+        wanted += found
+    wanted += [(r, "", f"--image {r}") for r in refs]
+    if not wanted:
+        raise ConfigError("invoke export", "no image named", "pass --variant ID or --image REF")
+    images: list[ImageRecord] = []
+    for ref, variant, flag in wanted:
+        info = _inspect(ref)
+        if info is None:
+            raise ConfigError(flag, f"{ref} is not in the engine",
+                              f"build it first (invoke build --variant {variant})" if variant else "build or load it first")
+        if ref not in {i.ref for i in images}:
+            images.append(image_record(info, ref, variant))
+    return images
+
+
+def _inspect(ref: str) -> dict | None:
+    proc = subprocess.run(["docker", "image", "inspect", ref], capture_output=True, text=True, check=False)
+    return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
+
+
+# ---- edge: save | zstd | split -----------------------------------------------------------------
+
+class PartWriter:
+    """Cuts the compressed stream into part files under out/volume-NN/, hashing as it writes."""
+
+    def __init__(self, layout: Layout, out: Path) -> None:
+        self.layout, self.out = layout, out
+        self.parts: list[PartRecord] = []
+        self.total = 0
+        self.whole = hashlib.sha256()
+        self._file = None
+        self._hash = None
+        self._start = 0
+        self._left = 0
+
+    def write(self, data: memoryview) -> None:
+        self.whole.update(data)
+        while data:
+            if self._left == 0:
+                self._open()
+            n = min(self._left, len(data))
+            self._file.write(data[:n])
+            self._hash.update(data[:n])
+            self._left -= n
+            self.total += n
+            data = data[n:]
+
+    def _open(self) -> None:
+        self.close()
+        volume = self.total // self.layout.payload_bytes + 1
+        room = min(volume * self.layout.payload_bytes - self.total, self.layout.part_max)
+        folder = volume_dir(self.out, volume)
+        folder.mkdir(parents=True, exist_ok=True)
+        name = part_name(len(self.parts))
+        self._file = open(folder / name, "wb")  # noqa: SIM115 - closed in close()
+        self._hash = hashlib.sha256()
+        self._start, self._left = self.total, room
+        self.parts.append(PartRecord(name=name, index=len(self.parts), volume=volume, offset=self.total, bytes=0, sha256=""))
+
+    def close(self) -> None:
+        if self._file is None:
+            return
+        self._file.close()
+        last = self.parts[-1]
+        self.parts[-1] = PartRecord(last.name, last.index, last.volume, last.offset, self.total - self._start,
+                                    self._hash.hexdigest())
+        self._file = None
+
+
+def volume_dir(out: Path, volume: int) -> Path:
+    return out / f"volume-{volume:02d}"
+
+
+def save_compressed(refs: list[str], writer: PartWriter, on_tar: Callable[[int], None],
+                    on_out: Callable[[int], None]) -> int:
+    """docker save refs | zstd -T0 | writer. Returns uncompressed tar bytes. The tar is moved
+    between the two processes with splice(2) (counted, never copied into Python)."""
+    save = subprocess.Popen(["docker", "save", *refs], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    zstd = subprocess.Popen(["zstd", "-T0", f"-{ZSTD_LEVEL}", "-q", "-c"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert save.stdout and zstd.stdin and zstd.stdout
+    moved = [0]
+    failure: list[BaseException] = []
+
+    def pump() -> None:
+        try:
+            src, dst = save.stdout.fileno(), zstd.stdin.fileno()
+            while n := os.splice(src, dst, 1 << 20):
+                moved[0] += n
+                on_tar(n)
+        except BrokenPipeError as exc:  # zstd died; its exit code says why
+            failure.append(exc)
+        finally:
+            zstd.stdin.close()
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    try:
+        while n := zstd.stdout.readinto(buf):
+            writer.write(view[:n])
+            on_out(n)
+    finally:
+        writer.close()
+        thread.join()
+    save_err = save.stderr.read().decode(errors="replace").strip()
+    zstd_err = zstd.stderr.read().decode(errors="replace").strip()
+    if save.wait() != 0:
+        raise RapidshipError("docker save", f"failed: {save_err or 'no message'}", "check the engine and the image names")
+    if zstd.wait() != 0 or failure:
+        raise RapidshipError("zstd", f"compression failed: {zstd_err or failure}", "check that zstd is installed and the disk has room")
+    return moved[0]
+
+
+# ---- edge: volume files and ISO ----------------------------------------------------------------
+
+INSTALL_BODY = Path(__file__).parent / "export_install.sh"
+
+
+def write_volume_files(record: ExportRecord, out: Path) -> None:
+    """install.sh, README.txt, MANIFEST.json and SHA256SUMS into every volume directory."""
+    body = INSTALL_BODY.read_text()
+    script = install_script(record, body)
+    for volume in range(1, record.volume_count + 1):
+        folder = volume_dir(out, volume)
+        (folder / INSTALL).write_text(script)
+        (folder / INSTALL).chmod(0o755)
+        (folder / README).write_text(readme_text(record, volume))
+        files = {p.name: {"bytes": p.bytes, "sha256": p.sha256} for p in record.parts if p.volume == volume}
+        for name in (INSTALL, README):
+            data = (folder / name).read_bytes()
+            files[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        text = manifest_text(manifest(record, volume, files))
+        (folder / MANIFEST).write_text(text)
+        hashes = {n: f["sha256"] for n, f in files.items()} | {MANIFEST: hashlib.sha256(text.encode()).hexdigest()}
+        (folder / SUMS).write_text(sums_text(hashes))
+
+
+def volume_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.iterdir())
+
+
+def write_iso(folder: Path, iso: Path, label: str, on_bytes: Callable[[int], None]) -> None:
+    """xorriso -as mkisofs: Rock Ridge + Joliet, ISO level 3 (long names; parts stay < 4 GiB anyway)."""
+    if not shutil.which("xorriso"):
+        raise ConfigError("invoke export", "xorriso is not installed", "apt-get install xorriso")
+    iso.unlink(missing_ok=True)
+    cmd = ["xorriso", "-as", "mkisofs", "-quiet", "-o", str(iso), "-V", label, "-R", "-J", "-iso-level", "3", str(folder)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen = 0
+    while proc.poll() is None:
+        time.sleep(0.2)
+        now = iso.stat().st_size if iso.exists() else 0
+        on_bytes(now - seen)
+        seen = now
+    out = proc.stdout.read().decode(errors="replace").strip() if proc.stdout else ""
+    if proc.returncode != 0:
+        raise RapidshipError(f"xorriso {iso.name}", f"failed (exit {proc.returncode}): {out[-800:]}", "check disk space")
+    on_bytes(iso.stat().st_size - seen)
+
+
+def sha256_file(path: Path, on_bytes: Callable[[int], None] = lambda _: None) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+            on_bytes(len(chunk))
+    return digest.hexdigest()
+
+
+def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool = False,
+           progress=None, part_max: int = PART_MAX) -> ExportRecord:
+    """Save, compress, split, write volume files and ISOs. `progress` is a rich Progress (or None).
+    `part_max` below the default only serves tests that want several parts per volume on small media."""
+    from rapidship.console import err
+
+    for tool in ("zstd", "xorriso"):
+        if not shutil.which(tool):
+            raise ConfigError("invoke export", f"{tool} is not installed", f"apt-get install {tool}")
+    layout = plan_layout(media)
+    layout = Layout(layout.media, layout.payload_bytes, min(part_max, PART_MAX))
+    out.mkdir(parents=True, exist_ok=True)
+    if any(out.glob("volume-*")) or any(out.glob("rapidship-*.iso")):
+        raise ConfigError("--out", f"{out} already holds an export", "pass an empty or new --out directory")
+    record = ExportRecord(export_id=uuid.uuid4().hex, created=_now(), tool_version=__version__,
+                          media=media, images=images)
+    progress = progress or QuietProgress()
+    refs = [i.ref for i in images]
+
+    start = time.monotonic()
+    estimate = sum(i.size_bytes for i in images)  # upper bound: shared layers are counted per image
+    saving = progress.add_task("save | zstd | split", total=estimate)
+    writer = PartWriter(layout, out)
+    record.tar_bytes = save_compressed(refs, writer, lambda n: progress.advance(saving, n), lambda n: None)
+    progress.update(saving, total=record.tar_bytes, completed=record.tar_bytes)
+    record.parts, record.archive_bytes, record.archive_sha256 = writer.parts, writer.total, writer.whole.hexdigest()
+    record.seconds["save_compress_split"] = round(time.monotonic() - start, 2)
+    if not record.parts:
+        raise RapidshipError("docker save", "produced no data", "check the engine")
+
+    start = time.monotonic()
+    write_volume_files(record, out)
+    count = record.volume_count
+    total = sum(volume_bytes(volume_dir(out, v)) for v in range(1, count + 1))
+    isos = progress.add_task(f"ISO x{count}", total=total)
+    for volume in range(1, count + 1):
+        folder = volume_dir(out, volume)
+        iso = out / iso_name(record.export_id, volume, count)
+        write_iso(folder, iso, volume_label(record.export_id, volume, count), lambda n: progress.advance(isos, n))
+        size = iso.stat().st_size
+        if size > media.bytes:  # fail closed: a volume that does not fit the disc is useless
+            raise RapidshipError(f"volume {volume} ({iso.name})", f"ISO is {size} bytes, over the medium's {media.bytes}",
+                                 "report this: the per-volume reserve is too small")
+        files = json.loads((folder / MANIFEST).read_text())["files"]
+        record.volumes.append(VolumeRecord(number=volume, iso=iso.name, iso_bytes=size, iso_sha256="", files=files))
+    progress.update(isos, total=sum(v.iso_bytes for v in record.volumes), completed=sum(v.iso_bytes for v in record.volumes))
+    record.seconds["iso"] = round(time.monotonic() - start, 2)
+
+    start = time.monotonic()
+    hashing = progress.add_task("ISO checksums", total=sum(v.iso_bytes for v in record.volumes))
+    for i, vol in enumerate(record.volumes):
+        digest = sha256_file(out / vol.iso, lambda n: progress.advance(hashing, n))
+        record.volumes[i] = VolumeRecord(vol.number, vol.iso, vol.iso_bytes, digest, vol.files)
+    (out / SUMS).write_text(sums_text({v.iso: v.iso_sha256 for v in record.volumes}))
+    record.seconds["iso_sha256"] = round(time.monotonic() - start, 2)
+    if not keep_dirs:
+        for volume in range(1, count + 1):
+            shutil.rmtree(volume_dir(out, volume))
+    (out / "export.json").write_text(json.dumps(record_json(record), indent=2) + "\n")
+    err.print(f"exported {len(images)} image(s) into {count} volume(s) of {media.name}: "
+              f"{record.tar_bytes / 1e6:.0f} MB -> {record.archive_bytes / 1e6:.0f} MB zstd")
+    return record
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+class QuietProgress:
+    """Stands in for rich Progress where nobody watches (library use)."""
+
+    def add_task(self, *a, **k) -> int:
+        return 0
+
+    def advance(self, *a, **k) -> None:
+        pass
+
+    def update(self, *a, **k) -> None:
+        pass

@@ -1,0 +1,186 @@
+"""Checked volumes -> images in Docker or in a registry, each id compared with the export's record.
+
+Thin edge only: parts are sent in order (sendfile, no copy through Python) into `zstd -d`, whose
+output goes straight into `docker load`, or into one temporary docker-archive that skopeo pushes.
+`scratch_registry` runs Debian's CNCF distribution (`docker-registry serve`) on 127.0.0.1 for
+`invoke export-verify`, so a full load can be checked without touching the site's engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from rapidship.errors import ConfigError, GateFailure, RapidshipError
+from rapidship.export_verify import Checked
+
+
+@dataclass(frozen=True)
+class Loaded:
+    ref: str
+    where: str  # the engine's ref, or the registry ref it was pushed to
+    expected_id: str
+    image_id: str
+    manifest_digest: str = ""  # registry only: the digest the registry serves the image under
+
+    @property
+    def ok(self) -> bool:
+        return self.image_id == self.expected_id
+
+
+def _feed(checked: Checked, sink, on_bytes: Callable[[int], None]) -> None:
+    """Write every part, in order, into `sink` (a pipe)."""
+    out = sink.fileno()
+    for _part, s in checked.parts:
+        with open(s.path, "rb") as fh:
+            offset, left = s.offset, s.length
+            while left:
+                sent = os.sendfile(out, fh.fileno(), offset, min(left, 1 << 22))
+                if sent == 0:
+                    raise RapidshipError(str(s.path), "ended early while loading", "run the check again")
+                offset += sent
+                left -= sent
+                on_bytes(sent)
+
+
+def _decompress(checked: Checked, stdout, on_bytes: Callable[[int], None]) -> None:
+    if not shutil.which("zstd"):
+        raise ConfigError("invoke import", "zstd is not installed", "apt-get install zstd")
+    zstd = subprocess.Popen(["zstd", "-dcq"], stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.PIPE)
+    try:
+        _feed(checked, zstd.stdin, on_bytes)
+    except BrokenPipeError:
+        pass  # zstd stopped reading; its exit code and message say why
+    finally:
+        zstd.stdin.close()
+    problem = zstd.stderr.read().decode(errors="replace").strip()
+    if zstd.wait() != 0:
+        raise RapidshipError("zstd -d", f"decompression failed: {problem}", "verify the volumes: invoke export-verify")
+
+
+def docker_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: None) -> list[Loaded]:
+    load = subprocess.Popen(["docker", "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output: list[bytes] = []
+    reader = threading.Thread(target=lambda: output.append(load.stdout.read()), daemon=True)
+    reader.start()
+    try:
+        _decompress(checked, load.stdin, on_bytes)
+    finally:
+        load.stdin.close()
+        code = load.wait()
+        reader.join()
+    if code != 0:
+        raise RapidshipError("docker load", f"failed: {b''.join(output).decode(errors='replace').strip()[-800:]}",
+                             "check the engine and its disk space")
+    loaded = []
+    for image in checked.images:
+        proc = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image["ref"]],
+                              capture_output=True, text=True, check=False)
+        loaded.append(Loaded(image["ref"], image["ref"], image["image_id"], proc.stdout.strip() or "missing"))
+    return _checked(loaded)
+
+
+def registry_path(ref: str, registry: str) -> str:
+    """Registry ref for an image: its repository path (registry host dropped) under `registry`."""
+    first, _, rest = ref.partition("/")
+    path = rest if rest and ("." in first or ":" in first or first == "localhost") else ref
+    return f"{registry.rstrip('/')}/{path}"
+
+
+def registry_push(checked: Checked, registry: str, tls_verify: bool = True, work: Path | None = None,
+                  on_bytes: Callable[[int], None] = lambda _: None,
+                  on_image: Callable[[str], None] = lambda _: None) -> list[Loaded]:
+    """Decompress once into a temporary docker-archive (skopeo needs a seekable file), push each image."""
+    if not shutil.which("skopeo"):
+        raise ConfigError("--registry", "pushing to a registry needs skopeo", "apt-get install skopeo, or leave out --registry")
+    tls = f"--dest-tls-verify={str(tls_verify).lower()}"
+    with tempfile.TemporaryDirectory(prefix="rapidship-import-", dir=work) as tmp:
+        archive = Path(tmp) / "images.tar"
+        with open(archive, "wb") as fh:
+            _decompress(checked, fh, on_bytes)
+        loaded = []
+        for image in checked.images:
+            dest = registry_path(image["ref"], registry)
+            on_image(dest)
+            _skopeo(["copy", "--quiet", tls, f"docker-archive:{archive}:{image['ref']}", f"docker://{dest}"], dest)
+            raw = _skopeo(["inspect", "--raw", f"--tls-verify={str(tls_verify).lower()}", f"docker://{dest}"], dest)
+            config = _skopeo(["inspect", "--config", "--raw", f"--tls-verify={str(tls_verify).lower()}", f"docker://{dest}"], dest)
+            served = json.loads(raw)["config"]["digest"]
+            measured = "sha256:" + hashlib.sha256(config).hexdigest()
+            # the registry's config digest and the hash of the config it serves must agree
+            got = served if served == measured else f"{served} (config hashes to {measured})"
+            loaded.append(Loaded(image["ref"], dest, image["image_id"], got,
+                                 "sha256:" + hashlib.sha256(raw).hexdigest()))
+    return _checked(loaded)
+
+
+def _skopeo(args: list[str], what: str) -> bytes:
+    proc = subprocess.run(["skopeo", "--insecure-policy", *args], capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise RapidshipError(f"skopeo {args[0]} {what}", proc.stderr.decode(errors="replace").strip()[-800:],
+                             "check that the registry is up and reachable")
+    return proc.stdout
+
+
+def _checked(loaded: list[Loaded]) -> list[Loaded]:
+    bad = [f"{x.where}: id {x.image_id}, expected {x.expected_id}" for x in loaded if not x.ok]
+    if bad:
+        raise GateFailure("import", "loaded images differ from the export's record:\n  " + "\n  ".join(bad),
+                          "verify the volumes (invoke export-verify) and report the export id")
+    return loaded
+
+
+@contextlib.contextmanager
+def scratch_registry(work: Path | None = None) -> Iterator[str]:
+    """A throwaway registry on 127.0.0.1 (Debian's docker-registry); yields HOST:PORT, removes it after."""
+    binary = shutil.which("docker-registry")
+    if not binary:
+        raise ConfigError("invoke export-verify", "the scratch registry needs docker-registry", "apt-get install docker-registry")
+    with tempfile.TemporaryDirectory(prefix="rapidship-registry-", dir=work) as tmp:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        config = Path(tmp) / "config.yml"
+        config.write_text(f"version: 0.1\nlog: {{level: error}}\nstorage:\n  filesystem: {{rootdirectory: {tmp}/data}}\n"
+                          f"http:\n  addr: 127.0.0.1:{port}\n")
+        log = open(Path(tmp) / "registry.log", "wb")  # noqa: SIM115 - closed below
+        proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_for(f"http://127.0.0.1:{port}/v2/", proc, Path(tmp) / "registry.log")
+            yield f"127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback never goes through a proxy
+
+
+def _wait_for(url: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RapidshipError("docker-registry", f"exited at start: {log.read_text()[-500:]}", "check its config")
+        try:
+            with _DIRECT.open(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RapidshipError("docker-registry", f"no answer on {url} after 20 s", "check that nothing blocks loopback")

@@ -1,0 +1,250 @@
+"""harbor/*.yaml -> HarborConfig: the Harbor instance we want, as typed, validated records.
+
+Three files: harbor.yaml (instance URL, upstream registry endpoints), projects.yaml (projects,
+proxy caches, vulnerability policy, CVE allowlist, immutable tags, retention) and robots.yaml
+(robot accounts and their permissions). Every mistake is ONE ConfigError naming the file and the
+yaml path. Least privilege is checked here, not left to review: no wildcard access, no robot
+without an expiry, nothing but pulls on proxy-cache projects.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rapidship.errors import ConfigError
+from rapidship.yamlconf import parse_model
+
+DEFAULT_DIR = Path("harbor")
+SEVERITIES = ("none", "low", "medium", "high", "critical")
+# Harbor's RBAC (src/common/rbac/const.go): the resource:action pairs a robot may be given here.
+# Deliberately short: what image CI, promotion and runtime pulls need, nothing administrative.
+ROBOT_ACCESS = frozenset({
+    "repository:pull", "repository:push", "repository:list",
+    "artifact:read", "artifact:list", "artifact:create",
+    "tag:create", "tag:list",
+    "scan:create", "scan:read", "scan:stop",
+    "artifact-addition:read",
+})
+PULL_ONLY = frozenset({"repository:pull", "repository:list", "artifact:read", "artifact:list", "tag:list",
+                       "artifact-addition:read", "scan:read"})
+RETENTION_TEMPLATES = {"latestPushedK": "count", "latestPulledN": "count",
+                       "nDaysSinceLastPush": "days", "nDaysSinceLastPull": "days"}
+_CVE_RE = re.compile(r"^(CVE-\d{4}-\d{4,}|GHSA(-[23456789cfghjmpqrvwx]{4}){3})$")
+_NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,254}$"
+# Harbor's five-field-plus-seconds cron: "sec min hour day month weekday".
+_CRON_RE = re.compile(r"^(\S+\s+){5}\S+$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Credential(_Strict):
+    access_key: str = Field(min_length=1)
+    # The secret lives in the environment, never in the repository.
+    secret_env: str = Field(pattern=r"^[A-Z_][A-Z0-9_]*$")
+
+
+class RegistryEndpoint(_Strict):
+    type: Literal["docker-hub", "docker-registry", "harbor", "quay", "github-ghcr", "gitlab", "jfrog-artifactory"]
+    url: str = Field(pattern=r"^https://[^\s/]+(/\S*)?$")
+    description: str = ""
+    insecure: bool = False
+    credential: Credential | None = None
+
+
+class Instance(_Strict):
+    url: str = Field(pattern=r"^https?://[^\s/]+$")
+    robot_prefix: str = "robot$"
+    registries: dict[str, RegistryEndpoint] = {}
+
+    @property
+    def host(self) -> str:
+        return self.url.split("://", 1)[1]
+
+
+class CveAllowlist(_Strict):
+    expires: dt.date
+    items: tuple[str, ...] = Field(min_length=1)
+
+    @field_validator("expires", mode="before")
+    @classmethod
+    def _date(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return dt.date.fromisoformat(value)
+            except ValueError:
+                raise ValueError(f"{value!r} is not a date like 2027-05-31") from None
+        return value
+
+    @field_validator("items", mode="before")
+    @classmethod
+    def _items(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            for item in value:
+                if not isinstance(item, str) or not _CVE_RE.match(item):
+                    raise ValueError(f"{item!r} is not a CVE id like CVE-2024-12345")
+            if len(set(value)) != len(value):
+                raise ValueError("an id is listed twice")
+            return tuple(value)
+        return value
+
+    @property
+    def expires_at(self) -> int:
+        """Seconds since the epoch at 00:00 UTC of the expiry date, as Harbor stores it."""
+        return int(dt.datetime.combine(self.expires, dt.time(), dt.timezone.utc).timestamp())
+
+
+class VulnerabilityPolicy(_Strict):
+    severity: Literal["none", "low", "medium", "high", "critical"]
+
+
+class ImmutableTagRule(_Strict):
+    repositories: str = "**"
+    tags: str = Field(min_length=1)
+
+
+class RetentionRule(_Strict):
+    template: Literal["latestPushedK", "latestPulledN", "nDaysSinceLastPush", "nDaysSinceLastPull"]
+    value: int = Field(gt=0, le=10000)
+    repositories: str = "**"
+    tags: str = "**"
+    untagged: bool = True
+
+
+class Retention(_Strict):
+    schedule: str
+    rules: tuple[RetentionRule, ...] = Field(min_length=1, max_length=15)
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if not _CRON_RE.match(value):
+            raise ValueError(f"{value!r} is not a six-field cron (sec min hour day month weekday), e.g. '0 0 3 * * 0'")
+        return value
+
+    @field_validator("rules", mode="before")
+    @classmethod
+    def _tuple(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value
+
+
+class Project(_Strict):
+    public: bool = False
+    auto_scan: bool = True
+    proxy_cache: str | None = None  # name of a registry endpoint in harbor.yaml
+    prevent_vul: VulnerabilityPolicy | None = None
+    cve_allowlist: CveAllowlist | None = None
+    immutable_tags: tuple[ImmutableTagRule, ...] = ()
+    retention: Retention | None = None
+
+    @field_validator("immutable_tags", mode="before")
+    @classmethod
+    def _tuple(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value
+
+
+class ProjectsFile(_Strict):
+    projects: dict[str, Project] = Field(min_length=1)
+
+
+class Robot(_Strict):
+    description: str = Field(min_length=1)
+    duration_days: int = Field(gt=0, le=3650)  # -1 ("never expires") is refused: robots must rotate
+    # project name -> ["resource:action", ...]
+    permissions: dict[str, tuple[str, ...]] = Field(min_length=1)
+
+    @field_validator("permissions", mode="before")
+    @classmethod
+    def _tuples(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
+        return value
+
+
+class RobotsFile(_Strict):
+    robots: dict[str, Robot] = {}
+
+
+class HarborConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    instance: Instance
+    projects: dict[str, Project]
+    robots: dict[str, Robot]
+
+    def robot_name(self, key: str) -> str:
+        """The name Harbor shows for a system-level robot: prefix + key."""
+        return f"{self.instance.robot_prefix}{key}"
+
+
+def load_harbor(directory: Path | str = DEFAULT_DIR, today: dt.date | None = None) -> HarborConfig:
+    directory = Path(directory)
+    docs = {}
+    for name in ("harbor.yaml", "projects.yaml", "robots.yaml"):
+        path = directory / name
+        try:
+            docs[name] = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(str(path), "file not found", "run from the project root or pass --config DIR") from None
+    return parse_harbor(docs, str(directory), today)
+
+
+def parse_harbor(texts: dict[str, str], directory: str = "harbor", today: dt.date | None = None) -> HarborConfig:
+    """Pure core: the three yaml texts -> HarborConfig, or one ConfigError."""
+    instance = _model(Instance, texts["harbor.yaml"], f"{directory}/harbor.yaml")
+    projects = _model(ProjectsFile, texts["projects.yaml"], f"{directory}/projects.yaml").projects
+    robots = _model(RobotsFile, texts["robots.yaml"], f"{directory}/robots.yaml").robots
+    _check(instance, projects, robots, directory, today or dt.date.today())
+    return HarborConfig(source=directory, instance=instance, projects=projects, robots=robots)
+
+
+def _check(instance: Instance, projects: dict[str, Project], robots: dict[str, Robot], directory: str,
+           today: dt.date) -> None:
+    pfile, rfile = f"{directory}/projects.yaml", f"{directory}/robots.yaml"
+    for name, project in projects.items():
+        where = f"{pfile}: projects.{name}"
+        if not re.match(_NAME_RE, name):
+            raise ConfigError(where, f"{name!r} is not a Harbor project name", "use lower case letters, digits, . _ -")
+        if project.proxy_cache is not None:
+            if project.proxy_cache not in instance.registries:
+                raise ConfigError(f"{where}.proxy_cache", f"no registry endpoint named {project.proxy_cache!r}",
+                                  f"add it under registries: in {directory}/harbor.yaml "
+                                  f"(known: {', '.join(instance.registries) or 'none'})")
+            if project.immutable_tags or project.retention is not None:
+                raise ConfigError(where, "a proxy-cache project mirrors upstream tags; immutable tags and "
+                                  "retention rules belong to projects we push to", "remove them here")
+        if project.cve_allowlist and project.cve_allowlist.expires <= today:
+            raise ConfigError(f"{where}.cve_allowlist.expires", f"the allowlist expired on {project.cve_allowlist.expires}",
+                              "review each CVE: fix the image or renew the exception with a new date")
+    for key, robot in robots.items():
+        where = f"{rfile}: robots.{key}"
+        if not re.match(r"^[a-z0-9][a-z0-9_-]{0,63}$", key):
+            raise ConfigError(where, f"{key!r} is not a robot name", "use lower case letters, digits, _ -")
+        for namespace, grants in robot.permissions.items():
+            if namespace not in projects:
+                raise ConfigError(f"{where}.permissions.{namespace}", f"no project named {namespace!r}",
+                                  f"use one of: {', '.join(projects)}")
+            for i, grant in enumerate(grants):
+                at = f"{where}.permissions.{namespace}[{i}]"
+                if "*" in grant:
+                    raise ConfigError(at, f"wildcard access {grant!r} is not least privilege",
+                                      "name each resource:action the robot needs")
+                if grant not in ROBOT_ACCESS:
+                    raise ConfigError(at, f"{grant!r} is not an allowed resource:action",
+                                      f"use one of: {', '.join(sorted(ROBOT_ACCESS))}")
+            if len(set(grants)) != len(grants):
+                raise ConfigError(f"{where}.permissions.{namespace}", "a grant is listed twice", "list each once")
+            if projects[namespace].proxy_cache and not set(grants) <= PULL_ONLY:
+                raise ConfigError(f"{where}.permissions.{namespace}", "a proxy-cache project can only be read",
+                                  "grant repository:pull there, nothing that writes")
+
+
+def _model(model: type[BaseModel], text: str, source: str) -> Any:
+    return parse_model(model, text, source, "docs/harbor.md")

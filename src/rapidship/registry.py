@@ -1,0 +1,299 @@
+"""Push a variant to the registry (per-arch tags, then one manifest list) and promote it.
+
+Order of `push` (fail closed at every step; nothing reaches the registry before all checks pass):
+  1. every arch of the variant exists in the engine with the right architecture;
+  2. every arch's gate record build/<variant>/gates-<arch>.json and trivy decision
+     build/<variant>/scan-<arch>/decision.json say "passed": true
+     (`--skip-gates` bypasses this loudly and the record says so);
+  3. each arch is copied with skopeo to <tag>-<arch> (blobs, manifest; skopeo retries itself and
+     we retry the whole copy on transient faults; re-copying skips blobs already there);
+  4. the per-arch manifests are read back (digest, size, platform from their config blob);
+  5. ONE PUT of the index under <tag>. A single request cannot leave half an index: either the
+     registry stored it (and the digest is checked) or the tag does not exist.
+`promote` copies the pushed index from staging to release by digest: blobs are mounted across
+repositories (or copied when the registry declines), manifests are put byte for byte, so the
+release digest equals the staged one. Nothing is rebuilt.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from rapidship.base import image_exists
+from rapidship.errors import ConfigError, GateFailure, RapidshipError
+from rapidship.matrix import Variant
+from rapidship.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, Credentials, Registry, split_repository
+from rapidship.retrying import RetryPolicy, backoff
+
+# skopeo output that no retry can fix.
+_PERMANENT = ("unauthorized", "denied", "authentication required", "invalid username/password",
+              "manifest invalid", "no such image", "reference does not exist", "x509", "certificate")
+
+
+@dataclass(frozen=True)
+class ArchImage:
+    arch: str
+    tag: str
+    digest: str
+    size: int
+    media_type: str
+    platform: dict
+
+
+@dataclass(frozen=True)
+class PushRecord:
+    variant: str
+    registry: str          # host
+    repository: str        # project/image inside the registry
+    tag: str
+    index_digest: str
+    index_media_type: str
+    arches: dict[str, ArchImage]
+    gates_skipped: bool
+    pushed_at: str
+    seconds: float
+    retries: int = 0
+
+
+@dataclass(frozen=True)
+class PromoteRecord:
+    variant: str
+    registry: str
+    source: str
+    target: str
+    tag: str
+    digest: str
+    blobs_mounted: int
+    blobs_copied: int
+    promoted_at: str
+    seconds: float
+
+
+@dataclass
+class RetryCounter:
+    count: int = 0
+    log: Callable[[str], None] = lambda _: None
+    faults: list[str] = field(default_factory=list)
+
+    def __call__(self, attempt: int, fault: str, delay: float) -> None:
+        self.count += 1
+        self.faults.append(fault)
+        self.log(f"retry {attempt} in {delay:.1f}s: {fault}")
+
+
+# ---- pure parts ----
+
+def check_gates(variant: Variant, out_dir: Path) -> list[str]:
+    """Every arch needs its image gates (gates-<arch>.json) and its trivy decision
+    (scan-<arch>/decision.json) with "passed": true. Returns the problems (empty = go)."""
+    problems = []
+    for arch in variant.arches:
+        for path, what in ((out_dir / f"gates-{arch.value}.json", "gate record"),
+                           (out_dir / f"scan-{arch.value}" / "decision.json", "scan decision (invoke scan)")):
+            try:
+                passed = json.loads(path.read_text()).get("passed")
+            except FileNotFoundError:
+                problems.append(f"{path}: no {what}")
+                continue
+            except (ValueError, AttributeError):
+                problems.append(f"{path}: not a JSON object")
+                continue
+            if passed is not True:
+                problems.append(f"{path}: passed is {json.dumps(passed)}")
+    return problems
+
+
+def make_index(children: list[ArchImage]) -> tuple[bytes, str]:
+    """Pure: the manifest list (Docker children) or OCI index (OCI children) over `children`."""
+    kinds = {c.media_type for c in children}
+    if len(kinds) != 1:
+        raise RapidshipError("manifest list", f"per-arch manifests mix media types {sorted(kinds)}",
+                             "push every arch with the same tool and format")
+    media = DOCKER_LIST if kinds == {DOCKER_MANIFEST} else OCI_INDEX
+    doc = {"schemaVersion": 2, "mediaType": media,
+           "manifests": [{"mediaType": c.media_type, "digest": c.digest, "size": c.size, "platform": c.platform}
+                         for c in children]}
+    return json.dumps(doc, indent=3).encode(), media
+
+
+def platform_of(config: dict) -> dict:
+    out = {"architecture": config.get("architecture", ""), "os": config.get("os", "")}
+    if config.get("variant"):
+        out["variant"] = config["variant"]
+    return out
+
+
+# ---- the edge ----
+
+def _cert_dir(tmp: Path, ca_bundle: str | None) -> list[str]:
+    if not ca_bundle:
+        return []
+    d = tmp / "certs"
+    d.mkdir()
+    shutil.copy(ca_bundle, d / "ca.crt")
+    return ["--dest-cert-dir", str(d)]
+
+
+def _auth_file(tmp: Path, host: str, creds: Credentials | None) -> list[str]:
+    if creds is None:
+        return []
+    path = tmp / "auth.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        token = base64.b64encode(f"{creds.user}:{creds.password}".encode()).decode()
+        json.dump({"auths": {host: {"auth": token}}}, out)
+    return ["--dest-authfile", str(path)]
+
+
+def skopeo_push(ref: str, dest: str, host: str, creds: Credentials | None, ca_bundle: str | None,
+                policy: RetryPolicy, retries: RetryCounter) -> str:
+    """Copy one engine image to the registry; returns its manifest digest."""
+    if shutil.which("skopeo") is None:
+        raise ConfigError("skopeo", "not installed", "apt-get install skopeo")
+    with tempfile.TemporaryDirectory(prefix="rapidship-push-") as tmp_name:
+        tmp = Path(tmp_name)
+        tmp.chmod(0o700)
+        digest_file = tmp / "digest"
+        cmd = ["skopeo", "copy", "--quiet", "--retry-times", str(max(0, policy.attempts // 3)), "--dest-tls-verify=true",
+               *_auth_file(tmp, host, creds), *_cert_dir(tmp, ca_bundle), "--digestfile", str(digest_file),
+               f"docker-daemon:{ref}", f"docker://{dest}"]
+        for attempt in range(1, policy.attempts + 1):
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode == 0:
+                return digest_file.read_text().strip()
+            err = _skopeo_error(proc.stderr) or f"exit {proc.returncode}"
+            if any(p in err.lower() for p in _PERMANENT) or attempt == policy.attempts:
+                hint = ("the registry or the network is failing persistently: check it, then run again"
+                        if attempt == policy.attempts else "check the credentials, the CA and the image")
+                raise RapidshipError(f"push {dest}", f"skopeo copy failed after {attempt} attempt(s): {err}", hint)
+            delay = backoff(policy, attempt)
+            retries(attempt, f"skopeo copy: {err}", delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def _skopeo_error(stderr: str) -> str:
+    """The message of skopeo's last log line (level=fatal msg="..."), without the log framing."""
+    lines = stderr.strip().splitlines()
+    if not lines:
+        return ""
+    m = re.search(r'msg="((?:[^"\\]|\\.)*)"', lines[-1])
+    return m.group(1).replace('\\"', '"') if m else lines[-1]
+
+
+def arch_image(reg: Registry, repo: str, arch: str, tag: str, digest: str) -> ArchImage:
+    data, desc = reg.get_manifest(repo, digest)
+    manifest = json.loads(data)
+    config = json.loads(reg.get_blob(repo, manifest["config"]["digest"]))
+    return ArchImage(arch=arch, tag=tag, digest=desc.digest, size=desc.size, media_type=desc.media_type,
+                     platform=platform_of(config))
+
+
+def push(variant: Variant, target: str, out_dir: Path, creds: Credentials | None, ca_bundle: str | None = None,
+         skip_gates: bool = False, policy: RetryPolicy = RetryPolicy(),
+         log: Callable[[str], None] = lambda _: None) -> PushRecord:
+    start = time.monotonic()
+    host, project = split_repository(target)
+    repo = f"{project}/{variant.image}"
+    missing = [a.value for a in variant.arches if not image_exists(variant.ref(a), a)]
+    if missing:
+        raise RapidshipError(f"push {variant.id}", f"no {', '.join(missing)} image in the engine "
+                             f"({', '.join(variant.ref(a) for a in missing)}); a manifest list needs every arch",
+                             f"build them: invoke build --variant {variant.id} --arch {missing[0]}")
+    problems = check_gates(variant, out_dir)
+    if problems and not skip_gates:
+        raise GateFailure(f"push {variant.id}", "gates did not pass for every arch:\n  " + "\n  ".join(problems),
+                          "run the gates (invoke gate) and fix what fails; nothing was pushed")
+    if skip_gates:
+        log("[bold red]WARNING: --skip-gates: pushing WITHOUT gate results"
+            + (f" ({'; '.join(problems)})" if problems else "") + ". The record says so; promote will refuse it.[/]")
+    retries = RetryCounter(log=log)
+    reg = Registry(host, creds, ca_bundle, policy, on_retry=retries)
+    children = []
+    for arch in variant.arches:
+        tag = variant.tag(arch)
+        log(f"pushing {variant.ref(arch)} -> {host}/{repo}:{tag}")
+        digest = skopeo_push(variant.ref(arch), f"{host}/{repo}:{tag}", host, creds, ca_bundle, policy, retries)
+        children.append(arch_image(reg, repo, arch.value, tag, digest))
+    data, media = make_index(children)
+    log(f"pushing {media.rsplit('.', 2)[-2]} {host}/{repo}:{variant.tag()} over {', '.join(c.arch for c in children)}")
+    digest = reg.put_manifest(repo, variant.tag(), data, media)
+    stored = reg.head_manifest(repo, variant.tag())
+    if stored is None or stored.digest != digest:
+        raise RapidshipError(f"push {variant.id}", f"the registry shows {stored.digest if stored else 'nothing'} "
+                             f"under {variant.tag()}, we pushed {digest}", "someone else pushed the same tag: run again")
+    return PushRecord(variant=variant.id, registry=host, repository=repo, tag=variant.tag(), index_digest=digest,
+                      index_media_type=media, arches={c.arch: c for c in children}, gates_skipped=skip_gates,
+                      pushed_at=_now(), seconds=round(time.monotonic() - start, 1), retries=retries.count)
+
+
+def promote(record: PushRecord, target: str, creds: Credentials | None, ca_bundle: str | None = None,
+            policy: RetryPolicy = RetryPolicy(), log: Callable[[str], None] = lambda _: None) -> PromoteRecord:
+    """Copy the staged index and everything under it into `target` (HOST/PROJECT) by digest."""
+    start = time.monotonic()
+    if record.gates_skipped:
+        raise GateFailure(f"promote {record.variant}", "the staged push skipped its gates (--skip-gates)",
+                          "push again with passing gates; only gated digests are released")
+    host, project = split_repository(target)
+    if host != record.registry:
+        raise ConfigError("--to", f"promotion copies within one registry; the push went to {record.registry}",
+                          f"promote to {record.registry}/PROJECT (use skopeo copy --all between registries)")
+    src = record.repository
+    dst = f"{project}/{record.repository.split('/', 1)[1]}"
+    if dst == src:
+        raise ConfigError("--to", f"{target} is where the image already is", "name the release project")
+    reg = Registry(host, creds, ca_bundle, policy, on_retry=RetryCounter(log=log))
+    index, desc = reg.get_manifest(src, record.index_digest)
+    mounted = copied = 0
+    for child in json.loads(index)["manifests"]:
+        manifest, cdesc = reg.get_manifest(src, child["digest"])
+        doc = json.loads(manifest)
+        for blob in [doc["config"], *doc["layers"]]:
+            if reg.blob_exists(dst, blob["digest"]):
+                continue
+            if reg.mount_blob(dst, blob["digest"], src):
+                mounted += 1
+            else:
+                reg.upload_blob(dst, reg.get_blob(src, blob["digest"]), blob["digest"])
+                copied += 1
+        reg.put_manifest(dst, child["digest"], manifest, cdesc.media_type)
+    digest = reg.put_manifest(dst, record.tag, index, desc.media_type)
+    if digest != record.index_digest:
+        raise RapidshipError(f"promote {record.variant}", f"release digest {digest} differs from staged "
+                             f"{record.index_digest}", "report this: promotion must not change bytes")
+    log(f"promoted {host}/{src}@{digest[:19]} -> {host}/{dst}:{record.tag} ({mounted} blobs mounted, {copied} copied)")
+    return PromoteRecord(variant=record.variant, registry=host, source=src, target=dst, tag=record.tag, digest=digest,
+                         blobs_mounted=mounted, blobs_copied=copied, promoted_at=_now(),
+                         seconds=round(time.monotonic() - start, 1))
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def write_record(record: PushRecord | PromoteRecord, out_dir: Path) -> Path:
+    name = "push.json" if isinstance(record, PushRecord) else "promote.json"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / name
+    path.write_text(json.dumps(asdict(record), indent=2) + "\n")
+    return path
+
+
+def read_push_record(out_dir: Path) -> PushRecord:
+    path = out_dir / "push.json"
+    if not path.is_file():
+        raise ConfigError(str(path), "no push record", "push the variant first: invoke push --variant ...")
+    raw = json.loads(path.read_text())
+    raw["arches"] = {k: ArchImage(**v) for k, v in raw["arches"].items()}
+    return PushRecord(**raw)

@@ -1,0 +1,102 @@
+"""One HTTP request, retried with exponential backoff on the faults a busy registry produces.
+
+Retried: HTTP 429 and 5xx, dropped or refused connections, timeouts. Never retried: 4xx other
+than 429 (the request is wrong; repeating it cannot help). A request that is not idempotent
+(a POST that creates something) is only retried when the server said it did not take it (429,
+503); a dropped connection could hide a success, so it ends with an error instead of a duplicate.
+`Retry-After` is honoured up to `max_delay`. The last fault ends as ONE RapidshipError.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import urlsplit
+
+import requests
+
+from rapidship.errors import RapidshipError
+
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+NOT_TAKEN = frozenset({429, 503})
+_DROPPED = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 6          # 1 try + 5 retries: 0.5+1+2+4+8 s of backoff at most before jitter
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    timeout: float = 60.0      # seconds per connect and per read
+
+    @classmethod
+    def from_env(cls) -> "RetryPolicy":
+        """RAPIDSHIP_RETRY_ATTEMPTS / RAPIDSHIP_RETRY_BASE_DELAY tune it for slow or flaky sites."""
+        import os
+
+        try:
+            return cls(attempts=max(1, int(os.environ.get("RAPIDSHIP_RETRY_ATTEMPTS", cls.attempts))),
+                       base_delay=max(0.0, float(os.environ.get("RAPIDSHIP_RETRY_BASE_DELAY", cls.base_delay))))
+        except ValueError:
+            raise RapidshipError("RAPIDSHIP_RETRY_ATTEMPTS / RAPIDSHIP_RETRY_BASE_DELAY", "not a number",
+                                 "set an integer count and a delay in seconds") from None
+
+
+OnRetry = Callable[[int, str, float], None]
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+def _reason(err: Exception) -> str:
+    text = str(err)
+    return text[text.rfind("(") + 1:].rstrip(")") if "(" in text else text
+
+
+def backoff(policy: RetryPolicy, attempt: int, retry_after: float | None = None) -> float:
+    """Pure: seconds to wait after failed attempt number `attempt` (1-based)."""
+    delay = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, policy.max_delay))
+    return delay
+
+
+def send(session: requests.Session, method: str, url: str, *, policy: RetryPolicy, what: str,
+         idempotent: bool = True, on_retry: OnRetry | None = None, **kwargs) -> requests.Response:
+    """Send, retrying transient faults; return the first response that is not one."""
+    path = urlsplit(url).path  # never the query: upload URLs carry session state
+    fault = ""
+    for attempt in range(1, policy.attempts + 1):
+        retry_after = None
+        try:
+            # verify passed per request: requests lets $REQUESTS_CA_BUNDLE override session.verify
+            resp = session.request(method, url, timeout=policy.timeout, verify=kwargs.pop("verify", session.verify),
+                                   **kwargs)
+        except requests.exceptions.SSLError as err:
+            raise RapidshipError(what, f"TLS verification failed for {urlsplit(url).netloc}: {_reason(err)}",
+                                 "pass the CA bundle that signs its certificate (--ca-cert or the *_CA variable)") from None
+        except _DROPPED as err:
+            fault = f"connection failed ({err.__class__.__name__})"
+            if not idempotent:
+                raise RapidshipError(what, f"{method} {path}: {fault}; not retried because it may have "
+                                     "been applied", "check the state and run again") from None
+        else:
+            if resp.status_code not in RETRY_STATUS or (not idempotent and resp.status_code not in NOT_TAKEN):
+                return resp
+            fault = f"HTTP {resp.status_code}"
+            retry_after = _retry_after(resp.headers.get("Retry-After"))
+            resp.close()
+        if attempt == policy.attempts:
+            break
+        delay = backoff(policy, attempt, retry_after)
+        if on_retry:
+            on_retry(attempt, f"{fault} on {method} {path}", delay)
+        time.sleep(delay)
+    raise RapidshipError(what, f"gave up after {policy.attempts} attempts; last fault: {fault} on {method} {path}",
+                         "the registry or the network is failing persistently: check it, then run again")

@@ -1,0 +1,149 @@
+"""Built image -> SizeReport: where the bytes are, what the trims saved, sizes against the budget.
+
+Pure core: `summarize(entries, ...)` (file list in, report out). Thin edge: `image_entries` streams
+`docker export` of a stopped container through tarfile (no file lands on disk), and
+`read_trims` picks /opt/rapidship/trims.json (written by the builder's measure_trims) out of the
+same stream. Uncompressed size is the engine's image size (what the size gate checks); the zstd
+size comes from the build record (`docker save | zstd -3`, what a disc carries).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Iterable, Iterator
+
+from rapidship.errors import RapidshipError
+
+TRIMS_PATH = "opt/rapidship/trims.json"
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: str  # relative to /, no leading slash
+    size: int
+
+
+@dataclass(frozen=True)
+class PathSize:
+    path: str
+    bytes: int
+
+
+@dataclass
+class SizeReport:
+    variant: str
+    arch: str
+    ref: str
+    image_bytes: int
+    zstd_bytes: int | None
+    budget_bytes: int
+    files_bytes: int
+    files: int
+    largest_dirs: list[PathSize]
+    largest_files: list[PathSize]
+    trims: dict = field(default_factory=dict)
+
+    @property
+    def headroom_bytes(self) -> int:
+        return self.budget_bytes - self.image_bytes
+
+    @property
+    def within_budget(self) -> bool:
+        return self.image_bytes <= self.budget_bytes
+
+    def to_json(self) -> dict:
+        return asdict(self) | {"headroom_bytes": self.headroom_bytes, "within_budget": self.within_budget}
+
+
+def summarize(entries: Iterable[Entry], *, variant: str, arch: str, ref: str, image_bytes: int,
+              zstd_bytes: int | None, budget_bytes: int, trims: dict | None = None, top: int = 25,
+              depth: int = 8) -> SizeReport:
+    """Pure: regular files -> totals, the largest directories (up to `depth` levels) and files.
+
+    A directory is listed only where it is not just its single largest child (so the list reads
+    nvidia/cublas, libcudf/lib64 ... instead of every ancestor of the same bytes).
+    """
+    dirs: dict[str, int] = {}
+    files: list[PathSize] = []
+    total = 0
+    for entry in entries:
+        total += entry.size
+        files.append(PathSize("/" + entry.path, entry.size))
+        parts = PurePosixPath(entry.path).parts[:-1]
+        for level in range(1, min(len(parts), depth) + 1):
+            key = "/" + "/".join(parts[:level])
+            dirs[key] = dirs.get(key, 0) + entry.size
+    biggest_child: dict[str, int] = {}
+    for path, size in dirs.items():
+        parent = path.rsplit("/", 1)[0]
+        if parent:
+            biggest_child[parent] = max(biggest_child.get(parent, 0), size)
+    largest = sorted(dirs.items(), key=lambda kv: (-kv[1], kv[0]))
+    # A directory that is (almost) all one child says nothing its child does not.
+    shown = [PathSize(path, size) for path, size in largest if biggest_child.get(path, 0) < 0.99 * size]
+    files.sort(key=lambda p: (-p.bytes, p.path))
+    return SizeReport(variant=variant, arch=arch, ref=ref, image_bytes=image_bytes, zstd_bytes=zstd_bytes,
+                      budget_bytes=budget_bytes, files_bytes=total, files=len(files), largest_dirs=shown[:top],
+                      largest_files=files[:top], trims=trims or {})
+
+
+def image_entries(ref: str, keep: set[str] = frozenset({TRIMS_PATH})) -> tuple[list[Entry], dict[str, bytes]]:
+    """Regular files of the image's filesystem (from `docker export`), plus the bytes of `keep` paths."""
+    name = f"rapidship-size-{uuid.uuid4().hex[:10]}"
+    made = subprocess.run(["docker", "create", "--name", name, ref, "true"], capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        raise RapidshipError(ref, f"cannot create a container to read the image: {made.stderr.strip()}",
+                             "build it first: invoke build --variant ...")
+    entries: list[Entry] = []
+    kept: dict[str, bytes] = {}
+    try:
+        export = subprocess.Popen(["docker", "export", name], stdout=subprocess.PIPE)
+        assert export.stdout is not None
+        with tarfile.open(fileobj=export.stdout, mode="r|") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                path = member.name.lstrip("./")
+                entries.append(Entry(path, member.size))
+                if path in keep:
+                    handle = tar.extractfile(member)
+                    kept[path] = handle.read() if handle else b""
+        if export.wait() != 0:
+            raise RapidshipError(ref, "docker export failed", "check the engine (docker info)")
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    return entries, kept
+
+
+def iter_export(ref: str) -> Iterator[tuple[tarfile.TarInfo, tarfile.TarFile]]:
+    """Every member of the image's exported filesystem, streamed (for scans that read contents)."""
+    name = f"rapidship-scan-{uuid.uuid4().hex[:10]}"
+    subprocess.run(["docker", "create", "--name", name, ref, "true"], capture_output=True, check=True)
+    try:
+        export = subprocess.Popen(["docker", "export", name], stdout=subprocess.PIPE)
+        assert export.stdout is not None
+        with tarfile.open(fileobj=export.stdout, mode="r|") as tar:
+            for member in tar:
+                yield member, tar
+        export.wait()
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+
+
+def report(ref: str, *, variant: str, arch: str, image_bytes: int, zstd_bytes: int | None, budget_bytes: int,
+           top: int = 25) -> SizeReport:
+    entries, kept = image_entries(ref)
+    trims = json.loads(kept[TRIMS_PATH]) if TRIMS_PATH in kept else {}
+    return summarize(entries, variant=variant, arch=arch, ref=ref, image_bytes=image_bytes, zstd_bytes=zstd_bytes,
+                     budget_bytes=budget_bytes, trims=trims, top=top)
+
+
+def write_report(rep: SizeReport, out_dir: Path) -> Path:
+    path = out_dir / f"size-{rep.arch}.json"
+    path.write_text(json.dumps(rep.to_json(), indent=2) + "\n")
+    return path

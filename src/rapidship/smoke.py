@@ -1,0 +1,262 @@
+"""Run the in-image spill smoke program with the hardened run profile and judge its report.
+
+Pure core: `plan_smoke` (flags -> SmokePlan) and `run_argv` (plan -> `docker run` argv), and
+`judge_run` (exit status, OOM flag, report -> SmokeResult). Thin edge: `smoke` makes the host
+spill directory (0700, owned by the run uid), runs the container, reads its JSON and writes
+build/smoke/<variant>-<arch>-<mode>-uid<uid>.json.
+
+The profile: --memory equal to --memory-swap (no swap to hide in), --shm-size, a non-root
+--user (1001 or a random uid, group 0), --read-only with a small tmpfs /tmp, the spill dir
+bind-mounted from the host, no-new-privileges, --cap-drop ALL, --ulimit memlock=-1, and
+`--gpus` with compute,utility capabilities when GPUs are asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rapidship.errors import ConfigError, GateFailure, RapidshipError
+
+SPILL_IN_CONTAINER = "/spill"
+OOM_EXIT = 137
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmg]?)b?$", re.I)
+
+
+@dataclass(frozen=True)
+class SmokePlan:
+    variant: str
+    arch: str
+    ref: str
+    mode: str
+    uid: int
+    memory_bytes: int
+    shm_bytes: int
+    gpus: str | None                   # None, "all" or "0,1"
+    spill_host_dir: str | None         # None: nothing mounted (a negative test)
+    spill_owner: int                   # who owns the host spill dir (the run uid unless testing)
+    name: str
+    env: dict[str, str] = field(default_factory=dict)
+    smoke_args: tuple[str, ...] = ()
+    tmpfs_bytes: int = 64 * 2**20
+    timeout_s: int = 720
+    memlock: int | None = None         # None: unlimited (-1), the profile's ask
+    notes: tuple[str, ...] = ()        # where this run had to differ from the profile, and why
+
+
+@dataclass
+class SmokeResult:
+    plan: dict
+    argv: list[str]
+    exit_code: int | None
+    oom_killed: bool
+    seconds: float
+    verdict: str
+    problems: list[str]
+    report: dict | None
+    stderr_tail: str
+
+
+def parse_size(text: str, flag: str) -> int:
+    """'1g', '512m', '1073741824' -> bytes (docker's binary units)."""
+    m = _SIZE.match(str(text).strip())
+    if not m:
+        raise ConfigError(flag, f"{text!r} is not a size", "use a number with an optional k, m or g suffix (1g)")
+    return int(float(m.group(1)) * {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}[m.group(2).lower()])
+
+
+def pick_uid(value: str | int | None, default: int, rng: random.Random | None = None) -> int:
+    """'random' -> an arbitrary uid that exists nowhere in the image (OpenShift style)."""
+    if value in (None, ""):
+        return default
+    if str(value) == "random":
+        return (rng or random.SystemRandom()).randint(100000, 2**31 - 2)
+    try:
+        uid = int(value)
+    except ValueError:
+        raise ConfigError("--uid", f"{value!r} is not a number or 'random'", "pass --uid 1001 or --uid random") from None
+    if uid <= 0:
+        raise ConfigError("--uid", "the smoke test runs as a non-root user", "pass a uid > 0")
+    return uid
+
+
+def plan_smoke(variant, arch, mode: str, uid: int, memory: str, shm: str, gpus: str | None,
+               spill_root: Path | None, spill_owner: int | None = None, env: dict | None = None,
+               smoke_args: tuple[str, ...] = (), image: str | None = None) -> SmokePlan:
+    """Pure: what to run. `spill_root` None means no spill mount at all."""
+    if mode not in ("cpu", "gpu", "cudf"):
+        raise ConfigError("--mode", f"{mode!r} is not cpu, gpu or cudf", "pass --mode cpu, gpu or cudf")
+    if mode != "cpu" and not gpus:
+        raise ConfigError("--gpus", f"mode {mode} needs GPUs", "pass --gpus all (or --gpus 0)")
+    if mode != "cpu" and not variant.cuda:
+        raise ConfigError("--variant", f"{variant.id} has no CUDA", "use a cuda* variant for --mode gpu/cudf")
+    name = f"rapidship-smoke-{variant.id}-{uuid.uuid4().hex[:8]}"
+    return SmokePlan(variant=variant.id, arch=arch, ref=image or variant.ref(arch), mode=mode, uid=uid,
+                     memory_bytes=parse_size(memory, "--memory"), shm_bytes=parse_size(shm, "--shm-size"),
+                     gpus=gpus or None, spill_host_dir=str(spill_root / name) if spill_root else None,
+                     spill_owner=uid if spill_owner is None else spill_owner, name=name, env=dict(env or {}),
+                     smoke_args=tuple(smoke_args))
+
+
+def memlock_for(mode: str, host_hard: int | None, can_raise: bool) -> tuple[int | None, tuple[str, ...]]:
+    """Pure: the memlock ulimit to ask for. The profile wants unlimited (pinned host buffers for
+    device <-> host copies). A sandboxed engine host that may not raise its own hard limit makes
+    runc refuse the container; CPU mode pins nothing, so it runs under the host's hard limit and
+    says so. GPU modes keep asking for unlimited and fail loudly."""
+    if host_hard is None or can_raise or mode != "cpu":
+        return None, ()
+    return host_hard, (f"memlock=-1 refused on this engine host (hard limit {host_hard} B, not raisable even "
+                       f"as root): ran with memlock={host_hard}; CPU mode pins no memory",)
+
+
+def gpu_flag(gpus: str) -> str:
+    """--gpus value: which devices, and only the compute and utility driver capabilities."""
+    devices = "all" if gpus == "all" else f'"device={gpus}"'
+    return f'{devices},"capabilities=compute,utility"'
+
+
+def run_argv(plan: SmokePlan, cli: str = "docker") -> list[str]:
+    """Pure: the hardened `docker run` argv."""
+    argv = [cli, "run", "--name", plan.name,
+            "--memory", str(plan.memory_bytes), "--memory-swap", str(plan.memory_bytes),
+            "--shm-size", str(plan.shm_bytes),
+            "--user", f"{plan.uid}:0",
+            "--read-only", "--tmpfs", f"/tmp:rw,nosuid,nodev,size={plan.tmpfs_bytes},mode=1777",
+            "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
+            "--ulimit", "memlock=-1:-1" if plan.memlock is None else f"memlock={plan.memlock}:{plan.memlock}",
+            "--network", "none"]
+    if plan.spill_host_dir:
+        argv += ["--volume", f"{plan.spill_host_dir}:{SPILL_IN_CONTAINER}:rw"]
+    if plan.gpus:
+        argv += ["--gpus", gpu_flag(plan.gpus)]
+    for key, value in sorted(plan.env.items()):
+        argv += ["--env", f"{key}={value}"]
+    return argv + [plan.ref, "rapids-smoke", "spill", "--mode", plan.mode, *plan.smoke_args]
+
+
+def judge_run(exit_code: int | None, oom_killed: bool, stdout: str, stderr: str) -> tuple[str, list[str], dict | None]:
+    """Pure: PASS only with exit 0, no OOM kill, and a report whose verdict is PASS."""
+    problems: list[str] = []
+    report = _last_json(stdout)
+    if exit_code is None:
+        problems.append("the container did not finish in time")
+    if oom_killed or exit_code == OOM_EXIT:
+        problems.append(f"OOM KILL: the container was killed for memory (exit {exit_code}, OOMKilled={oom_killed}): "
+                        "it did not spill in time")
+    fatal = [line.split("FATAL:", 1)[1].strip() for line in stderr.splitlines() if "rapids-doctor: FATAL:" in line]
+    if fatal:
+        problems.append(f"preflight refused to start: {fatal[0]}")
+    if report is None and not fatal and not problems:
+        tail = " | ".join(stderr.strip().splitlines()[-3:])
+        problems.append(f"no JSON report from rapids-smoke (exit {exit_code}): {tail}")
+    if report is not None:
+        problems += report.get("problems", [])
+        if report.get("verdict") != "PASS" and not report.get("problems"):
+            problems.append(f"the report says {report.get('verdict')}")
+    if exit_code not in (0, None) and not problems:
+        problems.append(f"rapids-smoke exited {exit_code}")
+    return ("PASS" if not problems else "FAIL"), problems, report
+
+
+def _last_json(stdout: str) -> dict | None:
+    start = stdout.find("{")
+    while start != -1:
+        try:
+            value = json.loads(stdout[start:])
+            return value if isinstance(value, dict) else None
+        except json.JSONDecodeError:
+            start = stdout.find("\n{", start + 1)
+            start = start + 1 if start != -1 else -1
+    return None
+
+
+# ---- edge ----
+
+def host_memlock() -> tuple[int | None, bool]:
+    """This host's hard memlock limit (None = unlimited) and whether a child may raise it."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    if hard == resource.RLIM_INFINITY:
+        return None, True
+    probe = subprocess.run([sys.executable, "-c", "import resource as r; r.setrlimit(r.RLIMIT_MEMLOCK, "
+                            "(r.RLIM_INFINITY, r.RLIM_INFINITY))"], capture_output=True, check=False)
+    return hard, probe.returncode == 0
+
+
+def built_image(build_dir: Path, arch: str) -> str | None:
+    """The image id `invoke build` recorded: immune to the tag being moved by a later build."""
+    from rapidship.build import read_record
+
+    try:
+        return read_record(build_dir, arch).image_id
+    except (OSError, ValueError, KeyError, TypeError, RapidshipError):
+        return None
+
+def prepare_spill_dir(plan: SmokePlan) -> None:
+    if not plan.spill_host_dir:
+        return
+    path = Path(plan.spill_host_dir)
+    path.mkdir(parents=True, exist_ok=False)
+    path.chmod(0o700)
+    os.chown(path, plan.spill_owner, 0)
+
+
+def smoke(plan: SmokePlan, cli: str = "docker") -> SmokeResult:
+    inspect = subprocess.run([cli, "image", "inspect", plan.ref], capture_output=True, text=True, check=False)
+    if inspect.returncode != 0:
+        raise RapidshipError(f"image {plan.ref}", "not in the engine",
+                             f"build it: invoke build --variant {plan.variant} --arch {plan.arch}")
+    prepare_spill_dir(plan)
+    argv = run_argv(plan, cli)
+    start = time.monotonic()
+    try:
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=plan.timeout_s, check=False)
+        stdout, stderr, timed_out = run.stdout, run.stderr, False
+    except subprocess.TimeoutExpired as exc:
+        stdout = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        stderr = (exc.stderr or b"").decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        timed_out = True
+        subprocess.run([cli, "kill", plan.name], capture_output=True, check=False)
+    seconds = round(time.monotonic() - start, 1)
+    state = _container_state(cli, plan.name)
+    subprocess.run([cli, "rm", "-f", plan.name], capture_output=True, check=False)
+    if plan.spill_host_dir:
+        shutil.rmtree(plan.spill_host_dir, ignore_errors=True)
+    code = None if timed_out else state.get("ExitCode", run.returncode)
+    verdict, problems, report = judge_run(code, bool(state.get("OOMKilled")), stdout, stderr)
+    return SmokeResult(plan=asdict(plan), argv=argv, exit_code=code, oom_killed=bool(state.get("OOMKilled")),
+                       seconds=seconds, verdict=verdict, problems=problems, report=report,
+                       stderr_tail="\n".join(stderr.strip().splitlines()[-20:]))
+
+
+def _container_state(cli: str, name: str) -> dict:
+    out = subprocess.run([cli, "inspect", "--format", "{{json .State}}", name], capture_output=True, text=True,
+                         check=False)
+    try:
+        return json.loads(out.stdout) if out.returncode == 0 else {}
+    except json.JSONDecodeError:
+        return {}
+
+
+def write_record(result: SmokeResult, out_dir: Path) -> Path:
+    p = result.plan
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{p['variant']}-{p['arch']}-{p['mode']}-uid{p['uid']}.json"
+    path.write_text(json.dumps(asdict(result), indent=2) + "\n")
+    return path
+
+
+def raise_on_failure(result: SmokeResult, record: Path) -> None:
+    if result.verdict != "PASS":
+        raise GateFailure(f"smoke {result.plan['variant']} ({result.plan['mode']}, uid {result.plan['uid']})",
+                          "; ".join(result.problems), f"record: {record}")

@@ -1,0 +1,109 @@
+"""YAML configuration files -> pydantic records, or ONE ConfigError naming file, yaml path and fix.
+
+Shared by variants.yaml (matrix), policy/trivy.yaml (gates.policy) and harbor/ (harbor_config).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from rapidship.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys silently; a repeated id is a bug to report."""
+
+    def construct_mapping(self, node, deep=False):  # noqa: D401 - PyYAML hook
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a plain value",
+                                                        key_node.start_mark) from None
+            if duplicate:
+                raise _DuplicateKey(key, key_node.start_mark.line + 1)
+        return super().construct_mapping(node, deep)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int) -> None:
+        self.key, self.line = key, line
+
+
+def read_config(path: Path, missing_fix: str) -> str:
+    """The text of a configuration file, or one ConfigError saying what to do."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(path), "file not found", missing_fix) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(str(path), f"cannot be read ({err.__class__.__name__})", "check the file") from None
+
+
+def load_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+    except _DuplicateKey as dup:
+        raise ConfigError(f"{source} line {dup.line}", f"duplicate key {dup.key!r}",
+                          "each key may appear once: merge the two entries") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{source} line {mark.line + 1}" if mark else source
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(where, f"not valid YAML: {problem}", "fix the syntax at that line") from None
+
+
+def yaml_path(loc: tuple | list) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def validation_error(source: str, err: ValidationError, docs: str, enums: tuple[type[Enum], ...] = ()) -> ConfigError:
+    """The first problem pydantic found, as a sentence. `docs` names where the layout is described."""
+    errors = err.errors()
+    # A misspelt key also makes the right one "missing": name the misspelling.
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = [p for p in first["loc"] if not (isinstance(p, str) and ("function-" in p or p.startswith("literal[")))]
+    where = f"{source}: {yaml_path(loc)}"
+    kind, value = first["type"], first.get("input")
+    if kind == "extra_forbidden":
+        return ConfigError(where, f"unknown key {loc[-1]!r}", f"remove it or correct its spelling (see {docs})")
+    if kind == "missing":
+        return ConfigError(where, "required key is missing", f"add `{loc[-1]}:` there")
+    if kind in ("string_type", "int_type", "dict_type", "list_type", "tuple_type", "model_type", "bool_type"):
+        hint = " (quote versions: YAML reads 3.10 as the number 3.1)" if kind == "string_type" else ""
+        want = kind.split("_")[0].replace("model", "mapping").replace("dict", "mapping")
+        return ConfigError(where, f"expected a {want}, got {value!r}{hint}", f"write a {want} there")
+    if kind == "is_instance_of":  # strict enums: a string that is not a member
+        enum = next((e for e in enums if e.__name__ == first.get("ctx", {}).get("class")), None)
+        allowed = ", ".join(m.value for m in enum) if enum else first["msg"]
+        return ConfigError(where, f"{value!r} is not one of {allowed}", "use one of the allowed values")
+    if kind in ("enum", "literal_error"):
+        return ConfigError(where, f"{value!r} is not one of {first.get('ctx', {}).get('expected', '')}",
+                           "use one of the allowed values")
+    return ConfigError(where, first["msg"].removeprefix("Value error, "), "correct the value")
+
+
+def parse_model(model: type[M], text: str, source: str, docs: str, enums: tuple[type[Enum], ...] = ()) -> M:
+    """YAML text -> a validated record; an empty file is an empty mapping."""
+    doc = load_yaml(text, source)
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise ConfigError(source, "top level must be a mapping", f"see {docs} for the layout")
+    try:
+        return model.model_validate(doc)
+    except ValidationError as err:
+        raise validation_error(source, err, docs, enums) from None

@@ -83,7 +83,7 @@ def test_plan_apply_plan_round_trips(contract, double, client, cfg, tmp_path, mo
     changes, live = plan(client, cfg)
     kinds = {(c.action, c.kind) for c in changes}
     assert {("create", k) for k in ("registry", "project", "immutable-rule", "retention", "robot")} <= kinds
-    assert len([c for c in changes if c.kind == "project"]) == 5
+    assert len([c for c in changes if c.kind == "project"]) == len(cfg.projects) == 7
 
     secrets_file = tmp_path / "secrets" / "robots.json"
     done = apply(client, cfg, changes, live, SecretSink(secrets_file))

@@ -269,8 +269,12 @@ def buildctl_command(plan: BuildPlan, secret_files: dict[str, Path], push_ref: s
            "--opt", f"platform=linux/{plan.arch}", "--opt", f"target={plan.target}"]
     if plan.no_cache:
         cmd.append("--no-cache")
+    for key, value in sorted(plan.base_args.items()):
+        cmd += ["--opt", f"build-arg:{key}={value}"]
     for key, value in sorted(plan.labels.items()):
         cmd += ["--opt", f"label:{key}={value}"]
+    if plan.network:  # "host": RUN steps reach mirrors on the runner's loopback (buildkitd must allow it)
+        cmd += ["--opt", f"force-network-mode={plan.network}", "--allow", f"network.{plan.network}"]
     for sid in plan.secret_ids:
         cmd += ["--secret", f"id={sid},src={secret_files[sid]}"]
     if cache:
@@ -290,6 +294,10 @@ def kaniko_command(plan: BuildPlan, push_ref: str, cache: str | None, digest_fil
     cmd = [program, f"--context=dir://{plan.context}", f"--dockerfile={plan.context}/Dockerfile",
            f"--target={plan.target}", f"--custom-platform=linux/{plan.arch}", f"--destination={push_ref}",
            f"--digest-file={digest_file}"]
+    if plan.network:
+        raise ConfigError("--network", "kaniko runs RUN steps in its own container's network", "use the buildctl builder")
+    for key, value in sorted(plan.base_args.items()):
+        cmd.append(f"--build-arg={key}={value}")
     for key, value in sorted(plan.labels.items()):
         cmd.append(f"--label={key}={value}")
     if cache and not plan.no_cache:

@@ -54,6 +54,21 @@ def test_buildctl_argv_mirrors_the_docker_build(tmp_path):
     assert "private" not in joined and "s3cret-token" not in joined
 
 
+def test_build_args_and_network_carry_over(tmp_path):
+    from dataclasses import replace
+
+    plan, files = _plan(tmp_path, with_secrets=False)
+    plan = replace(plan, base_args={"RUNTIME_BASE": "harbor.example.internal/dockerhub/library/debian:bookworm-slim"},
+                   network="host")
+    cmd = buildctl_command(plan, files, "r/x:y", None, tmp_path / "m.json")
+    assert "build-arg:RUNTIME_BASE=harbor.example.internal/dockerhub/library/debian:bookworm-slim" in cmd
+    assert cmd[cmd.index("--allow") + 1] == "network.host" and "force-network-mode=host" in cmd
+    with pytest.raises(ConfigError, match="own container's network"):
+        kaniko_command(plan, "r/x:y", None, tmp_path / "d")
+    kaniko = kaniko_command(replace(plan, network=None), "r/x:y", None, tmp_path / "d")
+    assert "--build-arg=RUNTIME_BASE=harbor.example.internal/dockerhub/library/debian:bookworm-slim" in kaniko
+
+
 def test_buildctl_without_cache_or_secrets(tmp_path):
     plan, files = _plan(tmp_path, with_secrets=False)
     cmd = buildctl_command(plan, files, "127.0.0.1:5000/x:y", None, tmp_path / "m.json")

@@ -9,11 +9,13 @@ with its reason. Takes a few minutes: marker `gitlab_local` (see README), run by
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -28,8 +30,6 @@ ROOT = Path(__file__).resolve().parents[2]
 VARIANT = "cpu-debian12"
 GCL = shutil.which("gitlab-ci-local")
 PIPELINE = ".gitlab-ci-local-pipeline.yml"
-# Jobs the local run must pass, in the order the DAG allows.
-EXPECTED = ["render", "build", "gates", "scan", "push", "promote", "export"]
 
 
 def _free_port() -> int:
@@ -92,17 +92,50 @@ def _checkout_copy(dest: Path) -> Path:
     return dest
 
 
+def _job_file(root: Path, job: str, suffix: str) -> Path:
+    """gitlab-ci-local names a job's log and artifact folder after the job, ':' written 'Og'."""
+    return root / (job.replace(":", "Og") + suffix)
+
+
 def _gcl(repo: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     return subprocess.run([GCL, "--file", PIPELINE, *args], cwd=repo, capture_output=True, text=True,
                           timeout=timeout, check=False)
 
 
-def test_cpu_pipeline_runs_green_under_gitlab_ci_local(engine, loopback_registry, tmp_path):
+@pytest.fixture
+def staging_registry(tmp_path):
+    """The loopback stand-in for Harbor: TLS from a throwaway CA and htpasswd, like the real one."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from registry_fixtures import RegistryServer
+
+    directory = tmp_path / "registry"
+    directory.mkdir()
+    server = RegistryServer(directory).start()
+    yield server
+    server.stop()
+
+
+def _single_arch(repo: Path, arch: str) -> None:
+    """Build cpu-debian12 for one arch only in this copy: the second arch runs under qemu and
+    adds minutes (RAPIDSHIP_CI_LOCAL_ARCHES=all keeps both)."""
+    path = repo / "variants.yaml"
+    text = path.read_text()
+    marker = "  cpu-debian12:\n"
+    assert marker in text
+    path.write_text(text.replace(marker, f"{marker}    arches: [{arch}]\n", 1))
+
+
+def test_cpu_pipeline_runs_green_under_gitlab_ci_local(engine, staging_registry, tmp_path):
     if not GCL:
         pytest.fail("gitlab-ci-local is not installed: npm install -g gitlab-ci-local@4.62.0 (scripts/setup)")
     repo = _checkout_copy(tmp_path / "repo")
+    if os.environ.get("RAPIDSHIP_CI_LOCAL_ARCHES", "amd64") != "all":
+        _single_arch(repo, "amd64")
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@rapidship.invalid", "commit", "-qam",
+                        "one arch"], cwd=repo, check=True)
+    registry = f"{staging_registry.host}/staging"
     subprocess.run(["invoke", "ci.generate", "--profile", "local", "--variant", VARIANT,
-                    "--registry", loopback_registry, "--out", PIPELINE], cwd=repo, check=True, capture_output=True)
+                    "--registry", registry, "--out", PIPELINE], cwd=repo, check=True, capture_output=True)
 
     listed = _gcl(repo, "--list-all", timeout=120)
     assert listed.returncode == 0, listed.stderr
@@ -111,23 +144,42 @@ def test_cpu_pipeline_runs_green_under_gitlab_ci_local(engine, loopback_registry
     assert re.search(r"\bnever\b", smoke), smoke                     # skipped by its rules ...
     assert "no runner tagged gpu" in smoke                            # ... and says why
 
-    # A tag pipeline: promote and export run only on tags.
+    # A tag pipeline (promote and export run on tags only), with the registry's robot and CA as
+    # CI variables, the way GitLab hands them to jobs.
     run = _gcl(repo, "--shell-isolation", "--variable", "CI_COMMIT_TAG=v0.0.0-local",
-               "--variable", f"RAPIDSHIP_REGISTRY={loopback_registry}")
+               "--variable", f"RAPIDSHIP_REGISTRY_USER={staging_registry.user}",
+               "--variable", f"RAPIDSHIP_REGISTRY_PASSWORD={staging_registry.password}",
+               "--variable", f"RAPIDSHIP_REGISTRY_CA={staging_registry.ca}")
     results = {job: result for result, job in re.findall(r"^\s*(PASS|FAIL|WARN)\s+(\S+)", run.stdout, re.M)}
     logs = repo / ".gitlab-ci-local" / "output"
-    failed = {j: (logs / f"{j}.log").read_text()[-3000:] if (logs / f"{j}.log").is_file() else "" for j, r in
-              results.items() if r != "PASS"}
+    failed = {j: _job_file(logs, j, ".log").read_text()[-3000:] if _job_file(logs, j, ".log").is_file() else ""
+              for j, r in results.items() if r != "PASS"}
     assert run.returncode == 0 and not failed, f"{run.stdout[-4000:]}\n{run.stderr[-2000:]}\n{failed}"
-    want = [f"{stage}:{VARIANT}" + (":amd64" if stage in ("build", "gates", "scan") else "") for stage in EXPECTED]
+    arches = ["amd64"] if os.environ.get("RAPIDSHIP_CI_LOCAL_ARCHES", "amd64") != "all" else ["amd64", "arm64"]
+    want = [f"{stage}:{VARIANT}" for stage in ("render", "push", "promote", "export")]
+    want += [f"{stage}:{VARIANT}:{a}" for stage in ("build", "gates", "scan") for a in arches]
     assert {j: results.get(j) for j in want} == {j: "PASS" for j in want}
-    assert f"smoke:{VARIANT}:amd64" not in results
+    assert not any(j.startswith("smoke:") for j in results)
 
-    # What the jobs left behind is real: the manifest list in the loopback registry.
-    tag = load_matrix(repo / "variants.yaml").variants[VARIANT].tag()
-    image = load_matrix(repo / "variants.yaml").variants[VARIANT].image
-    req = urllib.request.Request(f"http://{loopback_registry}/v2/{image}/manifests/{tag}",
-                                 headers={"Accept": "application/vnd.docker.distribution.manifest.list.v2+json, "
-                                                    "application/vnd.oci.image.index.v1+json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        assert "manifest.list" in resp.headers["Content-Type"] or "image.index" in resp.headers["Content-Type"]
+    # What the jobs left is real: reports where GitLab picks them up, volumes, the release index.
+    artifacts = repo / ".gitlab-ci-local" / "artifacts"
+    scan_dir = _job_file(artifacts, f"scan:{VARIANT}:amd64", f"/build/{VARIANT}/scan-amd64")
+    assert json.loads((scan_dir / "gl-container-scanning-report.json").read_text())["scan"]["type"] == "container_scanning"
+    assert json.loads((scan_dir / "sbom.cdx.json").read_text())["bomFormat"] == "CycloneDX"
+    push = json.loads(_job_file(artifacts, f"push:{VARIANT}", f"/build/{VARIANT}/push.json").read_text())
+    promoted = json.loads(_job_file(artifacts, f"promote:{VARIANT}", f"/build/{VARIANT}/promote.json").read_text())
+    volumes = list(_job_file(artifacts, f"export:{VARIANT}", f"/export/{VARIANT}").glob("rapidship-*.iso"))
+    assert volumes, "export left no ISO volume"
+    from rapidship.oci import Credentials, Registry
+
+    reg = Registry(staging_registry.host, Credentials(staging_registry.user, staging_registry.password, "test"),
+                   str(staging_registry.ca))
+    v = load_matrix(repo / "variants.yaml").variants[VARIANT]
+    for project in ("staging", "release"):
+        stored = reg.head_manifest(f"{project}/{v.image}", v.tag())
+        assert stored is not None, f"no {project}/{v.image}:{v.tag()}"
+    assert push["tag"] == v.tag() and set(push["arches"]) == set(arches)
+    assert promoted
+    # the robot's password reached the jobs as a variable, and no job log shows it
+    for log in logs.glob("*.log"):
+        assert staging_registry.password not in log.read_text(), log.name

@@ -16,7 +16,9 @@ import base64
 import json
 import secrets
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from loopback import LoopbackServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -50,14 +52,13 @@ class HarborDouble:
         self.issued_secrets: list[str] = []
         self._next = 0
         self._lock = threading.Lock()
-        self.server: ThreadingHTTPServer | None = None
-        self.thread: threading.Thread | None = None
+        self.server: LoopbackServer | None = None
 
     # ---- lifecycle ----
     @property
     def url(self) -> str:
         assert self.server is not None
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"http://127.0.0.1:{self.server.port}"
 
     def start(self) -> "HarborDouble":
         double = self
@@ -71,17 +72,12 @@ class HarborDouble:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _serve
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = LoopbackServer(Handler)
         return self
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            assert self.thread is not None
-            self.thread.join(5)
+            self.server.stop()
 
     # ---- test helpers ----
     def add_artifact(self, project: str, repository: str, digest: str, report: dict, outcome: str = "Success",

@@ -13,10 +13,11 @@ import re
 import socket
 import ssl
 import subprocess
-import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from loopback import LoopbackServer
 from pathlib import Path
 
 import bcrypt
@@ -145,13 +146,12 @@ class FaultProxy:
     key: Path
     faults: list[Fault] = field(default_factory=list)
     seen: list[str] = field(default_factory=list)
-    server: ThreadingHTTPServer | None = None
-    thread: threading.Thread | None = None
+    server: LoopbackServer | None = None
 
     @property
     def host(self) -> str:
         assert self.server is not None
-        return f"127.0.0.1:{self.server.server_address[1]}"
+        return f"127.0.0.1:{self.server.port}"
 
     def start(self) -> "FaultProxy":
         proxy = self
@@ -167,20 +167,12 @@ class FaultProxy:
 
             do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(self.cert, self.key)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = LoopbackServer(Handler, tls=(self.cert, self.key))
         return self
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            assert self.thread is not None
-            self.thread.join(5)
+            self.server.stop()
 
     def _read_body(self, h: BaseHTTPRequestHandler) -> bytes:
         if "chunked" in (h.headers.get("Transfer-Encoding") or "").lower():
@@ -265,13 +257,12 @@ class TokenServer:
     service: str = "rapidship-test-registry"
     requests: list[dict] = field(default_factory=list)
     signer_cert: Path | None = None
-    server: ThreadingHTTPServer | None = None
-    thread: threading.Thread | None = None
+    server: LoopbackServer | None = None
 
     @property
     def realm(self) -> str:
         assert self.server is not None
-        return f"https://127.0.0.1:{self.server.server_address[1]}/token"
+        return f"https://127.0.0.1:{self.server.port}/token"
 
     def start(self) -> "TokenServer":
         import base64
@@ -327,17 +318,9 @@ class TokenServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(self.cert, self.key)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = LoopbackServer(Handler, tls=(self.cert, self.key))
         return self
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            assert self.thread is not None
-            self.thread.join(5)
+            self.server.stop()

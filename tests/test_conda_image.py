@@ -13,7 +13,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest

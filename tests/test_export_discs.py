@@ -129,9 +129,11 @@ def test_round_trip_from_iso_files_restores_identical_images(images, exported, a
     assert json.loads(layers) == next(i["layers"] for i in record["images"] if i["ref"] == absent["b"])
 
 
-def test_export_verify_loads_into_a_scratch_registry_and_compares_digests(images, exported):
+@pytest.mark.parametrize("form", ["each ISO", "the export directory"])
+def test_export_verify_loads_into_a_scratch_registry_and_compares_digests(images, exported, form):
     out, record = exported
-    proc = invoke("export-verify", *[a for iso in _isos(out, record) for a in ("--from", str(iso))])
+    sources = [str(iso) for iso in _isos(out, record)] if form == "each ISO" else [str(out)]
+    proc = invoke("export-verify", *[a for s in sources for a in ("--from", s)])
     report = json.loads(proc.stdout)
     assert report["volumes"] == record["volume_count"]
     by_ref = {x["ref"]: x for x in report["verified"]}

@@ -185,3 +185,16 @@ def test_checker_refuses_a_directory_that_is_no_volume(tmp_path):
     (tmp_path / "stray" / "notes.txt").write_text("hello")
     with pytest.raises(GateFailure, match="no MANIFEST.json: not a volume of a rapidship export"):
         verify([str(tmp_path / "stray")])
+
+
+def test_an_export_directory_stands_for_its_isos(tmp_path):
+    from rapidship.export_verify import expand_sources
+
+    (tmp_path / "rapidship-abcd1234-02of02.iso").write_bytes(b"")
+    (tmp_path / "rapidship-abcd1234-01of02.iso").write_bytes(b"")
+    volume = tmp_path / "volume-01"
+    volume.mkdir()
+    (volume / "MANIFEST.json").write_text("{}")
+    assert expand_sources([str(tmp_path)]) == [str(tmp_path / "rapidship-abcd1234-01of02.iso"),
+                                               str(tmp_path / "rapidship-abcd1234-02of02.iso")]
+    assert expand_sources([str(volume), "/dev/sr0"]) == [str(volume), "/dev/sr0"]  # a volume stays a volume

@@ -74,6 +74,17 @@ class Checked:
 
 # ---- edge: reading volumes ---------------------------------------------------------------------
 
+def expand_sources(sources: list[str]) -> list[str]:
+    """An export's output directory (ISOs, no MANIFEST.json of its own) stands for its ISOs,
+    so `--from DIR` works on what `invoke export --out DIR` wrote as well as on one volume."""
+    out: list[str] = []
+    for source in sources:
+        path = Path(source)
+        isos = sorted(path.glob("rapidship-*.iso")) if path.is_dir() and not (path / MANIFEST).exists() else []
+        out += [str(p) for p in isos] or [source]
+    return out
+
+
 def open_volume(source: str | Path) -> Volume:
     path = Path(source)
     if path.is_dir():

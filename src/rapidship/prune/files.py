@@ -1,0 +1,261 @@
+"""Thin I/O around the pure pruner: files, folders and wheels in, pruned files and one record out.
+
+Runs in the builder stage (stdlib only: this package is copied into the build context) and on the
+host as `invoke prune`. Every rewritten file is proven (core.prove) and, when NVIDIA's cuobjdump
+is at hand, listed by it as holding exactly the kept device code; a file that fails either check
+is left as it was and the record says why. Replacement is atomic (temp file + rename), keeps the
+mode, and never writes through a hard link (conda envs link files from their package cache).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import mmap
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import zipfile
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from . import core
+from . import elf as E
+from . import fatbin as F
+
+SCHEMA_VERSION = 1
+RECORD_NAME = "prune.json"
+
+
+def candidates(root: Path):
+    """Regular ELF files under root (or root itself); symlinks are left to their targets."""
+    if root.is_file() and not root.is_symlink():
+        if _is_elf(root):
+            yield root
+        return
+    for dirpath, _dirs, names in os.walk(root):
+        for name in sorted(names):
+            path = Path(dirpath) / name
+            if not path.is_symlink() and path.is_file() and _is_elf(path):
+                yield path
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return E.is_elf(f.read(4))
+    except OSError:
+        return False
+
+
+def prune_file(path: Path, keep: tuple[int, ...], dest: Path | None = None,
+               cuobjdump: str | None = None) -> dict:
+    """Prune one ELF file (in place, or into dest). Returns its entry for the record."""
+    started = time.monotonic()
+    size = path.stat().st_size
+    entry = {"path": str(path), "status": "unchanged", "reason": "", "bytes_before": size, "bytes_after": size}
+    if size == 0:
+        return entry | {"reason": "empty file"}
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        try:
+            plan = core.plan_file(data, keep)
+        except E.ElfError as err:
+            return _copied(path, dest, entry | {"reason": f"not prunable ELF: {err}"})
+        except core.Refused as err:
+            return _copied(path, dest, entry | {"status": "refused", "reason": str(err)})
+        if plan is None:
+            has_code = data.find(b".nv_fatbin") >= 0
+            reason = "device code too small to shrink" if has_code else "no device code"
+            return _copied(path, dest, entry | {"reason": reason, "device_code": has_code})
+        target = dest or path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".prune", dir=target.parent)
+        tmp = Path(tmp_name)
+        try:
+            with os.fdopen(fd, "w+b") as out:
+                new_size = core.write(data, plan, out)
+                out.flush()
+                with mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ) as new:
+                    problems = core.prove(data, new, keep)
+            if not problems and cuobjdump:
+                problems = _cuobjdump_disagrees(cuobjdump, tmp, plan)
+            if problems:
+                tmp.unlink()
+                return _copied(path, dest, entry | {"status": "refused", "reason": "; ".join(problems[:3])})
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    return entry | {
+        "status": "pruned", "bytes_after": new_size, "layout": plan.shrink.how, "containers": plan.containers,
+        "containers_without_fleet_code": plan.thinned_to_one, "arch_before": plan.arch_before,
+        "arch_after": plan.arch_after, "notes": plan.notes,
+        "verified_by": ["rapidship-prove"] + (["cuobjdump"] if cuobjdump else []),
+        "seconds": round(time.monotonic() - started, 3)}
+
+
+def _copied(path: Path, dest: Path | None, entry: dict) -> dict:
+    if dest is not None and dest != path:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest)
+    return entry
+
+
+_LISTED = re.compile(r"^(ELF|PTX) file\s+\d+:\s+\S+\.(sm_\d+[a-z]?)\.(?:cubin|ptx)\s*$")
+
+
+def _cuobjdump_disagrees(cuobjdump: str, path: Path, plan: core.Plan) -> list[str]:
+    """NVIDIA's own reader must list exactly the entries the plan kept (labels and counts)."""
+    seen: Counter = Counter()
+    for flag in ("--list-elf", "--list-ptx"):
+        run = subprocess.run([cuobjdump, flag, str(path)], capture_output=True, text=True, check=False)
+        if run.returncode != 0:
+            return [f"cuobjdump {flag} failed: {run.stderr.strip()[:200]}"]
+        for line in run.stdout.splitlines():
+            m = _LISTED.match(line.strip())
+            if m:
+                seen[("sm" if m.group(1) == "ELF" else "ptx", m.group(2))] += 1
+            elif line.strip():
+                return [f"cuobjdump printed an unknown line: {line.strip()[:120]}"]
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        layout = core.read_layout(data)
+    expected: Counter = Counter()
+    for c in layout.containers:
+        for e in c.entries:
+            name = f"sm_{e.arch}{'a' if e.specific else ''}"
+            expected[("sm" if e.kind == F.KIND_CUBIN else "ptx", name)] += 1
+    if seen != expected:
+        diff = (seen - expected) + (expected - seen)
+        return [f"cuobjdump lists other device code than kept: {dict(diff)}"]
+    return []
+
+
+def _job(args):
+    """One file, for the process pool; `name` is how the record shows it (relative to its root)."""
+    path, keep, dest, cuobjdump, name = args
+    try:
+        entry = prune_file(path, keep, dest, cuobjdump)
+    except OSError as err:
+        size = path.stat().st_size if path.exists() else 0
+        entry = {"status": "refused", "reason": f"cannot read or write: {err.strerror or err}",
+                 "bytes_before": size, "bytes_after": size}
+    return entry | {"path": name}
+
+
+def prune_paths(roots: list[Path], keep: tuple[int, ...], out: Path | None = None, cuobjdump: str | None = None,
+                jobs: int = 1, on_file=None) -> dict:
+    """Prune every ELF file under roots (wheels are rebuilt as wheels); the record of it all."""
+    started = time.monotonic()
+    work, wheels = [], []
+    for root in roots:
+        if root.suffix == ".whl" and root.is_file():
+            wheels.append(root)
+            continue
+        for path in candidates(root):
+            rel = path.relative_to(root) if root.is_dir() else Path(path.name)
+            dest = None if out is None else out / (root.name if root.is_dir() else "") / rel
+            work.append((path, keep, dest, cuobjdump, str(rel)))
+    work.sort(key=lambda w: -w[0].stat().st_size)  # largest first: the pool finishes evenly
+    entries = []
+    if jobs > 1 and len(work) > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for entry in pool.map(_job, work):
+                entries.append(entry)
+                on_file and on_file(entry)
+    else:
+        for item in work:
+            entries.append(_job(item))
+            on_file and on_file(entries[-1])
+    wheel_entries = [prune_wheel(w, keep, out, cuobjdump, on_file) for w in wheels]
+    for w in wheel_entries:
+        entries.extend(w.pop("files"))
+    return record(keep, entries, time.monotonic() - started, wheel_entries)
+
+
+def record(keep: tuple[int, ...], entries: list[dict], seconds: float, wheels: list[dict] | None = None) -> dict:
+    """The prune record: per file and in total, bytes and device code by architecture."""
+    entries = sorted(entries, key=lambda e: e["path"])
+    arch_before: Counter = Counter()
+    arch_after: Counter = Counter()
+    for e in entries:
+        arch_before.update(e.get("arch_before", {}))
+        arch_after.update(e.get("arch_after", {}))
+    with_code = [e for e in entries if e["status"] != "unchanged" or e.get("device_code")]
+    before = sum(e["bytes_before"] for e in entries)
+    after = sum(e["bytes_after"] for e in entries)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "keep": list(keep),
+        "totals": {
+            "elf_files": len(entries), "with_device_code": len(with_code),
+            "pruned": sum(e["status"] == "pruned" for e in entries),
+            "refused": sum(e["status"] == "refused" for e in entries),
+            "bytes_before": before, "bytes_after": after, "saved_bytes": before - after,
+            "arch_before": dict(sorted(arch_before.items())), "arch_after": dict(sorted(arch_after.items())),
+            "seconds": round(seconds, 2),
+        },
+        "wheels": wheels or [],
+        "files": [e for e in entries if e["status"] != "unchanged" or e.get("device_code")],
+    }
+
+
+def prune_wheel(wheel: Path, keep: tuple[int, ...], out: Path | None, cuobjdump: str | None, on_file=None) -> dict:
+    """A wheel comes back as a wheel: its ELF files pruned, RECORD rewritten with their new sha256
+    and sizes, every other member byte-identical. Written to out (or over the original)."""
+    target = (out / wheel.name) if out else wheel
+    with tempfile.TemporaryDirectory(prefix="rapidship-prune-") as tmp:
+        unpacked = Path(tmp) / "w"
+        with zipfile.ZipFile(wheel) as zin:
+            members = zin.infolist()
+            zin.extractall(unpacked)
+        entries = []
+        for path in candidates(unpacked):
+            entry = _job((path, keep, None, cuobjdump, f"{wheel.name}!{path.relative_to(unpacked)}"))
+            entries.append(entry)
+            on_file and on_file(entry)
+        changed = {e["path"].split("!", 1)[1] for e in entries if e["status"] == "pruned"}
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_wheel = tempfile.mkstemp(prefix=f".{wheel.name}.", suffix=".prune", dir=target.parent)
+        os.close(fd)
+        try:
+            _rezip(members, unpacked, changed, Path(tmp_wheel))
+            os.replace(tmp_wheel, target)
+        except BaseException:
+            Path(tmp_wheel).unlink(missing_ok=True)
+            raise
+    return {"wheel": str(target), "bytes_before": wheel.stat().st_size if target != wheel else None,
+            "bytes_after": target.stat().st_size, "pruned_members": sorted(changed), "files": entries}
+
+
+def _rezip(members: list[zipfile.ZipInfo], root: Path, changed: set[str], dest: Path) -> None:
+    records = [m.filename for m in members if m.filename.endswith(".dist-info/RECORD")]
+    if len(records) != 1:
+        raise core.Refused(f"the wheel has {len(records)} RECORD files")
+    record_name = records[0]
+    lines = (root / record_name).read_text().splitlines()
+    fixed = []
+    for line in lines:
+        name = line.split(",", 1)[0]
+        if name in changed:
+            data = (root / name).read_bytes()
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            line = f"{name},sha256={digest},{len(data)}"
+        fixed.append(line)
+    missing = changed - {line.split(",", 1)[0] for line in lines}
+    if missing:
+        raise core.Refused(f"pruned files missing from RECORD: {sorted(missing)[:3]}")
+    (root / record_name).write_text("\n".join(fixed) + "\n")
+    with zipfile.ZipFile(dest, "w", compression=zipfile.ZIP_DEFLATED) as zout:
+        for m in members:
+            info = zipfile.ZipInfo(m.filename, date_time=m.date_time)
+            info.external_attr, info.compress_type = m.external_attr, m.compress_type
+            if m.is_dir():
+                zout.writestr(info, b"")
+                continue
+            with open(root / m.filename, "rb") as src, zout.open(info, "w", force_zip64=True) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rapidship.runtime import doctor
-from rapidship.runtime.doctor import (CgroupMemory, Facts, Gpu, GpuView, SpillConfig, SpillDir, derive,
+from rapidship.runtime.doctor import (CgroupMemory, Facts, Gpu, GpuView, PruneRecord, SpillConfig, SpillDir, derive,
                                       diagnose, findings_for, mount_for, parse_mountinfo, read_cgroup,
                                       read_meminfo, render_table)
 
@@ -267,3 +267,115 @@ def test_json_output(tmp_path, monkeypatch, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["facts"]["cgroup"]["limit"] == 2 * GiB
     assert report["derived"]["worker_memory_limit"] == 2 * GiB - 384 * MiB
+
+
+# ---- GPU architectures against the device code the image kept ----
+
+@pytest.mark.parametrize("keep, cc, want", [
+    ([80, 90], (8, 0), True), ([80, 90], (8, 6), True), ([80, 90], (8, 9), True), ([80, 90], (9, 0), True),
+    ([80, 90], (10, 0), False), ([80, 90], (12, 0), False), ([80, 90], (7, 5), False),
+    ([86], (8, 0), False), ([86], (8, 9), True), ([86], (8, 6), True), ([], (9, 0), False),
+    ([120], (12, 1), True), ([121], (12, 0), False),
+])
+def test_covered_same_major_and_minor_at_most_the_gpus(keep, cc, want):
+    assert doctor.covered(*cc, keep) is want
+
+
+def test_prune_record_missing_null_list_and_corrupt(tmp_path):
+    missing = doctor.read_prune_record(str(tmp_path / "prune.json"))
+    assert (missing.present, missing.keep, missing.error) == (False, None, None)
+    (tmp_path / "null.json").write_text('{"keep": null}')
+    assert doctor.read_prune_record(str(tmp_path / "null.json")) == PruneRecord(str(tmp_path / "null.json"), True)
+    (tmp_path / "kept.json").write_text('{"keep": [90, 80], "libraries": []}')
+    assert doctor.read_prune_record(str(tmp_path / "kept.json")).keep == [80, 90]
+    for name, text, words in [("broken.json", '{"keep": [80,', "not valid JSON"),
+                              ("list.json", "[80, 90]", "not a JSON object"),
+                              ("nokeep.json", '{"libraries": []}', 'no "keep" key'),
+                              ("strings.json", '{"keep": ["80"]}', "not a list of compute capabilities"),
+                              ("bools.json", '{"keep": [true]}', "not a list of compute capabilities")]:
+        (tmp_path / name).write_text(text)
+        rec = doctor.read_prune_record(str(tmp_path / name))
+        assert rec.present and rec.keep is None and words in rec.error, (name, rec)
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe")
+    assert "cannot be read" in doctor.read_prune_record(str(tmp_path / "binary.json")).error
+    assert "cannot be read" in doctor.read_prune_record(str(tmp_path)).error      # a directory
+
+
+def test_prune_record_path_from_env(tmp_path, monkeypatch):
+    monkeypatch.delenv("RAPIDSHIP_PRUNE_RECORD", raising=False)
+    assert doctor.prune_record_path() == "/opt/rapidship/prune.json"
+    monkeypatch.setenv("RAPIDSHIP_PRUNE_RECORD", str(tmp_path / "p.json"))
+    assert doctor.read_prune_record().path == str(tmp_path / "p.json")
+
+
+def h200(index: int = 0, cc: tuple[int | None, int | None] = (9, 0), name: str = "NVIDIA H200") -> Gpu:
+    return Gpu(index, name, 140 * GiB, 139 * GiB, cc_major=cc[0], cc_minor=cc[1])
+
+
+def gpus(*devices: Gpu) -> GpuView:
+    return GpuView(True, "", "580.159.04", "13.0", list(devices))
+
+
+def test_gpu_not_covered_by_the_kept_device_code_is_one_fatal():
+    pruned = PruneRecord("/opt/rapidship/prune.json", True, [80])
+    lv = levels(facts(gpu=gpus(h200()), prune=pruned))
+    assert lv["FATAL"] == ["GPU 0 NVIDIA H200 has compute capability 9.0, but this image's device code was pruned "
+                           "to sm_80: no kernel can run there; rebuild with gpu_archs including 90 (variants.yaml) "
+                           "or run on a covered GPU"]
+    mixed = gpus(Gpu(0, "NVIDIA A100-SXM4-80GB", 80 * GiB, 79 * GiB, cc_major=8, cc_minor=0),
+                 h200(1, (10, 0), "NVIDIA B200"))
+    fatal = levels(facts(gpu=mixed, prune=replace(pruned, keep=[80, 90])))["FATAL"]
+    assert len(fatal) == 1 and fatal[0].startswith("GPU 1 NVIDIA B200 has compute capability 10.0")
+    assert "sm_80, sm_90" in fatal[0] and "including 100" in fatal[0]
+
+
+def test_covered_gpus_no_record_no_gpu_pass():
+    assert levels(facts(gpu=gpus(h200()), prune=PruneRecord("/p", True, [80, 90]))) == {}
+    assert levels(facts(gpu=gpus(h200(cc=(8, 9), name="NVIDIA L40S")), prune=PruneRecord("/p", True, [86]))) == {}
+    assert levels(facts(gpu=gpus(h200()), prune=PruneRecord("/p"))) == {}               # no record: not pruned
+    assert levels(facts(gpu=gpus(h200()), prune=PruneRecord("/p", True, None))) == {}   # keep null
+    assert levels(facts(prune=PruneRecord("/p", True, [80]))) == {}                     # no NVML: nothing to check
+    assert levels(facts(gpu=gpus(), prune=PruneRecord("/p", True, [80]))) == {}         # NVML, no GPU
+
+
+def test_unknown_capability_warns_and_corrupt_record_is_fatal_with_its_path():
+    lv = levels(facts(gpu=gpus(h200(cc=(None, None))), prune=PruneRecord("/p", True, [80])))
+    assert "FATAL" not in lv and "did not report its compute capability" in lv["WARNING"][0]
+    corrupt = PruneRecord("/opt/rapidship/prune.json", True, error="is not valid JSON (Expecting value)")
+    for gpu in (gpus(h200()), GpuView(False, "no NVML")):     # the record is the image's own: fatal either way
+        fatal = levels(facts(gpu=gpu, prune=corrupt))["FATAL"]
+        assert len(fatal) == 1 and fatal[0].startswith("prune record /opt/rapidship/prune.json is not valid JSON")
+
+
+def test_table_and_json_show_capability_and_kept_archs():
+    report = diagnose(facts(gpu=gpus(h200()), prune=PruneRecord("/opt/rapidship/prune.json", True, [80])))
+    text = render_table(report)
+    assert "cc 9.0" in text and "sm_80 (/opt/rapidship/prune.json)" in text
+    assert "FATAL: [gpu-archs] GPU 0 NVIDIA H200 has compute capability 9.0" in text
+    data = json.loads(json.dumps(report))
+    assert data["facts"]["gpu"]["gpus"][0]["cc_major"] == 9 and data["facts"]["gpu"]["gpus"][0]["cc_minor"] == 0
+    assert data["facts"]["prune"]["keep"] == [80] and data["ok"] is False
+    assert "all (not pruned; no record at /x)" in render_table(diagnose(facts(prune=PruneRecord("/x"))))
+
+
+def test_preflight_stops_on_an_uncovered_gpu_and_passes_on_a_covered_one(tmp_path, monkeypatch, capsys):
+    d = tmp_path / "spill"
+    d.mkdir()
+    d.chmod(0o700)
+    record = tmp_path / "prune.json"
+    monkeypatch.setenv("RAPIDS_SPILL_DIR", str(d))
+    monkeypatch.setenv("DASK_TEMPORARY_DIRECTORY", str(d))
+    monkeypatch.setenv("RAPIDSHIP_PRUNE_RECORD", str(record))
+    monkeypatch.setattr(doctor, "read_cgroup", lambda: CgroupMemory(1, 4 * GiB))
+    monkeypatch.setattr(doctor, "read_gpus", lambda: gpus(h200()))
+    record.write_text('{"keep": [80]}')
+    assert doctor.main(["--preflight"]) == doctor.FATAL_EXIT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rapids-doctor: FATAL: GPU 0 NVIDIA H200 has compute capability 9.0")
+    record.write_text('{"keep": [80, 90]}')
+    assert doctor.main(["--preflight"]) == 0
+    assert capsys.readouterr().err == ""
+    record.write_text("{not json")
+    assert doctor.main(["--preflight"]) == doctor.FATAL_EXIT
+    assert f"FATAL: prune record {record} is not valid JSON" in capsys.readouterr().err
+

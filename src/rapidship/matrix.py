@@ -8,6 +8,7 @@ be wrong is reported as ONE ConfigError naming the file and the yaml path.
 
 from __future__ import annotations
 
+import math
 import re
 from enum import Enum
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rapidship.errors import ConfigError
+from rapidship.prune.fatbin import KNOWN_ARCHS
 from rapidship.yamlconf import parse_model, read_config
 
 DEFAULT_FILE = Path("variants.yaml")
@@ -26,6 +28,10 @@ _CUDA_RE = re.compile(r"^\d{2}\.\d$")
 _PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
 _IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:[\w][\w.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+
+# CUDA compute capabilities, written major*10+minor (80 = sm_80 A100, 90 = sm_90 H100/H200).
+KNOWN_GPU_ARCHS = KNOWN_ARCHS
+ALL_GPU_ARCHS = "all"  # gpu_archs: all = keep every architecture's device code
 
 
 class Arch(str, Enum):
@@ -60,6 +66,9 @@ class Defaults(_Strict):
     image: str
     env: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
     conda_builder: str  # any glibc image with python >= 3.9: conda envs do not depend on the build OS
+    # The fleet's GPUs: list of compute capabilities, or "all"; checked (with its yaml path) by
+    # gpu_archs_from, and replaced by the resolved tuple or None in parse_matrix.
+    gpu_archs: Any = None
 
     _rapids = field_validator("rapids")(lambda v: _pattern(v, _RAPIDS_RE, '"26.10"'))
     _python = field_validator("python")(lambda v: _pattern(v, _PYTHON_RE, '"3.11"'))
@@ -135,6 +144,7 @@ class Override(_Strict):
     image: str | None = None
     budget_bytes: int | None = Field(default=None, gt=0)
     base: StageBasesOverride | None = None
+    gpu_archs: Any = None  # a list of compute capabilities, or "all"; checked by gpu_archs_from
 
     _rapids = field_validator("rapids")(lambda v: v if v is None else _pattern(v, _RAPIDS_RE, '"26.10"'))
     _python = field_validator("python")(lambda v: v if v is None else _pattern(v, _PYTHON_RE, '"3.11"'))
@@ -190,6 +200,15 @@ class Variant(BaseModel):
     budget_bytes: int
     uid: int
     user: str
+    # Compute capabilities (major*10+minor) whose device code the image keeps, sorted; None = all
+    # of it (and always None for CPU variants).
+    gpu_archs: tuple[int, ...] | None = None
+
+    def gpu_archs_label(self) -> str:
+        """Label form: '80,90'; 'all' when nothing is pruned; 'none' for a CPU variant (no device code)."""
+        if self.cuda is None:
+            return "none"
+        return ALL_GPU_ARCHS if self.gpu_archs is None else ",".join(map(str, self.gpu_archs))
 
     @property
     def cuda_major(self) -> str | None:
@@ -236,7 +255,47 @@ def load_matrix(path: Path | str = DEFAULT_FILE) -> Matrix:
 def parse_matrix(text: str, source: str = str(DEFAULT_FILE)) -> Matrix:
     """Pure core: yaml text -> Matrix, or ConfigError naming source and yaml path."""
     spec = parse_model(VariantsFile, text, source, "docs/variants.md", enums=(Arch, Flavour))
+    if "gpu_archs" in spec.defaults.model_fields_set:
+        archs = gpu_archs_from(spec.defaults.gpu_archs, f"{source}: defaults.gpu_archs")
+        spec = spec.model_copy(update={"defaults": spec.defaults.model_copy(update={"gpu_archs": archs})})
     return Matrix(source=source, defaults=spec.defaults, variants=_expand(spec, source))
+
+
+def gpu_archs_from(value: Any, where: str) -> tuple[int, ...] | None:
+    """Pure: a yaml `gpu_archs` value -> sorted compute capabilities, None for `all`, or ConfigError."""
+    known = ", ".join(map(str, sorted(KNOWN_GPU_ARCHS)))
+    how = "write compute capabilities as ints major*10+minor, e.g. [80, 90] (A100, H100/H200), or `all`"
+    if value == ALL_GPU_ARCHS:
+        return None
+    if value is None:
+        raise ConfigError(where, "has no value (null)", how)
+    if not isinstance(value, list):
+        raise ConfigError(where, f"expected a list of compute capabilities or `all`, got {value!r}", how)
+    if not value:
+        raise ConfigError(where, "the list is empty: no GPU could run the image",
+                          "list the fleet's compute capabilities, e.g. [80, 90], or write `all` to keep every one")
+    seen: dict[int, int] = {}
+    for i, item in enumerate(value):
+        at = f"{where}[{i}]"
+        if isinstance(item, bool):
+            raise ConfigError(at, f"{str(item).lower()} is a boolean, not a compute capability", how)
+        if not isinstance(item, int):
+            hint = ""
+            digits = re.fullmatch(r"(?:sm_?)?(\d+)", item.strip()) if isinstance(item, str) else None
+            if isinstance(item, float) and math.isfinite(item) and 0 < item < 100:
+                hint = f" (write {round(item * 10)} for {item})"
+            elif digits:
+                hint = f" (a string: write the bare int {digits.group(1)})"
+            elif isinstance(item, str):
+                hint = " (a string)"
+            raise ConfigError(at, f"{item!r} is not an int compute capability{hint}", how)
+        if item not in KNOWN_GPU_ARCHS:
+            raise ConfigError(at, f"{item} is not a known compute capability (known: {known})",
+                              "use major*10+minor of a real GPU, e.g. 86 for 8.6 or 120 for 12.0")
+        if item in seen:
+            raise ConfigError(at, f"{item} is listed twice (also at [{seen[item]}])", "list each capability once")
+        seen[item] = i
+    return tuple(sorted(value))
 
 
 def _matches(entry: dict[str, str], cuda: str, os_key: str) -> bool:
@@ -321,9 +380,16 @@ def _variant(spec: VariantsFile, cuda: str, os_key: str, source: str) -> Variant
     image = o.image or d.image
     if not _IMAGE_RE.match(image) or ":" in image:
         raise ConfigError(f"{where}.image", f"{image!r} is not an image repository name", "write e.g. rapidship/rapids")
+    gpu_archs = d.gpu_archs
+    if "gpu_archs" in o.model_fields_set:
+        if cuda == CPU:
+            raise ConfigError(f"{where}.gpu_archs", "cpu variants have no device code",
+                              "remove gpu_archs from this override")
+        gpu_archs = gpu_archs_from(o.gpu_archs, f"{where}.gpu_archs")
     return Variant(
         id=vid, rapids=o.rapids or d.rapids, cuda=None if cuda == CPU else cuda, python=python,
         os=os_key, distro=osx.distro, os_version=osx.version, family=osx.family, arches=arches,
         flavour=flavour, env=o.env or d.env, image=image, bases=bases,
         budget_bytes=o.budget_bytes or d.budget_bytes, uid=d.uid, user=d.user,
+        gpu_archs=None if cuda == CPU else gpu_archs,
     )

@@ -56,6 +56,9 @@ def test_labels_gate(cpu_image, derive):
     assert not report.passed
     assert any("built without a lock" in r for r in report.reasons)
     assert any("python.version" in r for r in report.reasons)
+    relabelled = derive('LABEL io.rapidship.gpu.archs="80"')   # a cpu image claims device code
+    assert check_labels(image_config(relabelled)["Config"]["Labels"], VARIANT).reasons == [
+        "label io.rapidship.gpu.archs is '80', expected 'none'"]
 
 
 def test_user_gate(cpu_image, derive):

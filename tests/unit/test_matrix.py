@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -90,6 +92,28 @@ BAD = [
     ("bad image reference", _edit("oses.debian12.image", "Library/Debian:12"), "oses.debian12.image", "not an image reference"),
     ("everything excluded", _edit("axes.os", ["ubuntu24"]) | {"exclude": [{"os": "ubuntu24"}], "overrides": {}},
      "exclude", "every combination"),
+    # gpu_archs: compute capabilities as ints major*10+minor
+    ("gpu_archs not a list", _edit("defaults.gpu_archs", 90), "defaults.gpu_archs", "expected a list"),
+    ("gpu_archs some other word", _edit("defaults.gpu_archs", "every"), "defaults.gpu_archs", "expected a list"),
+    ("gpu_archs null", _edit("defaults.gpu_archs", None), "defaults.gpu_archs", "no value (null)"),
+    ("gpu_archs empty", _edit("defaults.gpu_archs", []), "defaults.gpu_archs", "the list is empty"),
+    ("gpu_archs unknown capability", _edit("defaults.gpu_archs", [80, 91]), "defaults.gpu_archs[1]",
+     "91 is not a known compute capability"),
+    ("gpu_archs as a string", _edit("defaults.gpu_archs", [80, "90"]), "defaults.gpu_archs[1]",
+     "'90' is not an int compute capability (a string: write the bare int 90)"),
+    ("gpu_archs as sm_ name", _edit("defaults.gpu_archs", ["sm_80"]), "defaults.gpu_archs[0]", "write the bare int 80"),
+    ("gpu_archs as a bool", _edit("defaults.gpu_archs", [True]), "defaults.gpu_archs[0]", "true is a boolean"),
+    ("gpu_archs as a float", _edit("defaults.gpu_archs", [8.6]), "defaults.gpu_archs[0]", "(write 86 for 8.6)"),
+    ("gpu_archs duplicate", _edit("defaults.gpu_archs", [90, 80, 90]), "defaults.gpu_archs[2]",
+     "90 is listed twice (also at [0])"),
+    ("gpu_archs bad in override", _edit("overrides.cuda12-debian12.gpu_archs", [86, 75, 0]),
+     "overrides.cuda12-debian12.gpu_archs[2]", "0 is not a known compute capability"),
+    ("gpu_archs empty in override", _edit("overrides.cuda12-debian12.gpu_archs", []),
+     "overrides.cuda12-debian12.gpu_archs", "the list is empty"),
+    ("gpu_archs on a cpu variant", _edit("overrides.cpu-debian12.gpu_archs", [80]),
+     "overrides.cpu-debian12.gpu_archs", "cpu variants have no device code"),
+    ("gpu_archs all on a cpu variant", _edit("overrides.cpu-debian12.gpu_archs", "all"),
+     "overrides.cpu-debian12.gpu_archs", "cpu variants have no device code"),
 ]
 
 
@@ -101,6 +125,42 @@ def test_bad_input_names_file_path_and_fix(case, document, path, words):
     assert err.where == f"variants.yaml: {path}", err.message
     assert words in err.problem, err.message
     assert err.fix, "every error says what to do"
+
+
+def test_gpu_archs_resolve_from_defaults_overrides_all_and_cpu():
+    m = load_matrix(ROOT / "variants.yaml")
+    assert m.defaults.gpu_archs == (80, 90)
+    assert all(v.gpu_archs == (80, 90) for v in m.variants.values() if v.cuda)
+    assert m.variants["cpu-debian12"].gpu_archs is None                     # no device code at all
+    assert m.variants["cuda12-ubuntu22"].gpu_archs_label() == "80,90"
+    assert m.variants["cpu-debian12"].gpu_archs_label() == "none"
+
+    d = _edit("defaults.gpu_archs", [90, 80, 120])                          # stored sorted
+    d["overrides"]["cuda12-kylin10"] = {"gpu_archs": [89, 86]}
+    d["overrides"]["cuda13-ubuntu24"]["gpu_archs"] = "all"                  # reset: keep everything
+    m = parse(d)
+    assert m.variants["cuda12-ubuntu22"].gpu_archs == (80, 90, 120)
+    assert m.variants["cuda12-kylin10"].gpu_archs == (86, 89)
+    assert m.variants["cuda12-kylin10"].gpu_archs_label() == "86,89"
+    assert m.variants["cuda13-ubuntu24"].gpu_archs is None
+    assert m.variants["cuda13-ubuntu24"].gpu_archs_label() == "all"
+    assert m.variants["cpu-debian12"].gpu_archs is None
+
+    d = doc()
+    del d["defaults"]["gpu_archs"]                                          # unset: keep everything
+    m = parse(d)
+    assert m.defaults.gpu_archs is None
+    assert all(v.gpu_archs is None for v in m.variants.values())
+    assert parse(_edit("defaults.gpu_archs", "all")).variants["cuda12-ubuntu22"].gpu_archs_label() == "all"
+
+
+def test_invoke_matrix_shows_gpu_archs():
+    proc = subprocess.run(["invoke", "matrix", "--json"], cwd=ROOT, capture_output=True, text=True, check=True)
+    data = json.loads(proc.stdout)
+    assert data["cuda12-ubuntu22"]["gpu_archs"] == [80, 90] and data["cpu-debian12"]["gpu_archs"] is None
+    proc = subprocess.run(["invoke", "matrix"], cwd=ROOT, capture_output=True, text=True, check=True,
+                          env={**os.environ, "COLUMNS": "240"})
+    assert "gpu_archs" in proc.stderr and "80,90" in proc.stderr          # the table goes to stderr
 
 
 def test_duplicate_yaml_key_is_reported_with_its_line():

@@ -1,4 +1,4 @@
-"""Labels gate: the OCI set plus the versions and lock hash that tie an image to its inputs."""
+"""Labels gate: the OCI set plus the versions, GPU archs and lock hash that tie an image to its inputs."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ OCI_REQUIRED = ("org.opencontainers.image.title", "org.opencontainers.image.vers
 def expected_labels(v: Variant) -> dict[str, str]:
     return {"io.rapidship.variant": v.id, "io.rapidship.rapids.version": v.rapids,
             "io.rapidship.cuda.version": v.cuda or "none", "io.rapidship.python.version": v.python,
+            # which GPUs' device code the image keeps ("80,90", "all", "none" for CPU variants)
+            "io.rapidship.gpu.archs": v.gpu_archs_label(),
             "org.opencontainers.image.version": v.tag()}
 
 

@@ -2,8 +2,10 @@
 
 Reads the memory the container may really use (cgroup v2 memory.max / memory.high, cgroup v1
 memory.limit_in_bytes, host RAM), /dev/shm, the memlock ulimit, the GPUs through NVML when it is
-importable, the spill directory (owner, mode, filesystem, free space) and the dask spill
-configuration; derives dask/dask-cuda/RMM settings that fit; prints both views of memory.
+importable (memory, MIG, compute capability), the spill directory (owner, mode, filesystem, free
+space), the dask spill configuration and the image's prune record (which GPU architectures' device
+code the build kept); derives dask/dask-cuda/RMM settings that fit; prints both views of memory.
+A GPU that the kept device code cannot run on is FATAL.
 
 `--preflight` (run by the entrypoint) prints nothing when all is well and stops the container
 with one FATAL line when spilling cannot work. `--json` prints the whole diagnosis.
@@ -39,6 +41,11 @@ DEVICE_FRACTION = 0.8      # dask-cuda's own default share of the device
 RMM_POOL_FRACTION = 0.9
 RMM_POOL_STEP = 256 * MiB
 
+# The build's prune record: {"keep": [80, 90], ...} lists the compute capabilities (major*10+minor)
+# whose device code the image kept; "keep": null, or no file, means nothing was pruned.
+PRUNE_RECORD_ENV = "RAPIDSHIP_PRUNE_RECORD"
+DEFAULT_PRUNE_RECORD = "/opt/rapidship/prune.json"
+
 WARN_FSTYPES = {"overlay": "the container's writable layer: spilling there fills the node's image disk",
                 "tmpfs": "RAM: spilling there counts against the same memory limit it is meant to relieve",
                 "ramfs": "RAM: spilling there counts against the same memory limit it is meant to relieve"}
@@ -65,6 +72,8 @@ class Gpu:
     free: int
     mig_mode: bool = False
     mig_slices: list[dict] = field(default_factory=list)   # [{"index", "total", "free"}]
+    cc_major: int | None = None     # compute capability (9, 0 on an H200); None when NVML could not say
+    cc_minor: int | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,16 @@ class GpuView:
     driver_version: str | None = None
     cuda_version: str | None = None
     gpus: list[Gpu] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PruneRecord:
+    """Which GPU architectures' device code the image kept (read from the build's prune record)."""
+
+    path: str
+    present: bool = False           # the file exists
+    keep: list[int] | None = None   # compute capabilities major*10+minor; None = nothing was pruned
+    error: str | None = None        # why the record could not be used (unreadable, corrupt)
 
 
 @dataclass(frozen=True)
@@ -128,6 +147,7 @@ class Facts:
     gpu: GpuView
     spill_dir: SpillDir
     spill_config: SpillConfig
+    prune: PruneRecord = field(default_factory=lambda: PruneRecord(DEFAULT_PRUNE_RECORD))
 
 
 @dataclass(frozen=True)
@@ -389,7 +409,13 @@ def read_gpus() -> GpuView:
                         continue
                     mm = pynvml.nvmlDeviceGetMemoryInfo(mh)
                     slices.append({"index": j, "total": int(mm.total), "free": int(mm.free)})
-            gpus.append(Gpu(i, _text(pynvml.nvmlDeviceGetName(h)), int(mem.total), int(mem.free), mig_on, slices))
+            cc_major = cc_minor = None
+            try:
+                cc_major, cc_minor = (int(x) for x in pynvml.nvmlDeviceGetCudaComputeCapability(h))
+            except pynvml.NVMLError:
+                pass
+            gpus.append(Gpu(i, _text(pynvml.nvmlDeviceGetName(h)), int(mem.total), int(mem.free), mig_on, slices,
+                            cc_major, cc_minor))
         return GpuView(True, "", driver, f"{cuda // 1000}.{cuda % 1000 // 10}", gpus)
     except Exception as err:  # noqa: BLE001
         return GpuView(False, f"NVML query failed: {err}")
@@ -402,6 +428,42 @@ def read_gpus() -> GpuView:
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def prune_record_path(environ: dict | None = None) -> str:
+    env = os.environ if environ is None else environ
+    return env.get(PRUNE_RECORD_ENV) or DEFAULT_PRUNE_RECORD
+
+
+def read_prune_record(path: str | None = None) -> PruneRecord:
+    """The image's prune record. No file: nothing was pruned. Unreadable or malformed: `error` says why."""
+    path = path or prune_record_path()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return PruneRecord(path)
+    except (OSError, UnicodeDecodeError) as err:
+        return PruneRecord(path, True, error=f"cannot be read ({err.__class__.__name__}: {err})")
+    return parse_prune_record(text, path)
+
+
+def parse_prune_record(text: str, path: str) -> PruneRecord:
+    """Pure: prune record JSON text -> PruneRecord; a malformed record carries `error`."""
+    try:
+        doc = json.loads(text)
+    except ValueError as err:
+        return PruneRecord(path, True, error=f"is not valid JSON ({err})")
+    if not isinstance(doc, dict):
+        return PruneRecord(path, True, error="is not a JSON object")
+    if "keep" not in doc:
+        return PruneRecord(path, True, error='has no "keep" key (a list of compute capabilities, or null)')
+    keep = doc["keep"]
+    if keep is None:
+        return PruneRecord(path, True)
+    if not isinstance(keep, list) or not all(isinstance(k, int) and not isinstance(k, bool) and k > 0
+                                             for k in keep):
+        return PruneRecord(path, True, error=f'"keep" is {keep!r}, not a list of compute capabilities like [80, 90]')
+    return PruneRecord(path, True, sorted(keep))
 
 
 def spill_path_from_env(environ: dict | None = None) -> str | None:
@@ -424,7 +486,7 @@ def collect() -> Facts:
                  host_total=host_total, host_available=host_avail, shm_bytes=shm,
                  memlock_soft=None if soft == resource.RLIM_INFINITY else soft, cpus=os.cpu_count() or 1,
                  gpu=read_gpus(), spill_dir=read_spill_dir(spill_path_from_env()),
-                 spill_config=read_spill_config())
+                 spill_config=read_spill_config(), prune=read_prune_record())
 
 
 # ---- pure core ----
@@ -456,14 +518,48 @@ def derive(f: Facts, n_workers: int = 1) -> Derived:
     return Derived(budget, source, headroom, worker, n_workers, device, dev_source, pool)
 
 
+def covered(cc_major: int, cc_minor: int, keep: list[int] | tuple[int, ...]) -> bool:
+    """Pure: can a GPU of compute capability major.minor run device code kept for `keep`?
+
+    SASS for sm_XY runs on a GPU of the same major X with minor >= Y, never across majors.
+    """
+    return any(k // 10 == cc_major and k % 10 <= cc_minor for k in keep)
+
+
+def _sm_list(keep: list[int]) -> str:
+    return ", ".join(f"sm_{k}" for k in keep) or "no architecture"
+
+
+def _arch_findings(f: Facts) -> list[Finding]:
+    pr = f.prune
+    if pr.error:
+        return [Finding("FATAL", "gpu-archs", f"prune record {pr.path} {pr.error}: which GPUs this image's device "
+                        f"code runs on is unknown; rebuild the image, or point {PRUNE_RECORD_ENV} at its record")]
+    if pr.keep is None or not f.gpu.available:
+        return []
+    out = []
+    for g in f.gpu.gpus:
+        if g.cc_major is None or g.cc_minor is None:
+            out.append(Finding("WARNING", "gpu-archs", f"GPU {g.index} {g.name}: NVML did not report its compute "
+                               f"capability, so it is not checked against this image's device code "
+                               f"({_sm_list(pr.keep)})"))
+        elif not covered(g.cc_major, g.cc_minor, pr.keep):
+            out.append(Finding("FATAL", "gpu-archs", f"GPU {g.index} {g.name} has compute capability "
+                               f"{g.cc_major}.{g.cc_minor}, but this image's device code was pruned to "
+                               f"{_sm_list(pr.keep)}: no kernel can run there; rebuild with gpu_archs including "
+                               f"{g.cc_major * 10 + g.cc_minor} (variants.yaml) or run on a covered GPU"))
+    return out
+
+
 def _fraction_off(value) -> bool:
     return value is False or value in ("false", "False", "0", 0)
 
 
 def findings_for(f: Facts, d: Derived) -> list[Finding]:
     """Pure: what is wrong (FATAL stops the container), what is risky (WARNING)."""
-    out: list[Finding] = []
     sd, sc = f.spill_dir, f.spill_config
+    # the GPUs against the device code the image kept: first, since without it nothing can run
+    out: list[Finding] = _arch_findings(f)
     # the spill directory
     if sd.path is None:
         out.append(Finding("FATAL", "spill", "no spill directory configured: set RAPIDS_SPILL_DIR to a "
@@ -591,12 +687,21 @@ def render_table(report: dict) -> str:
     if gpu["available"]:
         add("memory (GPU)", "driver / CUDA", f"{gpu['driver_version']} / {gpu['cuda_version']}")
         for g in gpu["gpus"]:
+            cc = f", cc {g['cc_major']}.{g['cc_minor']}" if g["cc_major"] is not None else ", cc unknown"
             add("memory (GPU)", f"GPU {g['index']} {g['name']}", f"{_b(g['free'])} free of {_b(g['total'])}"
-                + (" (MIG on)" if g["mig_mode"] else ""))
+                + cc + (" (MIG on)" if g["mig_mode"] else ""))
             for s in g["mig_slices"]:
                 add("memory (GPU)", f"  MIG slice {s['index']}", f"{_b(s['free'])} free of {_b(s['total'])}")
     else:
         add("memory (GPU)", "GPUs", f"none ({gpu['reason']})")
+    pr = f["prune"]
+    if pr["error"]:
+        kept = f"UNREADABLE ({pr['path']})"
+    elif pr["keep"] is None:
+        kept = f"all (not pruned{'' if pr['present'] else '; no record at ' + pr['path']})"
+    else:
+        kept = f"{_sm_list(pr['keep'])} ({pr['path']})"
+    add("device code", "GPU archs kept", kept)
     add("spill", "directory", sd["path"] or "NOT CONFIGURED (RAPIDS_SPILL_DIR)")
     if sd["path"]:
         if sd["exists"]:

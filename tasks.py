@@ -19,14 +19,15 @@ VARIANTS_HELP = {"variants-file": "the matrix file (default variants.yaml)"}
 @task(help={"json": "print the matrix as JSON on stdout", **VARIANTS_HELP})
 @exits_cleanly
 def matrix(c, json=False, variants_file="variants.yaml"):
-    """Show the variants of the matrix (id, versions, OS, arches, flavour, tag)."""
+    """Show the variants of the matrix (id, versions, GPU archs kept, OS, arches, flavour, tag)."""
     m = load_matrix(variants_file)
     if json:
         console.print_json({vid: v.model_dump(mode="json") | {"tag": v.tag()} for vid, v in m.variants.items()})
         return
-    console.table("variants", ["id", "rapids", "cuda", "python", "os", "arches", "flavour", "image"],
-                  [(v.id, v.rapids, v.cuda or "-", v.python, f"{v.distro} {v.os_version} ({v.family})",
-                    ",".join(a.value for a in v.arches), v.flavour.value, v.ref()) for v in m.variants.values()])
+    console.table("variants", ["id", "rapids", "cuda", "gpu_archs", "python", "os", "arches", "flavour", "image"],
+                  [(v.id, v.rapids, v.cuda or "-", v.gpu_archs_label(), v.python,
+                    f"{v.distro} {v.os_version} ({v.family})", ",".join(a.value for a in v.arches),
+                    v.flavour.value, v.ref()) for v in m.variants.values()])
 
 
 @task(iterable=["variant"], help={"variant": "variant id (repeatable)", "all": "every variant", **VARIANTS_HELP})
@@ -681,6 +682,49 @@ def _print_size_report(rep):
     verdict = "[green]within[/]" if rep.within_budget else "[red]OVER[/]"
     console.err.print(f"image {gb(rep.image_bytes)} (uncompressed), zstd -3 {gb(rep.zstd_bytes)}, budget "
                       f"{gb(rep.budget_bytes)}: {verdict}, headroom {rep.headroom_bytes:,} bytes")
+
+
+# ---- device code ----
+
+
+@task(name="prune", positional=["path"], iterable=["more"],
+      help={"keep": "GPU architectures to keep, compute capabilities: 80,90 (A100, H100/H200)",
+            "path": "ELF file, folder or .whl to prune (the first positional argument)",
+            "more": "another file, folder or .whl (repeatable)",
+            "out": "write pruned copies here (default: rewrite in place; wheels come back as wheels)",
+            "record": "JSON record of what was kept and saved (default build/prune/prune.json)",
+            "cuobjdump": "NVIDIA cuobjdump that must agree with every rewritten file (default: PATH, then "
+                         "the nvidia-cuda-cuobjdump wheel)",
+            "no-cuobjdump": "rely on the built-in proof alone", "jobs": "files pruned at once (default 2)"})
+@exits_cleanly
+def prune(c, path=None, keep=None, more=None, out=None, record="build/prune/prune.json", cuobjdump=None, no_cuobjdump=False,
+          jobs=2):
+    """Prune CUDA device code to the listed GPUs: files physically smaller, each proven; JSON record."""
+    from rapidship.prune.host import run
+
+    def show(entry):
+        if entry["status"] != "unchanged":
+            saved = entry["bytes_before"] - entry["bytes_after"]
+            style = "green" if entry["status"] == "pruned" else "yellow"
+            console.err.print(f"[{style}]{entry['status']:8}[/] {saved / 2**20:9.1f} MiB saved  {entry['path']}"
+                              + (f"  ({entry['reason']})" if entry["reason"] else ""))
+
+    with console.err.status("pruning device code"):
+        rec = run(([path] if path else []) + list(more or []), keep, out, record, cuobjdump,
+                  not no_cuobjdump, _int_flag("--jobs", jobs), show)
+    t = rec["totals"]
+    console.err.print(f"kept sm {','.join(map(str, rec['keep']))}: {t['pruned']} of {t['with_device_code']} files "
+                      f"with device code pruned, {t['refused']} refused; {t['bytes_before']:,} -> "
+                      f"{t['bytes_after']:,} bytes in {t['seconds']} s; record: {record}")
+    console.print_json(t)
+
+
+def _int_flag(flag, value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        from rapidship.errors import ConfigError
+        raise ConfigError(flag, f"{value!r} is not a whole number", f"e.g. {flag} 2") from None
 
 
 # ---- ci ----

@@ -95,7 +95,8 @@ def load_env_spec(name: str, envs: Path = ENVS) -> EnvSpec:
 
 # The conda builder's own tools, installed into /opt/installer from a hashed lock (locks/tools.txt).
 TOOLS = EnvSpec(name="tools", flavour="pip", python="3.11",
-                requirements=("py-rattler==0.28.0", "conda-pack==0.9.2"))
+                requirements=("py-rattler==0.28.0", "conda-pack==0.9.2",
+                              "nvidia-cuda-cuobjdump==13.5.37"))  # proves pruned device code (prune stage)
 
 
 def pip_lock_path(spec: EnvSpec, locks: Path = LOCKS) -> Path:

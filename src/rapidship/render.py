@@ -21,6 +21,8 @@ TEMPLATES = Path("templates")
 LOCKS = Path("locks")
 BUILD = Path("build")
 RUNTIME_SRC = Path(__file__).parent / "runtime"
+PRUNER_SRC = Path(__file__).parent / "prune"
+PRUNER_FILES = ("__init__.py", "__main__.py", "core.py", "elf.py", "fatbin.py", "files.py")  # stdlib only
 # Builder-side programs (stdlib, plus py-rattler for the installer), copied into the context's builder/.
 BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "measure_trims.py"), Flavour.pip: ("measure_trims.py",)}
 
@@ -60,8 +62,13 @@ class RenderContext:
     prefix: str = PREFIX
     build_prefix: str = BUILD_PREFIX
     spill_dir: str = SPILL_DIR
+    gpu_archs: str = ""  # "80,90": the builder prunes device code to these (empty: keeps it all)
     pack_excludes: tuple[str, ...] = PACK_EXCLUDES
     venv_trims: tuple[str, ...] = VENV_TRIMS
+
+    @property
+    def prune(self) -> bool:
+        return bool(self.gpu_archs)
 
 
 @dataclass(frozen=True)
@@ -79,10 +86,18 @@ def lock_sources(variant: Variant, locks: Path = LOCKS) -> dict[str, Path]:
     from rapidship.conda_lock import lock_path, variant_target
 
     if variant.flavour is Flavour.pip:
-        return {"requirements.txt": locks / variant.env / "requirements.txt"}
+        files = {"requirements.txt": locks / variant.env / "requirements.txt"}
+        if prunes(variant):  # the prune stage's cuobjdump comes from the builder tools lock
+            files["tools.txt"] = locks / "tools.txt"
+        return files
     files = {f"conda-{arch.value}.lock": lock_path(variant_target(variant, arch), locks) for arch in variant.arches}
     files["tools.txt"] = locks / "tools.txt"
     return files
+
+
+def prunes(variant: Variant) -> bool:
+    """Whether the builder prunes this variant's device code (a CUDA variant with gpu_archs)."""
+    return bool(variant.cuda and variant.gpu_archs)
 
 
 def lock_digest(files: dict[str, bytes]) -> str:
@@ -100,6 +115,7 @@ def make_context(variant: Variant, lock_bytes: dict[str, bytes]) -> RenderContex
         lock_files=tuple(sorted(lock_bytes)),
         runtime_packages=tuple(p.format(python=variant.python) for p in packages),
         description=f"{what}, {variant.distro} {variant.os_version}, Python {variant.python}",
+        gpu_archs=",".join(map(str, variant.gpu_archs)) if prunes(variant) else "",
     )
 
 
@@ -148,6 +164,10 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
     (out / "builder").mkdir()
     for name in BUILDER_PROGRAMS[variant.flavour]:
         shutil.copy2(Path(__file__).parent / name, out / "builder" / name)
+    if ctx.prune:  # the pruner runs in the builder as `python -m prune` (stdlib only)
+        (out / "builder" / "prune").mkdir()
+        for name in PRUNER_FILES:
+            shutil.copy2(PRUNER_SRC / name, out / "builder" / "prune" / name)
     _copy_runtime(out / "runtime")
 
     files = ["Dockerfile"] + sorted(str(p.relative_to(out)) for d in CONTEXT_DIRS for p in (out / d).rglob("*")

@@ -82,6 +82,7 @@ LABEL org.opencontainers.image.title="rapidship/dask" \
       io.rapidship.cuda.version="none" \
       io.rapidship.python.version="3.11" \
       io.rapidship.env.flavour="pip" \
+      io.rapidship.gpu.archs="none" \
       io.rapidship.lock.sha256="e3b130b25fce91c25dd18c60d7e014fd0b64523bf4bc72eb8d3273d7a0b03e00"
 USER 1001:0
 WORKDIR /home/rapids

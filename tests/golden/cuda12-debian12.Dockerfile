@@ -43,6 +43,21 @@ RUN --mount=type=secret,id=cacert,required=false \
  && find /opt/rapids -depth -path '*/site-packages/*/lib/cmake' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*/site-packages/*/lib/pkgconfig' -exec rm -rf {} + \
  && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
+# ---- device code pruned to gpu_archs 80,90: each rewritten library proven against its
+#      original and listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole ----
+COPY builder/prune/ /tmp/builder/prune/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 -m venv /opt/installer \
+ && /opt/installer/bin/pip install --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
+      -r /tmp/lock/tools.txt \
+ && PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/rapidship-prune.json /out/opt/rapids
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -61,6 +76,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && rm -rf /tmp/* /var/tmp/*
 COPY --from=builder --chown=1001:0 /out/opt/rapids /opt/rapids
 COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
+COPY --from=builder /out/rapidship-prune.json /opt/rapidship/prune.json
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
 ENV PATH=/opt/rapids/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -85,7 +101,8 @@ LABEL org.opencontainers.image.title="rapidship/rapids" \
       io.rapidship.cuda.version="12.9" \
       io.rapidship.python.version="3.11" \
       io.rapidship.env.flavour="pip" \
-      io.rapidship.lock.sha256="cee0e6fcf5f451444ced5567cbfdb629172a4b3daf920644d3422ced9c8ac106"
+      io.rapidship.gpu.archs="80,90" \
+      io.rapidship.lock.sha256="446b9b6226c743568a58fbcb46b6a392f6c172891bf9eae875e58d28b8fc6c77"
 USER 1001:0
 WORKDIR /home/rapids
 ENTRYPOINT ["/usr/local/bin/rapids-entrypoint"]

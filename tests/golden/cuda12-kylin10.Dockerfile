@@ -62,6 +62,18 @@ RUN --mount=type=secret,id=cacert,required=false \
       --exclude 'share/pkgconfig/*' \
       --exclude 'CACHEDIR.TAG' \
  && mkdir -p /out/opt/rapids && tar -xf /tmp/env.tar -C /out/opt/rapids && rm /tmp/env.tar
+# ---- device code pruned to gpu_archs 80,90: each rewritten library proven against its
+#      original and listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole ----
+COPY builder/prune/ /tmp/builder/prune/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/rapidship-prune.json /out/opt/rapids
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -78,6 +90,7 @@ RUN dnf install -y --setopt=install_weak_deps=False --setopt=tsflags=nodocs ca-c
  && rm -rf /tmp/* /var/tmp/*
 COPY --from=builder --chown=1001:0 /out/opt/rapids /opt/rapids
 COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
+COPY --from=builder /out/rapidship-prune.json /opt/rapidship/prune.json
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
 ENV PATH=/opt/rapids/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -102,7 +115,8 @@ LABEL org.opencontainers.image.title="rapidship/rapids" \
       io.rapidship.cuda.version="12.9" \
       io.rapidship.python.version="3.11" \
       io.rapidship.env.flavour="conda" \
-      io.rapidship.lock.sha256="6469eac07c80b9304625fd0b180c105806ba8e31d340b3513f0de9b1430640e9"
+      io.rapidship.gpu.archs="80,90" \
+      io.rapidship.lock.sha256="e8d73474f36f39d1c37d7c777471cda10afb7ac872f5c9f3c3521b49bc529c52"
 USER 1001:0
 WORKDIR /home/rapids
 ENTRYPOINT ["/usr/local/bin/rapids-entrypoint"]

@@ -44,6 +44,7 @@ def test_rendered_dockerfile_keeps_the_image_contract(vid, tmp_path):
     assert f"USER {v.uid}:0" in text
     assert "ENTRYPOINT [\"/usr/local/bin/rapids-entrypoint\"]" in text
     assert f'io.rapidship.python.version="{v.python}"' in text
+    assert f'io.rapidship.gpu.archs="{v.gpu_archs_label()}"' in text
     assert "ARG TARGETARCH" in text
     runtime = text.split(" AS runtime", 1)[1]
     for forbidden in ("gcc", "build-essential", "conda-pack", "pip install"):

@@ -134,6 +134,10 @@ def plan_file(data, keep: tuple[int, ...]) -> Plan | None:
     if layout is None:
         return None
     elf, section, containers = layout.elf, layout.section, layout.containers
+    for gpu in keep:
+        if not any(F.chosen_for(c, gpu) for c in containers):
+            raise Refused(f"no device code in this file runs on sm_{gpu}: the library was not built for that "
+                          f"GPU, and pruning it would hide that (left whole)")
     base = section.offset
     align = 16 if all((section.addr + c.offset) % 16 == 0 for c in containers) else 8
     fixed = fixed_prefix(layout)
@@ -151,7 +155,10 @@ def plan_file(data, keep: tuple[int, ...]) -> Plan | None:
         kept_all.append(F.Container(c.offset, c.header_size, 0, kept))
     if len(out) >= section.size:
         return None
-    shrink = E.plan_shrink(elf, data, section, len(out))
+    try:
+        shrink = E.plan_shrink(elf, data, section, len(out))
+    except E.ElfError as err:  # the file parsed; its layout is what cannot be rewritten
+        raise Refused(str(err)) from None
     if shrink is None:
         return None
     patches: dict[int, bytes] = {}

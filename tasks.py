@@ -679,6 +679,16 @@ def _print_size_report(rep):
         rows = [(pattern, gb(size)) for pattern, size in sorted(t["patterns"].items(), key=lambda kv: -kv[1])]
         console.table(f"trims ({t['style']}): {gb(t['trimmed_bytes'])} of {gb(t['before_bytes'])} saved; "
                       f"*.pyc kept: {gb(t['pyc_bytes'])}", ["pattern", "saved"], rows)
+    if rep.prune:
+        p = rep.prune["totals"]
+        console.table(f"device code pruned to sm {','.join(map(str, rep.prune['keep']))}: {gb(p['saved_bytes'])} saved "
+                      f"({p['pruned']} of {p['with_device_code']} files, {p['refused']} left whole)",
+                      ["file", "status", "before", "after", "note"],
+                      [(f["path"].rsplit("/", 1)[-1], f["status"], gb(f["bytes_before"]),
+                        gb(f["bytes_after"]), f["reason"] or (f["layout"] or "").split(" (")[0])
+                       for f in rep.prune["files"]])
+        by_arch = [(a, gb(b), gb(p["arch_after"].get(a, 0))) for a, b in p["arch_before"].items()]
+        console.table("device code by architecture", ["arch", "before", "kept"], by_arch)
     verdict = "[green]within[/]" if rep.within_budget else "[red]OVER[/]"
     console.err.print(f"image {gb(rep.image_bytes)} (uncompressed), zstd -3 {gb(rep.zstd_bytes)}, budget "
                       f"{gb(rep.budget_bytes)}: {verdict}, headroom {rep.headroom_bytes:,} bytes")
@@ -698,7 +708,7 @@ def _print_size_report(rep):
             "no-cuobjdump": "rely on the built-in proof alone", "jobs": "files pruned at once (default 2)"})
 @exits_cleanly
 def prune(c, path=None, keep=None, more=None, out=None, record="build/prune/prune.json", cuobjdump=None, no_cuobjdump=False,
-          jobs=2):
+          jobs="2"):  # a string: invoke's own int cast would end a bad value in a traceback
     """Prune CUDA device code to the listed GPUs: files physically smaller, each proven; JSON record."""
     from rapidship.prune.host import run
 

@@ -20,6 +20,7 @@ from typing import Iterable, Iterator
 from rapidship.errors import RapidshipError
 
 TRIMS_PATH = "opt/rapidship/trims.json"
+PRUNE_PATH = "opt/rapidship/prune.json"  # the builder's device-code prune record (absent: nothing pruned)
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class SizeReport:
     largest_dirs: list[PathSize]
     largest_files: list[PathSize]
     trims: dict = field(default_factory=dict)
+    prune: dict = field(default_factory=dict)  # kept archs, bytes before/after per file and per arch
 
     @property
     def headroom_bytes(self) -> int:
@@ -62,7 +64,7 @@ class SizeReport:
 
 def summarize(entries: Iterable[Entry], *, variant: str, arch: str, ref: str, image_bytes: int,
               zstd_bytes: int | None, budget_bytes: int, trims: dict | None = None, top: int = 25,
-              depth: int = 8) -> SizeReport:
+              depth: int = 8, prune: dict | None = None) -> SizeReport:
     """Pure: regular files -> totals, the largest directories (up to `depth` levels) and files.
 
     A directory is listed only where it is not just its single largest child (so the list reads
@@ -89,10 +91,21 @@ def summarize(entries: Iterable[Entry], *, variant: str, arch: str, ref: str, im
     files.sort(key=lambda p: (-p.bytes, p.path))
     return SizeReport(variant=variant, arch=arch, ref=ref, image_bytes=image_bytes, zstd_bytes=zstd_bytes,
                       budget_bytes=budget_bytes, files_bytes=total, files=len(files), largest_dirs=shown[:top],
-                      largest_files=files[:top], trims=trims or {})
+                      largest_files=files[:top], trims=trims or {}, prune=prune_summary(prune, top))
 
 
-def image_entries(ref: str, keep: set[str] = frozenset({TRIMS_PATH})) -> tuple[list[Entry], dict[str, bytes]]:
+def prune_summary(record: dict | None, top: int = 25) -> dict:
+    """Pure: the parts of a prune record a size report shows (totals, by arch, the largest files)."""
+    if not record:
+        return {}
+    totals = record.get("totals", {})
+    files_ = sorted(record.get("files", []), key=lambda f: f.get("bytes_after", 0) - f.get("bytes_before", 0))
+    return {"keep": record.get("keep"), "totals": totals,
+            "files": [{k: f.get(k) for k in ("path", "status", "bytes_before", "bytes_after", "reason", "layout")}
+                      for f in files_[:top]]}
+
+
+def image_entries(ref: str, keep: set[str] = frozenset({TRIMS_PATH, PRUNE_PATH})) -> tuple[list[Entry], dict[str, bytes]]:
     """Regular files of the image's filesystem (from `docker export`), plus the bytes of `keep` paths."""
     name = f"rapidship-size-{uuid.uuid4().hex[:10]}"
     made = subprocess.run(["docker", "create", "--name", name, ref, "true"], capture_output=True, text=True, check=False)
@@ -138,9 +151,22 @@ def iter_export(ref: str) -> Iterator[tuple[tarfile.TarInfo, tarfile.TarFile]]:
 def report(ref: str, *, variant: str, arch: str, image_bytes: int, zstd_bytes: int | None, budget_bytes: int,
            top: int = 25) -> SizeReport:
     entries, kept = image_entries(ref)
-    trims = json.loads(kept[TRIMS_PATH]) if TRIMS_PATH in kept else {}
+    trims = _record(kept, TRIMS_PATH, ref)
+    prune = _record(kept, PRUNE_PATH, ref)
     return summarize(entries, variant=variant, arch=arch, ref=ref, image_bytes=image_bytes, zstd_bytes=zstd_bytes,
-                     budget_bytes=budget_bytes, trims=trims, top=top)
+                     budget_bytes=budget_bytes, trims=trims, top=top, prune=prune)
+
+
+def _record(kept: dict[str, bytes], path: str, ref: str) -> dict:
+    if path not in kept:
+        return {}
+    try:
+        value = json.loads(kept[path])
+    except ValueError:
+        raise RapidshipError(f"{ref}:/{path}", "is not valid JSON", "rebuild the image (invoke build)") from None
+    if not isinstance(value, dict):
+        raise RapidshipError(f"{ref}:/{path}", "is not a JSON object", "rebuild the image (invoke build)")
+    return value
 
 
 def write_report(rep: SizeReport, out_dir: Path) -> Path:

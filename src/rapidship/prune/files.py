@@ -224,6 +224,7 @@ def prune_wheel(wheel: Path, keep: tuple[int, ...], out: Path | None, cuobjdump:
         os.close(fd)
         try:
             _rezip(members, unpacked, changed, Path(tmp_wheel))
+            os.chmod(tmp_wheel, 0o644)  # mkstemp makes 0600; a wheel is a plain readable file
             os.replace(tmp_wheel, target)
         except BaseException:
             Path(tmp_wheel).unlink(missing_ok=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -26,11 +27,12 @@ def keep_from_flag(text: str | None) -> tuple[int, ...]:
 
 
 def find_cuobjdump(flag: str | None, required: bool = True) -> str | None:
-    """The flag's cuobjdump, else one on PATH, else the nvidia-cuda-cuobjdump wheel's."""
+    """The flag's cuobjdump, else one on PATH, else the nvidia-cuda-cuobjdump wheel's; each must
+    answer --version like NVIDIA's (a wrong tool would refuse every file, or pass them)."""
     if flag:
         if not (os.path.isfile(flag) and os.access(flag, os.X_OK)):
             raise ConfigError("--cuobjdump", f"{flag} is not an executable file", "pass NVIDIA's cuobjdump")
-        return flag
+        return _answers(flag)
     found = shutil.which("cuobjdump")
     if not found and find_spec("nvidia") is not None:
         for root in find_spec("nvidia").submodule_search_locations or []:
@@ -41,7 +43,19 @@ def find_cuobjdump(flag: str | None, required: bool = True) -> str | None:
         raise ConfigError("--cuobjdump", "NVIDIA's cuobjdump was not found (PATH, nvidia-cuda-cuobjdump wheel)",
                           "pip install nvidia-cuda-cuobjdump, pass --cuobjdump PATH, or --no-cuobjdump to rely "
                           "on the built-in proof alone")
-    return found
+    return _answers(found) if found else None
+
+
+def _answers(tool: str) -> str:
+    try:
+        run = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except OSError as err:
+        raise ConfigError("--cuobjdump", f"{tool} does not run ({err.strerror or err})",
+                          "pass NVIDIA's cuobjdump") from None
+    if run.returncode != 0 or "cuobjdump" not in run.stdout + run.stderr:
+        raise ConfigError("--cuobjdump", f"{tool} does not answer --version like NVIDIA's cuobjdump",
+                          "pass NVIDIA's cuobjdump")
+    return tool
 
 
 def check_paths(paths: list[str], out: str | None) -> tuple[list[Path], Path | None]:

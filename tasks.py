@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent / "src"))  # run from a checkout wi
 from rapidship import console  # noqa: E402
 from rapidship.errors import GateFailure, exits_cleanly  # noqa: E402
 from rapidship.matrix import load_matrix  # noqa: E402
+from rapidship.records import Workspace  # noqa: E402
 
 VARIANTS_HELP = {"variants-file": "the matrix file (default variants.yaml)"}
 
@@ -172,10 +173,10 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
     revision = c.run("git rev-parse --short HEAD", hide=True, warn=True).stdout.strip()
     for a in _arches(v, arch):
         plan = plan_build(v, a, rendered, secrets, revision, base_args=local_base_args(v, a), network=network)
-        log = Path(rendered.out_dir) / f"build-{a.value}.log"
+        log = Workspace().build_log(v.id, a.value)
         with console.err.status(f"building {plan.ref}") as status:
             built = build_image(plan, secrets, v, log, on_step=lambda s: status.update(f"{plan.ref}: {s}"))
-        record = write_record(built, Path(rendered.out_dir))
+        record = write_record(Workspace(), built)
         console.err.print(f"built {built.ref} in {built.seconds}s: {built.size_bytes / 1e6:.0f} MB, "
                           f"zstd {built.zstd_bytes / 1e6:.0f} MB, {built.layers} layers, "
                           f"{built.cached_steps}/{built.total_steps} steps cached -> {record}")
@@ -193,14 +194,14 @@ def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
     v = load_matrix(variants_file).get(variant)
     secrets = BuildSecrets.from_flags(ca_bundle, pip_index, None)
     failed = []
+    ws = Workspace()
     for a in _arches(v, arch):
-        out = Path("build") / v.id
-        built = read_record(out, a.value)
+        built = read_record(ws, v.id, a.value)
         with console.err.status(f"gates on {built.ref}") as status:
             reports = run_gates(v, built, secrets, on_gate=lambda g: status.update(f"{built.ref}: gate {g}"))
         console.table(f"gates {built.ref}", ["gate", "result", "why"],
                       [(r.gate, "PASS" if r.passed else "FAIL", "; ".join(r.reasons) or "-") for r in reports])
-        console.err.print(f"record: {write_gates_record(built, reports, out)}")
+        console.err.print(f"record: {write_gates_record(ws, built, reports)}")
         failed += [f"{a.value}:{r.gate}" for r in reports if not r.passed]
     if failed:
         raise GateFailure("gates", f"{variant} failed {', '.join(failed)}", "see the table above and the gates record")
@@ -240,10 +241,11 @@ def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="b
     v = load_matrix(variants_file).get(variant)
     target = registry or _registry_defaults(harbor_config, "staging")
     host, _ = split_repository(target)
-    record = push_variant(v, target, Path(build_dir) / v.id, credentials_for(host),
+    ws = Workspace(build_dir)
+    record = push_variant(v, target, ws, credentials_for(host),
                           ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"), skip_gates, RetryPolicy.from_env(),
                           log=console.err.print)
-    path = write_record(record, Path(build_dir) / v.id)
+    path = write_record(ws, record)
     console.err.print(f"pushed {host}/{record.repository}:{record.tag}@{record.index_digest} "
                       f"({len(record.arches)} arches, {record.retries} retries, {record.seconds}s) -> {path}")
 
@@ -260,13 +262,13 @@ def promote(c, variant, to=None, ca_cert=None, build_dir="build", harbor_config=
     from rapidship.registry import promote as promote_record, read_push_record, write_record
     from rapidship.retrying import RetryPolicy
 
-    out = Path(build_dir) / variant
-    record = read_push_record(out)
+    ws = Workspace(build_dir)
+    record = read_push_record(ws, variant)
     target = to or f"{record.registry}/{_registry_defaults(harbor_config, 'release').split('/', 1)[1]}"
     host, _ = split_repository(target)
     done = promote_record(record, target, credentials_for(host), ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"),
                           RetryPolicy.from_env(), log=console.err.print)
-    console.err.print(f"release record -> {write_record(done, out)}")
+    console.err.print(f"release record -> {write_record(ws, done)}")
 
 
 def _harbor_plan(c, config="harbor", url=None, json=False):
@@ -277,7 +279,7 @@ def _harbor_plan(c, config="harbor", url=None, json=False):
     cfg = load_harbor(config)
     changes, _ = plan(HarborClient.from_env(cfg, url, on_retry=_on_retry), cfg)
     records = [change_record(ch) for ch in changes]
-    write_json(Path("build") / "harbor" / "plan.json", {"changes": records})
+    write_json(Workspace().harbor_dir() / "plan.json", {"changes": records})
     if json:
         console.print_json({"changes": records})
     for ch in changes:
@@ -298,7 +300,7 @@ def _harbor_apply(c, config="harbor", url=None, secrets_file=None, print_secrets
     default = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "rapidship" / "robot-secrets.json"
     sink = SecretSink(Path(secrets_file) if secrets_file else (None if print_secrets else default), print_secrets)
     done = apply(client, cfg, changes, live, sink, on_change=lambda ch: console.err.print(f"done: {ch.summary()}"))
-    write_json(Path("build") / "harbor" / "apply.json", {"applied": [change_record(ch) for ch in done]})
+    write_json(Workspace().harbor_dir() / "apply.json", {"applied": [change_record(ch) for ch in done]})
     if sink.secrets and sink.path:
         console.err.print(f"{len(sink.secrets)} new robot secret(s) written to {sink.path} (mode 0600)")
     console.err.print(f"{len(done)} change(s) applied" if done else "no changes: Harbor matches the configuration")
@@ -327,8 +329,9 @@ def _harbor_gate(c, variant="cpu-debian12", policy="policy/trivy.yaml", config="
     from rapidship.harbor_config import load_harbor
     from rapidship.registry import read_push_record
 
-    out = Path(build_dir) / variant
-    record = read_push_record(out)
+    ws = Workspace(build_dir)
+    out = ws.variant_dir(variant)
+    record = read_push_record(ws, variant)
     project, _, repository = record.repository.partition("/")
     client = HarborClient.from_env(load_harbor(config), url, on_retry=_on_retry)
     decide = report_decider(load_policy(policy, variant), date.today())
@@ -504,7 +507,8 @@ def scan(c, variant=None, arch=None, image=None, tar=None, dockerfile=None, poli
     target = Target(ref=image, tar=Path(tar) if tar else None)
     if tar and not Path(tar).is_file():
         raise ConfigError("--tar", f"{tar} is not a file", "pass the tar written by docker save")
-    out_dir = Path(out) if out else (Path("build") / variant / f"scan-{a}" if variant else Path("build") / "scan")
+    ws = Workspace()
+    out_dir = Path(out) if out else (ws.scan_dir(variant, a) if variant else ws.root / "scan")
     with console.err.status(f"scanning {target.name}") as status:
         record = run_scan(target, opts, pol, out_dir, dockerfile, variant, a, on_step=status.update)
     _verdict(record)
@@ -613,7 +617,7 @@ def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_siz
     plan = plan_smoke(v, a, mode, pick_uid(uid, v.uid), memory, shm_size, gpus,
                       Path(out).resolve() / "spill" if spill_mount else None,
                       int(spill_owner) if spill_owner not in (None, "") else None, pairs, args,
-                      image=image or built_image(Path("build") / v.id, a))
+                      image=image or built_image(Workspace(), v.id, a))
     memlock, notes = memlock_for(mode, *host_memlock())
     plan = replace(plan, memlock=memlock, notes=notes)
     for note in notes:
@@ -647,18 +651,18 @@ def size_report(c, variant, arch=None, top=25, json=False, variants_file="varian
     from rapidship.size_report import report, write_report
 
     v = load_matrix(variants_file).get(variant)
-    out_dir = Path("build") / v.id
-    arches = [_arch(arch)] if arch else [a for a in v.arches if (out_dir / f"build-{a.value}.json").is_file()]
+    ws = Workspace()
+    arches = [_arch(arch)] if arch else ws.built_arches(v.id, v.arches)
     if not arches:
         from rapidship.errors import ConfigError
-        raise ConfigError(str(out_dir), "no build record", f"run invoke build --variant {v.id} first")
+        raise ConfigError(str(ws.variant_dir(v.id)), "no build record", f"run invoke build --variant {v.id} first")
     failed = []
     for a in arches:
-        built = read_record(out_dir, a.value)
+        built = read_record(ws, v.id, a.value)
         with console.err.status(f"reading {built.ref} (docker export)"):
             rep = report(built.ref, variant=v.id, arch=a.value, image_bytes=built.size_bytes,
                          zstd_bytes=built.zstd_bytes, budget_bytes=v.budget_bytes, top=int(top))
-        path = write_report(rep, out_dir)
+        path = write_report(ws, rep)
         if json:
             console.print_json(rep.to_json())
         else:
@@ -788,12 +792,12 @@ def ci_build(c, variant, arch, variants_file="variants.yaml"):
     plan = plan_build(v, a, rendered, secrets, revision)
     push_ref = candidate_ref(v, a, os.environ.get("RAPIDSHIP_REGISTRY", ""), os.environ.get("RAPIDSHIP_CANDIDATE_SUFFIX", ""))
     builder = os.environ.get("RAPIDSHIP_BUILDER", "buildctl")
-    log = Path(rendered.out_dir) / f"build-{a.value}.log"
+    log = Workspace().build_log(v.id, a.value)
     with console.err.status(f"{builder}: building {push_ref}") as status:
         staged = build_staged(plan, secrets, builder, push_ref,
                               cache_ref(v, a, os.environ.get("RAPIDSHIP_CACHE_REPO")), log, status.update)
     console.err.print(f"pushed {staged.ref} {staged.digest} in {staged.seconds}s -> "
-                      f"{write_staged(staged, Path(rendered.out_dir))}")
+                      f"{write_staged(Workspace(), staged)}")
 
 
 @task(name="pull", help={"variant": "variant id", "arch": "amd64 or arm64 (default: every arch of the variant)",
@@ -806,8 +810,8 @@ def ci_pull(c, variant, arch=None, variants_file="variants.yaml"):
     v = load_matrix(variants_file).get(variant)
     for a in ([_arch(arch)] if arch else v.arches):
         with console.err.status(f"pulling {v.id} {a.value}"):
-            built = pull_staged(Path("build") / v.id, a.value, v)
-        console.err.print(f"pulled {built.extra['digest']} as {built.ref} -> {write_record(built, Path('build') / v.id)}")
+            built = pull_staged(Workspace(), a.value, v)
+        console.err.print(f"pulled {built.extra['digest']} as {built.ref} -> {write_record(Workspace(), built)}")
 
 
 @task(name="test", help={"markers": "pytest -m expression (default: the suite's own default)",

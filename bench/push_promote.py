@@ -7,7 +7,6 @@ TLS + htpasswd (tests/registry_fixtures.py), and stops it at the end. Prints sec
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,9 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 from registry_fixtures import RegistryServer  # noqa: E402
 from rapidship.matrix import parse_matrix  # noqa: E402
 from rapidship.oci import Credentials  # noqa: E402
+from rapidship.gates import GatesRecord  # noqa: E402
+from rapidship.gates.scan import ScanRecord  # noqa: E402
+from rapidship.records import Workspace  # noqa: E402
 from rapidship.registry import promote, push  # noqa: E402
 
 ref = sys.argv[1] if len(sys.argv) > 1 else "rapidship/dask:26.10-cpu-debian12-py3.11-amd64"
@@ -33,9 +35,11 @@ with tempfile.TemporaryDirectory() as tmp_name:
     doc = text.replace("    image: rapidship/dask", f"    image: {image}\n    arches: [amd64]")
     variant = parse_matrix(doc).get("cpu-debian12")
     assert variant.ref("amd64") == ref, f"{variant.ref('amd64')} != {ref}"
-    out = tmp / "build"
-    out.mkdir()
-    (out / "gates-amd64.json").write_text(json.dumps({"passed": True}))
+    out = Workspace(tmp / "build")  # passing records, as `invoke gates` and `invoke scan` write them
+    out.save(out.gates(variant.id, "amd64"), GatesRecord(ref=ref, image_id="", arch="amd64", passed=True, gates=[]))
+    out.save(out.decision(variant.id, "amd64"), ScanRecord(
+        artifact=ref, variant=variant.id, arch="amd64", passed=True, reasons=[], notes=[], counts={}, policy={},
+        os="", packages=0, trivy_version="", db={}, outputs={}, seconds=0.0, decided_on=""))
     reg = RegistryServer(tmp).start()
     try:
         creds = Credentials(reg.user, reg.password, "bench")

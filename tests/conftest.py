@@ -57,10 +57,11 @@ def cpu_image(engine):
 
     sys.path.insert(0, str(ROOT / "src"))
     from rapidship.build import read_record
+    from rapidship.records import Workspace
 
     invoke("base", "--os", "debian12")
     invoke("build", "--variant", CPU_VARIANT, "--arch", "amd64")
-    return read_record(ROOT / "build" / CPU_VARIANT, "amd64")
+    return read_record(Workspace(ROOT / "build"), CPU_VARIANT, "amd64")
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from tests.conftest import ROOT, invoke  # noqa: E402
+from rapidship.records import Workspace  # noqa: E402
 from rapidship.export import ISO_RESERVE, METADATA_RESERVE  # noqa: E402
 
 pytestmark = pytest.mark.docker
@@ -342,8 +343,8 @@ def test_a_variant_resolves_through_its_build_record(cpu_image):
     from rapidship.matrix import load_matrix
 
     variant = load_matrix(ROOT / "variants.yaml").get("cpu-debian12")
-    [image] = resolve_images([variant], "amd64", [], ROOT / "build")
+    [image] = resolve_images([variant], "amd64", [], Workspace(ROOT / "build"))
     assert (image.ref, image.image_id, image.variant) == (cpu_image.ref, cpu_image.image_id, "cpu-debian12")
     assert image.layers and image.arch == "amd64"
     with pytest.raises(ConfigError, match="no image named"):
-        resolve_images([], None, [], ROOT / "build")
+        resolve_images([], None, [], Workspace(ROOT / "build"))

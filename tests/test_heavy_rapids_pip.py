@@ -27,12 +27,13 @@ VARIANT = "cuda12-debian12"
 
 def test_rapids_pip_image_builds_and_fits_the_budget(engine):
     from rapidship.build import read_record
+    from rapidship.records import Workspace
     from rapidship.matrix import load_matrix
 
     invoke("lock", "--check", "--env", "rapids-pip")
     invoke("base", "--os", "debian12")
     invoke("build", "--variant", VARIANT, "--arch", "amd64")
-    built = read_record(ROOT / "build" / VARIANT, "amd64")
+    built = read_record(Workspace(ROOT / "build"), VARIANT, "amd64")
     budget = load_matrix(ROOT / "variants.yaml").get(VARIANT).budget_bytes
     assert budget == 4_700_000_000
     assert built.size_bytes <= budget, f"{built.size_bytes:,} bytes is {built.size_bytes - budget:,} over the budget"

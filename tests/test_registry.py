@@ -103,14 +103,19 @@ def env(registry, tmp_path):
                 RAPIDSHIP_RETRY_BASE_DELAY="0.05", DOCKER_CONFIG=str(docker_config))
 
 
-def gates(build_dir: Path, **passed: bool) -> Path:
-    out = build_dir / VARIANT
-    out.mkdir(parents=True, exist_ok=True)
+def gates(build_dir: Path, **passed: bool):
+    """Whole gate records and scan decisions for VARIANT, as `invoke gates` / `invoke scan` write them."""
+    from rapidship.gates import GatesRecord
+    from rapidship.gates.scan import ScanRecord
+    from rapidship.records import Workspace
+
+    ws = Workspace(build_dir)
     for arch, ok in passed.items():
-        (out / f"gates-{arch}.json").write_text(json.dumps({"passed": ok, "gates": []}))
-        (out / f"scan-{arch}").mkdir(exist_ok=True)
-        (out / f"scan-{arch}" / "decision.json").write_text(json.dumps({"passed": True, "reasons": []}))
-    return out
+        ws.save(ws.gates(VARIANT, arch), GatesRecord(ref="r", image_id="i", arch=arch, passed=ok, gates=[]))
+        ws.save(ws.decision(VARIANT, arch), ScanRecord(
+            artifact="r", variant=VARIANT, arch=arch, passed=True, reasons=[], notes=[], counts={}, policy={},
+            os="debian 12", packages=1, trivy_version="", db={}, outputs={}, seconds=0.0, decided_on="2026-12-01"))
+    return ws
 
 
 def run(env, *args) -> subprocess.CompletedProcess:

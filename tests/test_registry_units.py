@@ -40,21 +40,42 @@ def test_index_type_follows_the_children():
     assert platform_of({"architecture": "arm64", "os": "linux", "variant": "v8"})["variant"] == "v8"
 
 
+def _gates(passed=True):
+    from rapidship.gates import GateReport, GatesRecord
+    return GatesRecord(ref="r", image_id="sha256:1", arch="amd64", passed=passed,
+                       gates=[GateReport(gate="size", passed=passed)])
+
+
+def _decision(passed=True):
+    from rapidship.gates.scan import ScanRecord
+    return ScanRecord(artifact="r", variant="cuda12-ubuntu22", arch="amd64", passed=passed, reasons=[], notes=[],
+                      counts={}, policy={}, os="debian 12", packages=1, trivy_version="0.59.1", db={}, outputs={},
+                      seconds=1.0, decided_on="2026-12-01")
+
+
 def test_gate_records_fail_closed(tmp_path):
-    v = parse_matrix((ROOT / "variants.yaml").read_text()).get("cuda12-ubuntu22")  # amd64 + arm64
-    assert len(check_gates(v, tmp_path)) == 4  # no records at all: image gates and scan, per arch
+    from rapidship.records import Workspace
+
+    ws = Workspace(tmp_path)
+    vid = "cuda12-ubuntu22"
+    v = parse_matrix((ROOT / "variants.yaml").read_text()).get(vid)  # amd64 + arm64
+    problems = check_gates(ws, v)
+    assert len(problems) == 4 and all("no gate record" in p or "no scan decision" in p for p in problems)
     for arch in ("amd64", "arm64"):
-        (tmp_path / f"scan-{arch}").mkdir()
-        (tmp_path / f"scan-{arch}" / "decision.json").write_text('{"passed": true}')
-    (tmp_path / "gates-amd64.json").write_text('{"passed": true}')
-    (tmp_path / "gates-arm64.json").write_text('{"passed": "true"}')  # a string is not a pass
-    assert check_gates(v, tmp_path) == [f"{tmp_path}/gates-arm64.json: passed is \"true\""]
-    (tmp_path / "gates-arm64.json").write_text("[1]")
-    assert "not a JSON object" in check_gates(v, tmp_path)[0]
-    (tmp_path / "gates-arm64.json").write_text('{"passed": true, "gates": []}')
-    assert check_gates(v, tmp_path) == []
-    (tmp_path / "scan-arm64" / "decision.json").write_text('{"passed": false}')  # trivy said no
-    assert check_gates(v, tmp_path) == [f"{tmp_path}/scan-arm64/decision.json: passed is false"]
+        ws.save(ws.gates(vid, arch), _gates())
+        ws.save(ws.decision(vid, arch), _decision())
+    assert check_gates(ws, v) == []
+    doc = json.loads(ws.gates(vid, "arm64").read_text())
+    ws.gates(vid, "arm64").write_text(json.dumps(doc | {"passed": "true"}))  # a string is not a pass
+    assert check_gates(ws, v) == [f"{ws.gates(vid, 'arm64')}: gate record of another shape: passed: "
+                                  "Input should be a valid boolean"]
+    ws.gates(vid, "arm64").write_text("[1]")
+    assert "not a JSON object" in check_gates(ws, v)[0]
+    ws.gates(vid, "arm64").write_text('{"passed": true, "gates": []}')  # a pass without the rest of the record
+    assert "gate record of another shape" in check_gates(ws, v)[0]
+    ws.save(ws.gates(vid, "arm64"), _gates())
+    ws.save(ws.decision(vid, "arm64"), _decision(passed=False))  # trivy said no
+    assert check_gates(ws, v) == [f"{ws.decision(vid, 'arm64')}: passed is false"]
 
 
 def test_backoff_grows_and_honours_retry_after():

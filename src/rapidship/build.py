@@ -14,7 +14,7 @@ import re
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -22,6 +22,7 @@ from typing import Callable
 from rapidship.base import docker_cli, resolve_local_base
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.matrix import Arch, Flavour, Variant
+from rapidship.records import Workspace
 from rapidship.render import Rendered
 
 
@@ -212,17 +213,12 @@ def zstd_size(ref: str, level: int = 3) -> int:
     return total
 
 
-def write_record(built: BuiltImage, out_dir: Path) -> Path:
-    path = out_dir / f"build-{built.arch}.json"
-    path.write_text(json.dumps(asdict(built), indent=2) + "\n")
-    return path
+def write_record(ws: Workspace, built: BuiltImage) -> Path:
+    return ws.save(ws.build(built.variant, built.arch), built)
 
 
-def read_record(out_dir: Path, arch: str) -> BuiltImage:
-    path = out_dir / f"build-{arch}.json"
-    if not path.is_file():
-        raise ConfigError(str(path), "no build record", "run invoke build for this variant and arch first")
-    return BuiltImage(**json.loads(path.read_text()))
+def read_record(ws: Workspace, variant: str, arch: str) -> BuiltImage:
+    return ws.load(ws.build(variant, arch), BuiltImage, f"invoke build --variant {variant} --arch {arch}")
 
 
 # ---- daemonless builders (CI runners without a Docker engine) ----
@@ -365,19 +361,16 @@ def build_staged(plan: BuildPlan, secrets: BuildSecrets, builder: str, push_ref:
                        seconds=round(time.monotonic() - start, 1), log=str(log_path))
 
 
-def write_staged(staged: StagedImage, out_dir: Path) -> Path:
-    path = out_dir / f"staged-{staged.arch}.json"
-    path.write_text(json.dumps(asdict(staged), indent=2) + "\n")
-    return path
+def write_staged(ws: Workspace, staged: StagedImage) -> Path:
+    return ws.save(ws.staged(staged.variant, staged.arch), staged)
 
 
-def pull_staged(out_dir: Path, arch: str, variant: Variant) -> BuiltImage:
+def pull_staged(ws: Workspace, arch: str, variant: Variant) -> BuiltImage:
     """Edge: pull a staged candidate by digest into this job's engine under the local ref, and
     measure it exactly as `build` does, so gates, scan, push and smoke read the same record."""
-    path = out_dir / f"staged-{arch}.json"
-    if not path.is_file():
-        raise ConfigError(str(path), "no staged build record", "the build job's artifacts are missing: check its needs")
-    staged = StagedImage(**json.loads(path.read_text()))
+    staged = ws.load(ws.staged(variant.id, arch), StagedImage,
+                     f"invoke ci.build --variant {variant.id} --arch {arch} (the build job: check the job's needs)",
+                     "staged build record")
     repo = staged.ref.rsplit(":", 1)[0] if ":" in staged.ref.rsplit("/", 1)[-1] else staged.ref
     pinned = f"{repo}@{staged.digest}"
     local = variant.ref(arch)

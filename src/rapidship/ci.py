@@ -24,11 +24,12 @@ import yaml
 
 from rapidship.errors import ConfigError
 from rapidship.matrix import Arch, Matrix, Variant
+from rapidship.records import Workspace
 
 STAGES = ["prepare", "build", "verify", "publish", "smoke", "release"]
 
-# Where `invoke scan --out` leaves its files, and their names (the scan stage owns the names).
-SCAN_DIR = "build/{variant}/scan-{arch}"
+# Job artifacts are the workspace's own record paths (relative: GitLab artifact paths).
+WS = Workspace("build")
 SCAN_FILES = {"cyclonedx": "sbom.cdx.json", "container_scanning": "gl-container-scanning-report.json"}
 EXPORT_DIR = "export/{variant}"
 # Offline stand-in for the Harbor trivy DB mirror in the local profile (made-up advisories).
@@ -151,7 +152,7 @@ def _pull(v: Variant, arch: Arch, profile: Profile) -> list[str]:
 
 def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
     vid = v.id
-    out_dir = f"build/{vid}/"
+    out_dir = f"{WS.variant_dir(vid)}/"
     render = _name("render", v)
     found = [Job(render, {
         "stage": "prepare",
@@ -170,10 +171,10 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
             **p.arch_tags(a, "docker"),
             "needs": [render, build],
             "script": [*_pull(v, arch, p), f"invoke gates --variant {vid} --arch {a}"],
-            "artifacts": {"when": "always", "paths": [f"{out_dir}gates-{a}.json"], "expire_in": "1 week"},
+            "artifacts": {"when": "always", "paths": [str(WS.gates(vid, a))], "expire_in": "1 week"},
         }, f"image gates on {vid} {a}"))
         scan = _name("scan", v, arch)
-        scan_dir = SCAN_DIR.format(variant=vid, arch=a)
+        scan_dir = str(WS.scan_dir(vid, a))
         files = {k: f"{scan_dir}/{name}" for k, name in SCAN_FILES.items()}
         found.append(Job(scan, {
             "stage": "verify",
@@ -195,7 +196,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         "needs": [render, *build_jobs, *gates_jobs, *scan_jobs],
         "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)),
                    f"invoke push --variant {vid} --registry $RAPIDSHIP_REGISTRY"],
-        "artifacts": {"paths": [f"{out_dir}push.json"], "expire_in": "30 days"},  # promote reads it
+        "artifacts": {"paths": [str(WS.push(vid))], "expire_in": "30 days"},  # promote reads it
         "resource_group": f"push-{vid}",
     }, f"push {vid} per-arch tags, then the manifest list, to the staging registry"))
     for arch in p.arches_of(v):
@@ -208,7 +209,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
             "needs": [render, _name("build", v, arch), push],
             "rules": [{"if": f'$RAPIDSHIP_GPU_RUNNERS == "{NO_GPU}"', "when": "never"}, {"when": "on_success"}],
             "script": [*_pull(v, arch, p), f"invoke smoke --variant {vid} --arch {a}{gpus}"],
-            "artifacts": {"when": "always", "paths": ["build/smoke/"], "expire_in": "30 days"},
+            "artifacts": {"when": "always", "paths": [f"{WS.smoke_dir()}/"], "expire_in": "30 days"},
         }, f"spill smoke of {vid} {a}, hardened profile; skipped when RAPIDSHIP_GPU_RUNNERS={NO_GPU} "
            "(no runner tagged gpu with the NVIDIA container toolkit)"))
         smoke_jobs.append(smoke)
@@ -235,7 +236,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         "interruptible": False,  # a release half done is worse than one not started
         **({"variables": dict(p.promote_variables)} if p.promote_variables else {}),
         "script": [f"invoke promote --variant {vid}"],
-        "artifacts": {"paths": [f"{out_dir}promote.json"], "expire_in": "1 year"},
+        "artifacts": {"paths": [str(WS.promote(vid))], "expire_in": "1 year"},
         "resource_group": f"release-{vid}",
     }, f"promote {vid} from staging to the release project (tags only)"))
     export_dir = EXPORT_DIR.format(variant=vid)
@@ -275,9 +276,9 @@ def _build_body(v: Variant, arch: Arch, p: Profile) -> dict:
             Builder.buildctl: {"name": "$RAPIDSHIP_BUILDKIT_IMAGE", "entrypoint": [""]},
             Builder.kaniko: {"name": "$RAPIDSHIP_KANIKO_IMAGE", "entrypoint": [""]},
         }[p.builder]}
-    record = f"build/{v.id}/{'build' if p.builder is Builder.docker else 'staged'}-{a}.json"
+    record = str(WS.build(v.id, a) if p.builder is Builder.docker else WS.staged(v.id, a))
     return {"stage": "build", **body, "needs": [_name("render", v)], "script": script,
-            "artifacts": {"when": "always", "paths": [record, f"build/{v.id}/build-{a}.log"], "expire_in": "1 week"}}
+            "artifacts": {"when": "always", "paths": [record, str(WS.build_log(v.id, a))], "expire_in": "1 week"}}
 
 
 def descriptions(matrix: Matrix, profile: Profile, variant_ids: list[str] | None = None) -> dict[str, str]:

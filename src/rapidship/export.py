@@ -28,6 +28,7 @@ from typing import Callable, Iterable
 
 from rapidship import __version__
 from rapidship.errors import ConfigError, RapidshipError
+from rapidship.records import Workspace, save
 
 FORMAT = "rapidship-export/1"
 ARCHIVE = "images.tar.zst"
@@ -250,8 +251,9 @@ def record_json(record: ExportRecord) -> dict:
 
 # ---- edge: resolve images ----------------------------------------------------------------------
 
-def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], build_root: Path = Path("build")) -> list[ImageRecord]:
-    """--variant (through its build record, else v.ref(arch)) and --image refs -> ImageRecords."""
+def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws: Workspace = Workspace()) -> list[ImageRecord]:
+    """--variant (through its build record, else v.ref(arch)) and --image refs -> ImageRecords. A
+    corrupt build record is an error, not a silent fallback to the tag."""
     from rapidship.build import read_record
 
     wanted: list[tuple[str, str, str]] = []  # (ref, variant, flag)
@@ -259,10 +261,7 @@ def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], bu
         arches = [arch] if arch else [a.value for a in v.arches]
         found = []
         for a in arches:
-            try:
-                ref = read_record(build_root / v.id, a).ref
-            except RapidshipError:
-                ref = v.ref(a)
+            ref = read_record(ws, v.id, a).ref if ws.build(v.id, a).is_file() else v.ref(a)
             if arch or _inspect(ref) is not None:
                 found.append((ref, v.id, f"--variant {v.id}" + (f" --arch {arch}" if arch else "")))
         if not found:
@@ -497,7 +496,7 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     if not keep_dirs:
         for volume in range(1, count + 1):
             shutil.rmtree(volume_dir(out, volume))
-    (out / "export.json").write_text(json.dumps(record_json(record), indent=2) + "\n")
+    save(out / "export.json", record_json(record))
     err.print(f"exported {len(images)} image(s) into {count} volume(s) of {media.name}: "
               f"{record.tar_bytes / 1e6:.0f} MB -> {record.archive_bytes / 1e6:.0f} MB zstd")
     return record

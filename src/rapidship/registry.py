@@ -25,15 +25,18 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 from rapidship.base import image_exists
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
+from rapidship.gates.run import read_gates_record
+from rapidship.gates.scan import read_decision
 from rapidship.matrix import Variant
 from rapidship.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, Credentials, Registry, split_repository
+from rapidship.records import RecordError, Workspace
 from rapidship.retrying import RetryPolicy, backoff
 
 # skopeo output that no retry can fix.
@@ -94,23 +97,21 @@ class RetryCounter:
 
 # ---- pure parts ----
 
-def check_gates(variant: Variant, out_dir: Path) -> list[str]:
+def check_gates(ws: Workspace, variant: Variant) -> list[str]:
     """Every arch needs its image gates (gates-<arch>.json) and its trivy decision
-    (scan-<arch>/decision.json) with "passed": true. Returns the problems (empty = go)."""
+    (scan-<arch>/decision.json), each a whole, valid record that passed. Returns the problems
+    (empty = go); a missing or corrupt record is a problem, never a pass."""
     problems = []
     for arch in variant.arches:
-        for path, what in ((out_dir / f"gates-{arch.value}.json", "gate record"),
-                           (out_dir / f"scan-{arch.value}" / "decision.json", "scan decision (invoke scan)")):
+        for read, path in ((read_gates_record, ws.gates(variant.id, arch.value)),
+                           (read_decision, ws.decision(variant.id, arch.value))):
             try:
-                passed = json.loads(path.read_text()).get("passed")
-            except FileNotFoundError:
-                problems.append(f"{path}: no {what}")
+                record = read(ws, variant.id, arch.value)
+            except RecordError as err:
+                problems.append(f"{err.where}: {err.problem}")
                 continue
-            except (ValueError, AttributeError):
-                problems.append(f"{path}: not a JSON object")
-                continue
-            if passed is not True:
-                problems.append(f"{path}: passed is {json.dumps(passed)}")
+            if record.passed is not True:
+                problems.append(f"{path}: passed is {json.dumps(record.passed)}")
     return problems
 
 
@@ -200,7 +201,7 @@ def arch_image(reg: Registry, repo: str, arch: str, tag: str, digest: str) -> Ar
                      platform=platform_of(config))
 
 
-def push(variant: Variant, target: str, out_dir: Path, creds: Credentials | None, ca_bundle: str | None = None,
+def push(variant: Variant, target: str, ws: Workspace, creds: Credentials | None, ca_bundle: str | None = None,
          skip_gates: bool = False, policy: RetryPolicy = RetryPolicy(),
          log: Callable[[str], None] = lambda _: None) -> PushRecord:
     start = time.monotonic()
@@ -211,7 +212,7 @@ def push(variant: Variant, target: str, out_dir: Path, creds: Credentials | None
         raise RapidshipError(f"push {variant.id}", f"no {', '.join(missing)} image in the engine "
                              f"({', '.join(variant.ref(a) for a in missing)}); a manifest list needs every arch",
                              f"build them: invoke build --variant {variant.id} --arch {missing[0]}")
-    problems = check_gates(variant, out_dir)
+    problems = check_gates(ws, variant)
     if problems and not skip_gates:
         raise GateFailure(f"push {variant.id}", "gates did not pass for every arch:\n  " + "\n  ".join(problems),
                           "run the gates (invoke gate) and fix what fails; nothing was pushed")
@@ -282,18 +283,10 @@ def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
-def write_record(record: PushRecord | PromoteRecord, out_dir: Path) -> Path:
-    name = "push.json" if isinstance(record, PushRecord) else "promote.json"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / name
-    path.write_text(json.dumps(asdict(record), indent=2) + "\n")
-    return path
+def write_record(ws: Workspace, record: PushRecord | PromoteRecord) -> Path:
+    path = ws.push(record.variant) if isinstance(record, PushRecord) else ws.promote(record.variant)
+    return ws.save(path, record)
 
 
-def read_push_record(out_dir: Path) -> PushRecord:
-    path = out_dir / "push.json"
-    if not path.is_file():
-        raise ConfigError(str(path), "no push record", "push the variant first: invoke push --variant ...")
-    raw = json.loads(path.read_text())
-    raw["arches"] = {k: ArchImage(**v) for k, v in raw["arches"].items()}
-    return PushRecord(**raw)
+def read_push_record(ws: Workspace, variant: str) -> PushRecord:
+    return ws.load(ws.push(variant), PushRecord, f"invoke push --variant {variant}", "push record")

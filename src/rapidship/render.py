@@ -7,15 +7,16 @@ the lock files, writes the context (Dockerfile, lock/, runtime/) and a render.js
 from __future__ import annotations
 
 import hashlib
-import json
+
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
 
 from rapidship.errors import ConfigError
 from rapidship.matrix import Flavour, Variant
+from rapidship.records import save
 
 TEMPLATES = Path("templates")
 LOCKS = Path("locks")
@@ -175,7 +176,7 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
     record = Rendered(variant=variant.id, out_dir=str(out), dockerfile=str(out / "Dockerfile"),
                       dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
                       lock_sha256=ctx.lock_sha256, files=files)
-    (out / "render.json").write_text(json.dumps(asdict(record), indent=2) + "\n")
+    save(out / "render.json", record)
     return record
 
 

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable, Iterator
 
 from rapidship.errors import RapidshipError
+from rapidship.records import Workspace
 
 TRIMS_PATH = "opt/rapidship/trims.json"
 PRUNE_PATH = "opt/rapidship/prune.json"  # the builder's device-code prune record (absent: nothing pruned)
@@ -169,7 +170,5 @@ def _record(kept: dict[str, bytes], path: str, ref: str) -> dict:
     return value
 
 
-def write_report(rep: SizeReport, out_dir: Path) -> Path:
-    path = out_dir / f"size-{rep.arch}.json"
-    path.write_text(json.dumps(rep.to_json(), indent=2) + "\n")
-    return path
+def write_report(ws: Workspace, rep: SizeReport) -> Path:
+    return ws.save(ws.size(rep.variant, rep.arch), rep)

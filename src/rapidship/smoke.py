@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
+from rapidship.records import Workspace, save
 
 SPILL_IN_CONTAINER = "/spill"
 OOM_EXIT = 137
@@ -193,14 +194,14 @@ def host_memlock() -> tuple[int | None, bool]:
     return hard, probe.returncode == 0
 
 
-def built_image(build_dir: Path, arch: str) -> str | None:
-    """The image id `invoke build` recorded: immune to the tag being moved by a later build."""
+def built_image(ws: Workspace, variant: str, arch: str) -> str | None:
+    """The image id `invoke build` recorded: immune to the tag being moved by a later build. No
+    record: None (the tag is used); a corrupt one is an error, not a silent fallback."""
     from rapidship.build import read_record
 
-    try:
-        return read_record(build_dir, arch).image_id
-    except (OSError, ValueError, KeyError, TypeError, RapidshipError):
+    if not ws.build(variant, arch).is_file():
         return None
+    return read_record(ws, variant, arch).image_id
 
 def prepare_spill_dir(plan: SmokePlan) -> None:
     if not plan.spill_host_dir:
@@ -250,10 +251,7 @@ def _container_state(cli: str, name: str) -> dict:
 
 def write_record(result: SmokeResult, out_dir: Path) -> Path:
     p = result.plan
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{p['variant']}-{p['arch']}-{p['mode']}-uid{p['uid']}.json"
-    path.write_text(json.dumps(asdict(result), indent=2) + "\n")
-    return path
+    return save(out_dir / f"{p['variant']}-{p['arch']}-{p['mode']}-uid{p['uid']}.json", result)
 
 
 def raise_on_failure(result: SmokeResult, record: Path) -> None:

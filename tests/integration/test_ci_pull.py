@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from rapidship.build import StagedImage, pull_staged, write_staged
-from rapidship.errors import ConfigError, RapidshipError
+from rapidship.records import Workspace
+from rapidship.errors import RapidshipError
 from rapidship.matrix import load_matrix
 
 from test_ci_local import loopback_registry, serve_registry  # noqa: F401 - shared fixture
@@ -37,23 +38,22 @@ def test_pull_staged_fetches_the_pushed_digest(engine, loopback_registry, unique
         _docker("push", "--quiet", candidate)
         digest = _docker("image", "inspect", candidate, "--format", "{{index .RepoDigests 0}}").split("@")[1]
         _docker("rmi", candidate)  # this job's engine has never seen the image
-        out = tmp_path / "build"
-        out.mkdir()
-        write_staged(StagedImage(variant=variant.id, arch="amd64", ref=candidate, digest=digest, builder="buildctl",
-                                 seconds=12.5, log="build/cpu-debian12/build-amd64.log"), out)
+        ws = Workspace(tmp_path / "build")
+        write_staged(ws, StagedImage(variant=variant.id, arch="amd64", ref=candidate, digest=digest,
+                                     builder="buildctl", seconds=12.5, log="build/cpu-debian12/build-amd64.log"))
 
-        built = pull_staged(out, "amd64", variant)
+        built = pull_staged(ws, "amd64", variant)
         assert built.ref == local and built.extra == {"staged": candidate, "digest": digest}
         assert built.lock_sha256 == "abc123" and built.layers == 1 and built.seconds == 12.5
         assert built.size_bytes == 7 and built.zstd_bytes > 0
         assert _docker("image", "inspect", local, "--format", "{{.Id}}") == built.image_id
 
         # a digest the registry does not hold is refused, not silently replaced by the tag
-        record = json.loads((out / "staged-amd64.json").read_text())
+        record = json.loads(ws.staged(variant.id, "amd64").read_text())
         record["digest"] = "sha256:" + "0" * 64
-        (out / "staged-amd64.json").write_text(json.dumps(record))
+        ws.staged(variant.id, "amd64").write_text(json.dumps(record))
         with pytest.raises(RapidshipError, match="docker pull failed"):
-            pull_staged(out, "amd64", variant)
+            pull_staged(ws, "amd64", variant)
     finally:
         subprocess.run(["docker", "rmi", "--force", candidate, local], capture_output=True, check=False)
 
@@ -79,10 +79,9 @@ def test_pull_staged_uses_the_ci_credentials(engine, unique_name, tmp_path, monk
         subprocess.run(["docker", "--config", str(pusher), "push", "--quiet", candidate], check=True, capture_output=True)
         digest = _docker("image", "inspect", candidate, "--format", "{{index .RepoDigests 0}}").split("@")[1]
         _docker("rmi", candidate)
-        out = tmp_path / "build"
-        out.mkdir()
-        write_staged(StagedImage(variant=variant.id, arch="amd64", ref=candidate, digest=digest, builder="buildctl",
-                                 seconds=1.0, log="-"), out)
+        out = Workspace(tmp_path / "build")
+        write_staged(out, StagedImage(variant=variant.id, arch="amd64", ref=candidate, digest=digest,
+                                      builder="buildctl", seconds=1.0, log="-"))
         monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "empty-docker-config"))
         monkeypatch.delenv("RAPIDSHIP_REGISTRY_USER", raising=False)
         with pytest.raises(RapidshipError, match="docker pull failed.*(unauthorized|no basic auth|authentication)") as refused:
@@ -103,5 +102,6 @@ def test_pull_staged_uses_the_ci_credentials(engine, unique_name, tmp_path, monk
 
 
 def test_pull_staged_without_a_record_names_the_fix(tmp_path):
-    with pytest.raises(ConfigError, match="staged-arm64.json.*no staged build record"):
-        pull_staged(tmp_path, "arm64", CPU)
+    with pytest.raises(RapidshipError, match="staged-arm64.json: no staged build record") as err:
+        pull_staged(Workspace(tmp_path), "arm64", CPU)
+    assert "invoke ci.build --variant cpu-debian12 --arch arm64" in err.value.fix

@@ -17,5 +17,16 @@ class GateReport:
     details: dict = field(default_factory=dict)  # what was measured, for the record
 
 
+@dataclass(frozen=True)
+class GatesRecord:
+    """build/<variant>/gates-<arch>.json: every image gate of one built image; push reads `passed`."""
+
+    ref: str
+    image_id: str
+    arch: str
+    passed: bool
+    gates: list[GateReport]
+
+
 def verdict(gate: str, reasons: list[str], **details) -> GateReport:
     return GateReport(gate=gate, passed=not reasons, reasons=reasons, details=details)

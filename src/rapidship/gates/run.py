@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
 from rapidship.build import BuildSecrets, BuiltImage
-from rapidship.gates import GateReport
+from rapidship.gates import GateReport, GatesRecord
 from rapidship.gates.labels import check_labels
 from rapidship.gates.secrets import check_secrets, env_secret_values
 from rapidship.gates.size import check_size
@@ -16,6 +14,7 @@ from rapidship.gates.suid import check_suid
 from rapidship.gates.user import check_user
 from rapidship.layers import image_config
 from rapidship.matrix import Variant
+from rapidship.records import Workspace
 
 GATES = ("size", "labels", "user", "suid", "secrets")
 
@@ -46,9 +45,12 @@ def run_gates(v: Variant, built: BuiltImage, secrets: BuildSecrets,
     return reports
 
 
-def write_gates_record(built: BuiltImage, reports: list[GateReport], out_dir: Path) -> Path:
-    path = out_dir / f"gates-{built.arch}.json"
-    record = {"ref": built.ref, "image_id": built.image_id, "arch": built.arch,
-              "passed": all(r.passed for r in reports), "gates": [asdict(r) for r in reports]}
-    path.write_text(json.dumps(record, indent=2) + "\n")
-    return path
+def write_gates_record(ws: Workspace, built: BuiltImage, reports: list[GateReport]) -> Path:
+    record = GatesRecord(ref=built.ref, image_id=built.image_id, arch=built.arch,
+                         passed=all(r.passed for r in reports), gates=reports)
+    return ws.save(ws.gates(built.variant, built.arch), record)
+
+
+def read_gates_record(ws: Workspace, variant: str, arch: str) -> GatesRecord:
+    return ws.load(ws.gates(variant, arch), GatesRecord, f"invoke gates --variant {variant} --arch {arch}",
+                   "gate record")

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.gates.gitlab_report import gitlab_report
 from rapidship.gates.policy import Decision, Policy, decide, findings, read_report, scan_facts
+from rapidship.records import Workspace, save
 
 TRIVY_JSON = "trivy.json"
 CONFIG_JSON = "trivy-config.json"
@@ -230,8 +231,13 @@ def gate(report: Path, config_report: Path | None, policy: Policy, out_dir: Path
     if outputs["sbom"] is None:
         record.notes.append("no SBOM written: " + ("no trivy binary to convert the report" if not binary else
                             "the report lists no packages (made without --list-all-pkgs, or Harbor's format)"))
-    (out_dir / RECORD).write_text(json.dumps(asdict(record), indent=2))
+    save(out_dir / RECORD, record)
     return record
+
+
+def read_decision(ws: Workspace, variant: str, arch: str) -> ScanRecord:
+    return ws.load(ws.decision(variant, arch), ScanRecord, f"invoke scan --variant {variant} --arch {arch}",
+                   "scan decision")
 
 
 def _day(stamp: Any) -> date | None:

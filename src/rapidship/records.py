@@ -1,0 +1,169 @@
+"""The workspace: the one owner of the records the pipeline writes under build/.
+
+Every stage hands its results to the next as JSON records on disk (so CI jobs can be split across
+runners). `Workspace(root)` names every record's path (`ws.gates(variant, arch)`), writes records
+atomically (temp file + rename, `schema_version` added) and reads them back validated against
+their type: a missing, corrupt, mistyped or newer-schema record is one `RecordError` naming the
+file and the command that writes it, never a TypeError or KeyError from deep inside a stage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from rapidship.errors import RapidshipError
+
+SCHEMA_VERSION = 1  # of every record below; raise it when a record's shape changes
+T = TypeVar("T")
+
+
+class RecordError(RapidshipError):
+    """A record that cannot be used: missing, corrupt, of another shape or a newer schema."""
+
+
+class Workspace:
+    """Paths of every record, by variant id and arch; `root` is build/ unless a flag moves it."""
+
+    def __init__(self, root: Path | str = "build") -> None:
+        self.root = Path(root)
+
+    def variant_dir(self, variant: str) -> Path:
+        return self.root / variant
+
+    def render(self, variant: str) -> Path:
+        return self.variant_dir(variant) / "render.json"
+
+    def build(self, variant: str, arch: str) -> Path:
+        return self.variant_dir(variant) / f"build-{arch}.json"
+
+    def build_log(self, variant: str, arch: str) -> Path:
+        return self.variant_dir(variant) / f"build-{arch}.log"
+
+    def staged(self, variant: str, arch: str) -> Path:
+        return self.variant_dir(variant) / f"staged-{arch}.json"
+
+    def gates(self, variant: str, arch: str) -> Path:
+        return self.variant_dir(variant) / f"gates-{arch}.json"
+
+    def scan_dir(self, variant: str, arch: str) -> Path:
+        return self.variant_dir(variant) / f"scan-{arch}"
+
+    def decision(self, variant: str, arch: str) -> Path:
+        return self.scan_dir(variant, arch) / DECISION
+
+    def size(self, variant: str, arch: str) -> Path:
+        return self.variant_dir(variant) / f"size-{arch}.json"
+
+    def push(self, variant: str) -> Path:
+        return self.variant_dir(variant) / "push.json"
+
+    def promote(self, variant: str) -> Path:
+        return self.variant_dir(variant) / "promote.json"
+
+    def smoke_dir(self) -> Path:
+        return self.root / "smoke"
+
+    def prune(self) -> Path:
+        return self.root / "prune" / "prune.json"
+
+    def harbor_dir(self) -> Path:
+        return self.root / "harbor"
+
+    def built_arches(self, variant: str, arches) -> list:
+        """Those of `arches` (Arch values) that have a build record."""
+        return [a for a in arches if self.build(variant, getattr(a, "value", a)).is_file()]
+
+    # ---- I/O ----
+
+    def save(self, path: Path, value: Any) -> Path:
+        return save(path, value)
+
+    def load(self, path: Path, kind: type[T], writer: str, what: str = "record") -> T:
+        return load(path, kind, writer, what)
+
+
+DECISION = "decision.json"
+
+
+def as_document(value: Any) -> dict:
+    """A record as the JSON object written to disk, `schema_version` first."""
+    if hasattr(value, "to_json"):
+        doc = value.to_json()
+    elif is_dataclass(value):
+        doc = asdict(value)
+    elif hasattr(value, "model_dump"):
+        doc = value.model_dump(mode="json")
+    elif isinstance(value, dict):
+        doc = dict(value)
+    else:
+        raise TypeError(f"not a record: {type(value).__name__}")
+    doc.pop("schema_version", None)
+    return {"schema_version": SCHEMA_VERSION, **doc}
+
+
+def save(path: Path, value: Any) -> Path:
+    """Write a record atomically: readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(as_document(value), indent=2, default=str) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_document(path: Path, writer: str, what: str = "record") -> dict:
+    """The JSON object of a record, its schema checked; `schema_version` removed."""
+    fix = f"run {writer}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecordError(str(path), f"no {what}", f"{fix} first") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise RecordError(str(path), f"{what} cannot be read ({err.__class__.__name__})", fix) from None
+    try:
+        doc = json.loads(text)
+    except ValueError as err:
+        raise RecordError(str(path), f"corrupt {what}: not JSON ({err.msg} at line {err.lineno})", fix) from None
+    if not isinstance(doc, dict):
+        raise RecordError(str(path), f"corrupt {what}: not a JSON object", fix)
+    version = doc.pop("schema_version", SCHEMA_VERSION)  # records from before versioning have the same shape
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise RecordError(str(path), f"corrupt {what}: schema_version {version!r}", fix)
+    if version > SCHEMA_VERSION:
+        raise RecordError(str(path), f"{what} has schema {version}, newer than this rapidship reads ({SCHEMA_VERSION})",
+                          f"update rapidship, or {fix} with this one")
+    return doc
+
+
+def load(path: Path, kind: type[T], writer: str, what: str = "record") -> T:
+    """Read and validate a record into `kind` (a dataclass or pydantic model)."""
+    doc = read_document(path, writer, what)
+    try:  # strict: "passed": "true" is not a pass, a string is not a number
+        return _adapter(kind).validate_json(json.dumps(doc), strict=True)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top)"
+        raise RecordError(str(path), f"{what} of another shape: {where}: {first['msg']}",
+                          f"run {writer} again") from None
+
+
+_ADAPTERS: dict[type, TypeAdapter] = {}
+
+
+def _adapter(kind: type) -> TypeAdapter:
+    if kind not in _ADAPTERS:
+        _ADAPTERS[kind] = TypeAdapter(kind)
+    return _ADAPTERS[kind]

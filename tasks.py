@@ -530,6 +530,8 @@ def gate(c, report=None, config_report=None, policy="policy/trivy.yaml", variant
     try:
         binary = trivy_binary(trivy)
     except ConfigError:
+        if trivy:  # a --trivy that does not work is bad input, not a reason to go on without it
+            raise
         binary = None  # the decision needs no trivy; only the SBOM conversion does
         console.err.print("[yellow]no trivy binary: the SBOM is not written[/]")
     pol = _policy(policy, variant, load_matrix(variants_file))

@@ -30,7 +30,8 @@ from rapidship.conda_lock import lock_conda  # noqa: E402
 from rapidship.lock import load_env_spec  # noqa: E402
 from rapidship.matrix import Arch, load_matrix  # noqa: E402
 from rapidship.render import BUILD_PREFIX, PREFIX, render  # noqa: E402
-from rapidship.size_report import iter_export, report  # noqa: E402
+from rapidship.layers import exported_members as iter_export  # noqa: E402
+from rapidship.size_report import report  # noqa: E402
 
 pytestmark = pytest.mark.docker
 USER, PASSWORD = "mirror-robot", "pw-7f3a9c1e"

@@ -75,7 +75,7 @@ def faults(proxy):
 @pytest.fixture(scope="module")
 def tiny(engine, tmp_path_factory):
     """A two-arch variant whose images are built here: (variants file, image name)."""
-    from rapidship.base import docker_cli
+    from rapidship.engine import ENGINE
 
     work = tmp_path_factory.mktemp("tiny")
     name = f"rapidship-test-{uuid.uuid4().hex[:10]}/tiny"
@@ -87,7 +87,7 @@ def tiny(engine, tmp_path_factory):
     for arch in ("amd64", "arm64"):
         (ctx / f"{arch}.txt").write_text(f"built for {arch}\n")
         ref = f"{name}:26.10-cpu-debian12-py3.11-{arch}"
-        subprocess.run([docker_cli(), "build", "-q", "--platform", f"linux/{arch}", "-t", ref, str(ctx)],
+        subprocess.run([ENGINE.buildkit_cli(), "build", "-q", "--platform", f"linux/{arch}", "-t", ref, str(ctx)],
                        check=True, capture_output=True, env=dict(os.environ, DOCKER_BUILDKIT="1"))
         refs.append(ref)
     yield work / "variants.yaml", name

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.matrix import Arch, Matrix
 
@@ -87,9 +88,8 @@ def resolve_local_base(ref: str, arch: Arch) -> str | None:
 
 
 def image_exists(ref: str, arch: Arch | None = None) -> bool:
-    proc = subprocess.run(["docker", "image", "inspect", "--format", "{{.Architecture}}", ref],
-                          capture_output=True, text=True, check=False)
-    return proc.returncode == 0 and (arch is None or proc.stdout.strip() == arch.value)
+    found = ENGINE.try_inspect(ref)
+    return found is not None and (arch is None or found.get("Architecture") == arch.value)
 
 
 def _run(cmd: list[str], what: str, log: Path | None = None, **kw) -> None:
@@ -147,24 +147,8 @@ def bootstrap(plan: BasePlan, workdir: Path, log: Path) -> BaseImage:
         env = dict(os.environ, DOCKER_BUILDKIT="1")
         alias = arch_alias(plan.ref, plan.arch)
         tags = ["-t", alias] + (["-t", plan.ref] if plan.arch.value == host_arch() else [])
-        _run([docker_cli(), "build", "--platform", f"linux/{plan.arch.value}", *tags, str(context)],
+        _run([ENGINE.buildkit_cli(), "build", "--platform", f"linux/{plan.arch.value}", *tags, str(context)],
              f"importing {plan.ref}", log, env=env)
-    inspect = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", alias],
-                             capture_output=True, text=True, check=True)
     return BaseImage(ref=alias if plan.arch.value != host_arch() else plan.ref, arch=plan.arch.value,
-                     image_id=inspect.stdout.strip(),
+                     image_id=ENGINE.inspect(alias)["Id"],
                      seconds=round(time.monotonic() - start, 1), rootfs_bytes=size)
-
-
-def docker_cli() -> str:
-    """The docker CLI that can drive BuildKit: with buildx any works; without, the engine's own 20.10 client."""
-    if subprocess.run(["docker", "buildx", "version"], capture_output=True, check=False).returncode == 0:
-        return "docker"
-    for candidate in ("/usr/bin/docker", shutil.which("docker")):
-        if candidate and Path(candidate).exists():
-            version = subprocess.run([candidate, "version", "--format", "{{.Client.Version}}"],
-                                     capture_output=True, text=True, check=False).stdout.strip()
-            if version.startswith(("19.", "20.", "21.", "22.")):
-                return candidate
-    raise ConfigError("docker", "no docker CLI that can build with BuildKit (need buildx, or a 20.10-23.x client)",
-                      "install docker-buildx, or the distribution's docker.io package")

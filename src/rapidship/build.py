@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from rapidship.base import docker_cli, resolve_local_base
+from rapidship.base import resolve_local_base
+from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.matrix import Arch, Flavour, Variant
 from rapidship.records import Workspace
@@ -139,7 +140,7 @@ def local_base_args(variant: Variant, arch: Arch) -> dict[str, str]:
 
 def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Path,
           on_step: Callable[[str], None] = lambda _: None) -> BuiltImage:
-    cli = docker_cli()
+    cli = ENGINE.buildkit_cli()
     env = dict(os.environ, DOCKER_BUILDKIT="1")
     start = time.monotonic()
     steps: set[str] = set()
@@ -151,7 +152,7 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
         with open(log_path, "w") as log:
             log.write("$ " + " ".join(cmd) + "\n")
             log.flush()
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+            proc = ENGINE.build_process(cmd, env)
             assert proc.stdout is not None
             for line in proc.stdout:
                 log.write(line)
@@ -193,23 +194,19 @@ def _write_secrets(secrets: BuildSecrets, tmp: Path) -> dict[str, Path]:
 
 
 def inspect_image(ref: str) -> dict:
-    proc = subprocess.run(["docker", "image", "inspect", ref], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RapidshipError(ref, "image not found in the engine", "build it first: invoke build --variant ...")
-    return json.loads(proc.stdout)[0]
+    return ENGINE.inspect(ref)
 
 
 def zstd_size(ref: str, level: int = 3) -> int:
     """Bytes of `docker save | zstd -T0 -<level>`: what one image costs on a disc."""
-    save = subprocess.Popen(["docker", "save", ref], stdout=subprocess.PIPE)
-    zstd = subprocess.Popen(["zstd", "-T0", f"-{level}", "-q", "-c"], stdin=save.stdout, stdout=subprocess.PIPE)
-    assert save.stdout is not None and zstd.stdout is not None
-    save.stdout.close()
-    total = 0
-    while chunk := zstd.stdout.read(1 << 20):
-        total += len(chunk)
-    if zstd.wait() != 0 or save.wait() != 0:
-        raise RapidshipError(ref, "docker save | zstd failed", "check that zstd is installed and the engine is up")
+    with ENGINE.save(ref) as saved:
+        zstd = subprocess.Popen(["zstd", "-T0", f"-{level}", "-q", "-c"], stdin=saved, stdout=subprocess.PIPE)
+        assert zstd.stdout is not None
+        total = 0
+        while chunk := zstd.stdout.read(1 << 20):
+            total += len(chunk)
+        if zstd.wait() != 0:
+            raise RapidshipError(ref, "docker save | zstd failed", "check that zstd is installed and the engine is up")
     return total
 
 
@@ -342,7 +339,7 @@ def build_staged(plan: BuildPlan, secrets: BuildSecrets, builder: str, push_ref:
             log.write("$ " + " ".join(cmd) + "\n")
             log.flush()
             try:
-                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+                proc = ENGINE.build_process(cmd, env)
             except FileNotFoundError:
                 raise RapidshipError(f"build {plan.ref}", f"{cmd[0]} is not installed in this job's image",
                                      "run the build job in the BuildKit (or kaniko) CI image: see docs/ci.md") from None
@@ -376,11 +373,10 @@ def pull_staged(ws: Workspace, arch: str, variant: Variant) -> BuiltImage:
     local = variant.ref(arch)
     with tempfile.TemporaryDirectory(prefix="rapidship-pull-") as tmp:
         env = _docker_config_env(Path(tmp), [repo])
-        for cmd in (["docker", "pull", "--quiet", "--platform", f"linux/{arch}", pinned],
-                    ["docker", "tag", pinned, local]):
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+        for args in (["pull", "--quiet", "--platform", f"linux/{arch}", pinned], ["tag", pinned, local]):
+            proc = ENGINE.run_cli(args, env=env)
             if proc.returncode != 0:
-                raise RapidshipError(pinned, f"{' '.join(cmd[:2])} failed: {proc.stderr.strip()[-300:]}",
+                raise RapidshipError(pinned, f"docker {args[0]} failed: {proc.stderr.strip()[-300:]}",
                                      "check RAPIDSHIP_REGISTRY_USER/PASSWORD (or docker login) and that the build pushed")
     info = inspect_image(local)
     return BuiltImage(variant=staged.variant, arch=arch, ref=local, image_id=info["Id"], size_bytes=info["Size"],

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from rapidship import __version__
+from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.records import Workspace, save
 
@@ -283,8 +284,7 @@ def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws
 
 
 def _inspect(ref: str) -> dict | None:
-    proc = subprocess.run(["docker", "image", "inspect", ref], capture_output=True, text=True, check=False)
-    return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
+    return ENGINE.try_inspect(ref)
 
 
 # ---- edge: save | zstd | split -----------------------------------------------------------------
@@ -344,7 +344,7 @@ def save_compressed(refs: list[str], writer: PartWriter, on_tar: Callable[[int],
                     on_out: Callable[[int], None]) -> int:
     """docker save refs | zstd -T0 | writer. Returns uncompressed tar bytes. The tar is moved
     between the two processes with splice(2) (counted, never copied into Python)."""
-    save = subprocess.Popen(["docker", "save", *refs], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    save = ENGINE.save_process(*refs)
     zstd = subprocess.Popen(["zstd", "-T0", f"-{ZSTD_LEVEL}", "-q", "-c"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert save.stdout and zstd.stdin and zstd.stdout

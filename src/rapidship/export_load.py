@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.export_verify import Checked
 
@@ -71,7 +72,7 @@ def _decompress(checked: Checked, stdout, on_bytes: Callable[[int], None]) -> No
 
 
 def docker_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: None) -> list[Loaded]:
-    load = subprocess.Popen(["docker", "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    load = ENGINE.load()
     output: list[bytes] = []
     reader = threading.Thread(target=lambda: output.append(load.stdout.read()), daemon=True)
     reader.start()
@@ -86,9 +87,8 @@ def docker_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: No
                              "check the engine and its disk space")
     loaded = []
     for image in checked.images:
-        proc = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image["ref"]],
-                              capture_output=True, text=True, check=False)
-        loaded.append(Loaded(image["ref"], image["ref"], image["image_id"], proc.stdout.strip() or "missing"))
+        found = ENGINE.try_inspect(image["ref"])
+        loaded.append(Loaded(image["ref"], image["ref"], image["image_id"], found["Id"] if found else "missing"))
     return _checked(loaded)
 
 

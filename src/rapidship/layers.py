@@ -3,18 +3,16 @@
 `saved_image(ref)`: the config JSON and every layer's files, in order, from `docker save`
 (deleted files included: a secret removed by a later layer still ships in the earlier one).
 `final_files(ref)`: the flattened filesystem from `docker export` of a created container.
+`snapshot(ref)`: inspect + history + one export, read once and shared by all gates of a run.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
 import tarfile
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
 
-from rapidship.errors import RapidshipError
+from rapidship.engine import ENGINE
 
 
 @dataclass(frozen=True)
@@ -26,23 +24,9 @@ class FileEntry:
     is_file: bool
 
 
-@contextmanager
-def _stream(cmd: list[str]) -> Iterator[IO[bytes]]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None
-    try:
-        yield proc.stdout
-    finally:
-        proc.stdout.close()
-        stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-        code = proc.wait()
-        if code not in (0, -13, 141) and stderr:  # 141/-13: we stopped reading early (SIGPIPE)
-            raise RapidshipError(" ".join(cmd[:3]), f"failed: {stderr.strip()[-300:]}", "check the image ref and engine")
-
-
 def saved_image(ref: str) -> Iterator[tuple[str, FileEntry | None, IO[bytes] | None]]:
     """Yields ("config", None, json bytes stream) and ("file", entry, content stream) items."""
-    with _stream(["docker", "save", ref]) as raw:
+    with ENGINE.save(ref) as raw:
         outer = tarfile.open(fileobj=raw, mode="r|")
         for member in outer:
             name = member.name
@@ -62,34 +46,47 @@ def saved_image(ref: str) -> Iterator[tuple[str, FileEntry | None, IO[bytes] | N
                     yield "file", entry, inner.extractfile(f) if f.isfile() else None
 
 
+def exported_members(ref: str) -> Iterator[tuple[tarfile.TarInfo, tarfile.TarFile]]:
+    """Every tar member of the flattened image (one `docker export`), with the open archive."""
+    with ENGINE.exported(ref) as raw:
+        archive = tarfile.open(fileobj=raw, mode="r|")
+        for member in archive:
+            yield member, archive
+
+
 def final_files(ref: str) -> Iterator[tuple[FileEntry, IO[bytes] | None]]:
     """Files of the flattened image; the content stream is valid until the next item."""
-    created = subprocess.run(["docker", "create", ref, "true"], capture_output=True, text=True, check=False)
-    if created.returncode != 0:
-        raise RapidshipError(ref, f"cannot create a container: {created.stderr.strip()}", "build the image first")
-    cid = created.stdout.strip()
-    try:
-        with _stream(["docker", "export", cid]) as raw:
-            archive = tarfile.open(fileobj=raw, mode="r|")
-            tar_content = archive.extractfile
-            for f in archive:
-                entry = FileEntry(layer="final", path="/" + f.name.lstrip("./"), mode=f.mode, size=f.size,
-                                  is_file=f.isfile())
-                yield entry, tar_content(f) if f.isfile() else None
-    finally:
-        subprocess.run(["docker", "rm", "-f", cid], capture_output=True, check=False)
+    for f, archive in exported_members(ref):
+        entry = FileEntry(layer="final", path="/" + f.name.lstrip("./"), mode=f.mode, size=f.size, is_file=f.isfile())
+        yield entry, archive.extractfile(f) if f.isfile() else None
 
 
 def image_config(ref: str) -> dict:
-    proc = subprocess.run(["docker", "image", "inspect", ref], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RapidshipError(ref, "image not found in the engine", "build it first with invoke build")
-    return json.loads(proc.stdout)[0]
+    return ENGINE.inspect(ref)
 
 
 def image_history(ref: str) -> list[str]:
-    proc = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", ref],
-                          capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RapidshipError(ref, "cannot read image history", "build it first with invoke build")
-    return proc.stdout.splitlines()
+    return ENGINE.history(ref)
+
+
+@dataclass(frozen=True)
+class ImageSnapshot:
+    """One read of an image shared by every gate of a run: its inspect document, its history and
+    its flattened files (one `docker export`), with the contents of the paths a gate asked for."""
+
+    ref: str
+    config: dict
+    history: list[str]
+    files: list[FileEntry]
+    contents: dict[str, bytes]
+
+
+def snapshot(ref: str, keep: Callable[[str], bool] = lambda _: False) -> ImageSnapshot:
+    """Inspect, history and one export stream of `ref`; the bytes of files where keep(path)."""
+    config = ENGINE.inspect(ref)
+    files, contents = [], {}
+    for entry, content in final_files(ref):
+        files.append(entry)
+        if content is not None and keep(entry.path):
+            contents[entry.path] = content.read()
+    return ImageSnapshot(ref, config, ENGINE.history(ref), files, contents)

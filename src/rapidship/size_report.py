@@ -1,7 +1,7 @@
 """Built image -> SizeReport: where the bytes are, what the trims saved, sizes against the budget.
 
 Pure core: `summarize(entries, ...)` (file list in, report out). Thin edge: `image_entries` streams
-`docker export` of a stopped container through tarfile (no file lands on disk), and
+`docker export` of a stopped container through tarfile (no file lands on disk; layers.snapshot), and
 `read_trims` picks /opt/rapidship/trims.json (written by the builder's measure_trims) out of the
 same stream. Uncompressed size is the engine's image size (what the size gate checks); the zstd
 size comes from the build record (`docker save | zstd -3`, what a disc carries).
@@ -10,14 +10,12 @@ size comes from the build record (`docker save | zstd -3`, what a disc carries).
 from __future__ import annotations
 
 import json
-import subprocess
-import tarfile
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from rapidship.errors import RapidshipError
+from rapidship.layers import snapshot
 from rapidship.records import Workspace
 
 TRIMS_PATH = "opt/rapidship/trims.json"
@@ -107,46 +105,10 @@ def prune_summary(record: dict | None, top: int = 25) -> dict:
 
 
 def image_entries(ref: str, keep: set[str] = frozenset({TRIMS_PATH, PRUNE_PATH})) -> tuple[list[Entry], dict[str, bytes]]:
-    """Regular files of the image's filesystem (from `docker export`), plus the bytes of `keep` paths."""
-    name = f"rapidship-size-{uuid.uuid4().hex[:10]}"
-    made = subprocess.run(["docker", "create", "--name", name, ref, "true"], capture_output=True, text=True, check=False)
-    if made.returncode != 0:
-        raise RapidshipError(ref, f"cannot create a container to read the image: {made.stderr.strip()}",
-                             "build it first: invoke build --variant ...")
-    entries: list[Entry] = []
-    kept: dict[str, bytes] = {}
-    try:
-        export = subprocess.Popen(["docker", "export", name], stdout=subprocess.PIPE)
-        assert export.stdout is not None
-        with tarfile.open(fileobj=export.stdout, mode="r|") as tar:
-            for member in tar:
-                if not member.isfile():
-                    continue
-                path = member.name.lstrip("./")
-                entries.append(Entry(path, member.size))
-                if path in keep:
-                    handle = tar.extractfile(member)
-                    kept[path] = handle.read() if handle else b""
-        if export.wait() != 0:
-            raise RapidshipError(ref, "docker export failed", "check the engine (docker info)")
-    finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
-    return entries, kept
-
-
-def iter_export(ref: str) -> Iterator[tuple[tarfile.TarInfo, tarfile.TarFile]]:
-    """Every member of the image's exported filesystem, streamed (for scans that read contents)."""
-    name = f"rapidship-scan-{uuid.uuid4().hex[:10]}"
-    subprocess.run(["docker", "create", "--name", name, ref, "true"], capture_output=True, check=True)
-    try:
-        export = subprocess.Popen(["docker", "export", name], stdout=subprocess.PIPE)
-        assert export.stdout is not None
-        with tarfile.open(fileobj=export.stdout, mode="r|") as tar:
-            for member in tar:
-                yield member, tar
-        export.wait()
-    finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    """Regular files of the image's filesystem (one `docker export`), plus the bytes of `keep` paths."""
+    image = snapshot(ref, keep=lambda path: path.lstrip("/") in keep)
+    entries = [Entry(f.path.lstrip("/"), f.size) for f in image.files if f.is_file]
+    return entries, {path.lstrip("/"): data for path, data in image.contents.items()}
 
 
 def report(ref: str, *, variant: str, arch: str, image_bytes: int, zstd_bytes: int | None, budget_bytes: int,

@@ -25,6 +25,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.records import Workspace, save
 
@@ -212,25 +213,24 @@ def prepare_spill_dir(plan: SmokePlan) -> None:
     os.chown(path, plan.spill_owner, 0)
 
 
-def smoke(plan: SmokePlan, cli: str = "docker") -> SmokeResult:
-    inspect = subprocess.run([cli, "image", "inspect", plan.ref], capture_output=True, text=True, check=False)
-    if inspect.returncode != 0:
+def smoke(plan: SmokePlan) -> SmokeResult:
+    if not ENGINE.exists(plan.ref):
         raise RapidshipError(f"image {plan.ref}", "not in the engine",
                              f"build it: invoke build --variant {plan.variant} --arch {plan.arch}")
     prepare_spill_dir(plan)
-    argv = run_argv(plan, cli)
+    argv = run_argv(plan, ENGINE.cli)
     start = time.monotonic()
     try:
-        run = subprocess.run(argv, capture_output=True, text=True, timeout=plan.timeout_s, check=False)
+        run = ENGINE.run_cli(argv[1:], timeout=plan.timeout_s)
         stdout, stderr, timed_out = run.stdout, run.stderr, False
     except subprocess.TimeoutExpired as exc:
         stdout = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         stderr = (exc.stderr or b"").decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         timed_out = True
-        subprocess.run([cli, "kill", plan.name], capture_output=True, check=False)
+        ENGINE.kill(plan.name)
     seconds = round(time.monotonic() - start, 1)
-    state = _container_state(cli, plan.name)
-    subprocess.run([cli, "rm", "-f", plan.name], capture_output=True, check=False)
+    state = ENGINE.container_state(plan.name)
+    ENGINE.remove_container(plan.name)
     if plan.spill_host_dir:
         shutil.rmtree(plan.spill_host_dir, ignore_errors=True)
     code = None if timed_out else state.get("ExitCode", run.returncode)
@@ -238,15 +238,6 @@ def smoke(plan: SmokePlan, cli: str = "docker") -> SmokeResult:
     return SmokeResult(plan=asdict(plan), argv=argv, exit_code=code, oom_killed=bool(state.get("OOMKilled")),
                        seconds=seconds, verdict=verdict, problems=problems, report=report,
                        stderr_tail="\n".join(stderr.strip().splitlines()[-20:]))
-
-
-def _container_state(cli: str, name: str) -> dict:
-    out = subprocess.run([cli, "inspect", "--format", "{{json .State}}", name], capture_output=True, text=True,
-                         check=False)
-    try:
-        return json.loads(out.stdout) if out.returncode == 0 else {}
-    except json.JSONDecodeError:
-        return {}
 
 
 def write_record(result: SmokeResult, out_dir: Path) -> Path:

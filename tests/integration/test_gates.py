@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from rapidship.gates.labels import check_labels
-from rapidship.gates.secrets import check_secrets
+from rapidship.gates.secrets import check_secrets, is_trust_store
 from rapidship.gates.size import check_size
 from rapidship.gates.suid import check_suid
 from rapidship.gates.user import check_user
-from rapidship.layers import image_config
+from rapidship.layers import image_config, snapshot
 from rapidship.matrix import load_matrix
 
 pytestmark = pytest.mark.docker
@@ -74,9 +74,9 @@ def test_user_gate(cpu_image, derive):
 
 
 def test_suid_gate(cpu_image, derive):
-    assert check_suid(cpu_image.ref).passed
+    assert check_suid(snapshot(cpu_image.ref)).passed
     bad = derive("USER 0\nRUN chmod u+s /usr/bin/env && chmod g+s /usr/bin/id\nUSER 1001:0")
-    report = check_suid(bad)
+    report = check_suid(snapshot(bad))
     assert not report.passed
     assert report.reasons == ["/usr/bin/env has setuid/setgid", "/usr/bin/id has setuid/setgid"]
 
@@ -96,20 +96,20 @@ def corporate_bundle(tmp_path_factory) -> Path:
 
 def test_secrets_gate(cpu_image, derive, corporate_bundle):
     token_url = "https://ci-bot:s3cr3t-t0ken-abc@pypi.mirror.example/simple"
-    good = check_secrets(cpu_image.ref, corporate_bundle, {"pip index URL": token_url})
+    good = check_secrets(snapshot(cpu_image.ref, keep=is_trust_store), corporate_bundle, {"pip index URL": token_url})
     assert good.passed, good.reasons
     assert good.details["needles"] >= 3
 
     private_ca = corporate_bundle.read_bytes().split(b"-----BEGIN CERTIFICATE-----")[-1]
     copied = derive("COPY ca.pem /usr/local/share/ca-certificates/corp.crt",
                     {"ca.pem": b"-----BEGIN CERTIFICATE-----" + private_ca})
-    report = check_secrets(copied, corporate_bundle, {})
+    report = check_secrets(snapshot(copied, keep=is_trust_store), corporate_bundle, {})
     assert not report.passed and "corp.crt" in report.reasons[0]
 
     # Deleted in a later layer still ships in the earlier one.
     deleted = derive("USER 0\nCOPY ca.pem /tmp/ca.pem\nRUN rm /tmp/ca.pem\nUSER 1001:0",
                      {"ca.pem": b"-----BEGIN CERTIFICATE-----" + private_ca})
-    report = check_secrets(deleted, corporate_bundle, {})
+    report = check_secrets(snapshot(deleted, keep=is_trust_store), corporate_bundle, {})
     assert not report.passed and "/tmp/ca.pem" in report.reasons[0]
 
     # A token passed as a build arg lands in the history; as ENV in the config.
@@ -118,13 +118,13 @@ def test_secrets_gate(cpu_image, derive, corporate_bundle):
                                  "-"], input=f"FROM {arg}\nARG INDEX\nRUN test -n \"$INDEX\"\n", text=True,
                                 capture_output=True, check=True)
     try:
-        report = check_secrets(f"{arg}-arg", None, {"pip index URL": token_url})
+        report = check_secrets(snapshot(f"{arg}-arg", keep=is_trust_store), None, {"pip index URL": token_url})
         assert not report.passed and "history/config" in report.reasons[0]
     finally:
         subprocess.run(["docker", "rmi", "-f", f"{arg}-arg"], capture_output=True, check=False)
     assert engine_arg.returncode == 0
     env = derive("ENV PIP_INDEX_URL=" + token_url)
-    report = check_secrets(env, None, {"pip index URL": token_url})
+    report = check_secrets(snapshot(env, keep=is_trust_store), None, {"pip index URL": token_url})
     assert not report.passed
     assert "s3cr3t" not in " ".join(report.reasons)  # the report names the secret, never shows it
 

@@ -158,7 +158,26 @@ def test_findings_read_every_kind_and_only_failed_checks():
     found = findings(read_report(json.dumps(REPORT), "r.json"))
     assert [(f.kind, f.id) for f in found] == [("vulnerability", "CVE-2099-1"), ("secret", "aws-access-key-id"),
                                                ("misconfiguration", "DS002")]
-    assert scan_facts(REPORT) == ScanFacts("img:1", "container_image", "debian 12.15", 1)
+    assert scan_facts(REPORT) == ScanFacts("img:1", "container_image", "debian 12.15", 1, results=3)
+
+
+@pytest.mark.parametrize("report,problem", [
+    ({"SchemaVersion": 2, "ArtifactName": "img:1", "ArtifactType": "container_image",
+      "Metadata": {"OS": {"Family": "debian", "Name": "12"}}}, "has no Results: the scan checked nothing"),
+    ({"SchemaVersion": 2, "ArtifactName": "img:1", "ArtifactType": "container_image",
+      "Metadata": {"OS": {"Family": "debian", "Name": "12"}}, "Results": []}, "has no Results"),
+    ({"SchemaVersion": 2, "Results": []}, "of artifact type '(none)', not an image scan"),
+    ({"SchemaVersion": 2, "ArtifactName": "/src", "ArtifactType": "filesystem", "Results": [{"Target": "x"}]},
+     "of artifact type 'filesystem', not an image scan"),
+])
+def test_a_report_that_looked_at_nothing_never_passes(report, problem):
+    # fail closed: no findings in an empty report is not the same as no findings in the image
+    data = read_report(json.dumps(report), "r.json")
+    d = decide(findings(data), scan_facts(data), policy("defaults: {require_os: false}"), TODAY)
+    assert not d.passed and problem in d.reasons[0]
+    whole = read_report(json.dumps(REPORT | {"Results": REPORT["Results"][:1]}), "r.json")
+    whole_facts = scan_facts(whole)
+    assert decide([], whole_facts, policy(""), TODAY).passed  # the same image with its Results: judged on them
 
 
 # The required parts of GitLab's container-scanning report schema 15.x: GitLab rejects a report without them.

@@ -73,3 +73,20 @@ def test_summary_rows_split_outcomes_by_severity():
     assert summary_rows(Rec()) == [("CRITICAL", "0", "0", "0", "0"), ("HIGH", "1", "1", "0", "0"),
                                    ("MEDIUM", "1", "0", "1", "0"), ("LOW", "3", "0", "0", "3"),
                                    ("UNKNOWN", "0", "0", "0", "0")]
+
+
+def test_a_trivy_flag_that_does_not_work_is_named_not_skipped(tmp_path):
+    import json
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    report = tmp_path / "trivy.json"
+    report.write_text(json.dumps({"SchemaVersion": 2, "ArtifactName": "img:1", "ArtifactType": "container_image",
+                                  "Metadata": {"OS": {"Family": "debian", "Name": "12"}},
+                                  "Results": [{"Target": "img:1 (debian 12)", "Class": "os-pkgs"}]}))
+    not_a_tool = tmp_path / "trivy"
+    not_a_tool.write_text("not a program")  # not executable
+    run = subprocess.run(["invoke", "gate", "--report", str(report), "--trivy", str(not_a_tool)], cwd=root,
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 2 and "--trivy" in run.stderr and "is not an executable file" in run.stderr
+    assert not (tmp_path / "decision.json").exists()

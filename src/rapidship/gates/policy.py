@@ -163,6 +163,7 @@ class ScanFacts:
     os: str  # "debian 12.15", or "" when trivy detected none
     packages: int
     db_updated: date | None = None  # the vulnerability DB's UpdatedAt, when the scan ran here
+    results: int | None = None  # entries of the report's Results (None: not from a report)
 
 
 HARBOR_MIME = "application/vnd.security.vulnerability.report; version=1.1"
@@ -209,7 +210,7 @@ def scan_facts(report: dict[str, Any]) -> ScanFacts:
     os_name = f"{os_meta.get('Family', '')} {os_meta.get('Name', '')}".strip()
     packages = sum(len(r.get("Packages") or []) for r in report.get("Results") or [])
     return ScanFacts(artifact=str(report.get("ArtifactName", "")), artifact_type=str(report.get("ArtifactType", "")),
-                     os=os_name, packages=packages)
+                     os=os_name, packages=packages, results=len(report.get("Results") or []))
 
 
 def findings(report: dict[str, Any]) -> list[Finding]:
@@ -278,7 +279,7 @@ def decide(report_findings: list[Finding], facts: ScanFacts, policy: Policy, tod
     verdicts = []
     for f in report_findings:
         verdicts.append(_judge(f, rules, threshold, today, used))
-    problems = []
+    problems = _empty_scan(facts)
     if rules.require_os and facts.artifact_type == "container_image" and not facts.os:
         problems.append(f"trivy detected no operating system in {facts.artifact}: its OS packages were not "
                         "checked (unsupported distribution, or no package database in the image)")
@@ -292,6 +293,23 @@ def decide(report_findings: list[Finding], facts: ScanFacts, policy: Policy, tod
     passed = not problems and all(v.outcome != "fail" for v in verdicts)
     return Decision(passed=passed, policy=_describe(policy), facts=facts, verdicts=verdicts, problems=problems,
                     notes=notes)
+
+
+IMAGE_REPORTS = ("container_image", "harbor_report")
+
+
+def _empty_scan(facts: ScanFacts) -> list[str]:
+    """Fail closed on a report that cannot have looked at an image: a gate must never pass on
+    nothing (a report with no Results, or of a filesystem, repository or unknown artifact)."""
+    if facts.results is None:
+        return []
+    if facts.artifact_type not in IMAGE_REPORTS:
+        return [f"the report is of artifact type {facts.artifact_type or '(none)'!r}, not an image scan: "
+                f"it says nothing about {facts.artifact or 'the image'} (scan with `trivy image`)"]
+    if facts.artifact_type == "container_image" and facts.results == 0:
+        return [f"the report of {facts.artifact or 'the image'} has no Results: the scan checked nothing "
+                "(an empty or cut-down report is never a pass; scan again with `trivy image`)"]
+    return []
 
 
 def _judge(f: Finding, rules: Rules, threshold: int, today: date, used: set[int]) -> Verdict:

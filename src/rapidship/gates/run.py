@@ -8,11 +8,11 @@ from typing import Callable
 from rapidship.build import BuildSecrets, BuiltImage
 from rapidship.gates import GateReport, GatesRecord
 from rapidship.gates.labels import check_labels
-from rapidship.gates.secrets import check_secrets, env_secret_values
+from rapidship.gates.secrets import check_secrets, env_secret_values, is_trust_store
 from rapidship.gates.size import check_size
 from rapidship.gates.suid import check_suid
 from rapidship.gates.user import check_user
-from rapidship.layers import image_config
+from rapidship.layers import snapshot
 from rapidship.matrix import Variant
 from rapidship.records import Workspace
 
@@ -30,13 +30,15 @@ def secret_values(secrets: BuildSecrets) -> dict[str, str]:
 
 def run_gates(v: Variant, built: BuiltImage, secrets: BuildSecrets,
               on_gate: Callable[[str], None] = lambda _: None) -> list[GateReport]:
-    config = image_config(built.ref)["Config"]
+    on_gate("reading the image (inspect, history, one export)")
+    image = snapshot(built.ref, keep=is_trust_store)  # one read of the image for every gate
+    config = image.config["Config"]
     steps: list[tuple[str, Callable[[], GateReport]]] = [
         ("size", lambda: check_size(built.size_bytes, built.zstd_bytes, v.budget_bytes)),
         ("labels", lambda: check_labels(config.get("Labels"), v)),
         ("user", lambda: check_user(built.ref, config.get("User", ""))),
-        ("suid", lambda: check_suid(built.ref)),
-        ("secrets", lambda: check_secrets(built.ref, secrets.ca_bundle, secret_values(secrets))),
+        ("suid", lambda: check_suid(image)),
+        ("secrets", lambda: check_secrets(image, secrets.ca_bundle, secret_values(secrets))),
     ]
     reports = []
     for name, step in steps:

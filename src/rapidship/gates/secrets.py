@@ -18,7 +18,7 @@ from typing import IO
 from urllib.parse import urlsplit
 
 from rapidship.gates import GateReport, verdict
-from rapidship.layers import final_files, image_config, image_history, saved_image
+from rapidship.layers import ImageSnapshot, saved_image
 
 _PEM = re.compile(rb"-----BEGIN CERTIFICATE-----\s*(.+?)\s*-----END CERTIFICATE-----", re.S)
 TRUST_STORES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
@@ -86,22 +86,24 @@ def found_in_stream(stream: IO[bytes], needles: list[Needle]) -> set[str]:
     return found
 
 
-def trusted_certs(ref: str) -> bytes:
-    data = b""
-    for entry, content in final_files(ref):
-        if content is not None and entry.path.endswith(TRUST_STORES):
-            data += content.read()
-    return data
+def is_trust_store(path: str) -> bool:
+    return path.endswith(TRUST_STORES)
+
+
+def trusted_certs(image: ImageSnapshot) -> bytes:
+    """The image's own trust stores (kept by the snapshot: take it with keep=is_trust_store)."""
+    return b"".join(data for path, data in sorted(image.contents.items()) if is_trust_store(path))
 
 
 def env_secret_values() -> dict[str, str]:
     return {name: os.environ[name] for name in ENV_SECRETS if os.environ.get(name)}
 
 
-def check_secrets(ref: str, ca_bundle: Path | None, values: dict[str, str]) -> GateReport:
+def check_secrets(image: ImageSnapshot, ca_bundle: Path | None, values: dict[str, str]) -> GateReport:
+    ref = image.ref
     needles = value_needles(values)
     if ca_bundle:
-        needles += ca_needles(ca_bundle.read_bytes(), trusted_certs(ref))
+        needles += ca_needles(ca_bundle.read_bytes(), trusted_certs(image))
     if not needles:  # a build with no CA bundle, tokens or credentials has nothing that can leak
         return verdict("secrets", [], needles=0, note="the build used no secrets")
     hits: dict[str, list[str]] = {}
@@ -111,7 +113,7 @@ def check_secrets(ref: str, ca_bundle: Path | None, values: dict[str, str]) -> G
         where = "image config" if kind == "config" else f"layer {entry.layer[:12]} {entry.path}"
         for name in found_in_stream(content, needles):
             hits.setdefault(name, []).append(where)
-    meta = "\n".join(image_history(ref)).encode() + repr(image_config(ref).get("Config", {})).encode()
+    meta = "\n".join(image.history).encode() + repr(image.config.get("Config", {})).encode()
     for n in needles:
         if n.value in meta:
             hits.setdefault(n.name, []).append("history/config")

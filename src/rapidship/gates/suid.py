@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from rapidship.gates import GateReport, verdict
-from rapidship.layers import FileEntry, final_files
+from rapidship.layers import FileEntry, ImageSnapshot
 
 SETID = 0o6000
 
@@ -18,6 +18,6 @@ def setid_paths(entries: Iterable[FileEntry]) -> list[str]:
     return sorted(e.path for e in entries if e.is_file and e.mode & SETID)
 
 
-def check_suid(ref: str) -> GateReport:
-    found = setid_paths(entry for entry, _ in final_files(ref))
+def check_suid(image: ImageSnapshot) -> GateReport:
+    found = setid_paths(image.files)
     return verdict("suid", [f"{p} has setuid/setgid" for p in found], count=len(found))

@@ -7,8 +7,8 @@ uid in group 0, so home and spill dir must be group-0 writable.
 from __future__ import annotations
 
 import random
-import subprocess
 
+from rapidship.engine import ENGINE
 from rapidship.gates import GateReport, verdict
 
 
@@ -33,9 +33,8 @@ def random_uid() -> int:
 def probe_random_uid(ref: str, uid: int) -> list[str]:
     """Run the image (entrypoint included) as uid:0 and write home and spill dir."""
     script = 'test "$(id -u)" = "$1" && touch "$HOME/.rapidship-probe" "$RAPIDS_SPILL_DIR/.rapidship-probe" && echo ok'
-    proc = subprocess.run(["docker", "run", "--rm", "--user", f"{uid}:0", "--cap-drop", "ALL",
-                           "--security-opt", "no-new-privileges", ref, "sh", "-c", script, "probe", str(uid)],
-                          capture_output=True, text=True, check=False, timeout=300)
+    proc = ENGINE.run_container(["--rm", "--user", f"{uid}:0", "--cap-drop", "ALL", "--security-opt",
+                                 "no-new-privileges", ref, "sh", "-c", script, "probe", str(uid)], timeout=300)
     if proc.returncode != 0 or proc.stdout.strip() != "ok":
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return [f"as random uid {uid}: cannot write home and spill dir (exit {proc.returncode}: {' | '.join(tail)})"]

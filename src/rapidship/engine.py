@@ -1,0 +1,164 @@
+"""The one adapter to the Docker engine: every stage talks to it through here.
+
+The CLI, not docker-py: BuildKit builds can only go through a CLI on these engines (docker-py
+builds with the classic builder, and dockerd 20.10's BuildKit needs the 20.10 client or buildx),
+`docker save` / `export` stream straight into tarfile through a pipe, and the same commands are
+what an operator types to reproduce a step. One way for everything keeps errors uniform: a
+missing image, a failed stream or a refused run is one RapidshipError naming the ref.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from contextlib import contextmanager
+from typing import IO, Iterator
+
+from rapidship.errors import ConfigError, RapidshipError
+
+SIGPIPE_EXITS = (0, -13, 141)  # we stopped reading a stream early
+
+
+class Engine:
+    """Docker engine operations, through `cli` (the plain client); builds pick a BuildKit client."""
+
+    def __init__(self, cli: str = "docker") -> None:
+        self.cli = cli
+
+    # ---- images ----
+
+    def inspect(self, ref: str) -> dict:
+        found = self.try_inspect(ref)
+        if found is None:
+            raise RapidshipError(ref, "image not found in the engine", "build it first: invoke build --variant ...")
+        return found
+
+    def try_inspect(self, ref: str) -> dict | None:
+        proc = self.run_cli(["image", "inspect", ref])
+        if proc.returncode != 0:
+            return None
+        try:
+            return json.loads(proc.stdout)[0]
+        except (ValueError, IndexError):
+            raise RapidshipError(ref, "the engine answered inspect with something that is not JSON",
+                                 "check the engine (docker info)") from None
+
+    def exists(self, ref: str) -> bool:
+        return self.try_inspect(ref) is not None
+
+    def history(self, ref: str) -> list[str]:
+        proc = self.run_cli(["history", "--no-trunc", "--format", "{{.CreatedBy}}", ref])
+        if proc.returncode != 0:
+            raise RapidshipError(ref, "cannot read image history", "build it first with invoke build")
+        return proc.stdout.splitlines()
+
+    def tag(self, source: str, target: str) -> None:
+        self._checked(["tag", source, target], target)
+
+    def pull(self, ref: str, platform: str | None = None, env: dict | None = None) -> None:
+        self._checked(["pull", "--quiet", *(["--platform", platform] if platform else []), ref], ref, env)
+
+    def remove_images(self, *refs: str) -> None:
+        self.run_cli(["rmi", "--force", *refs])
+
+    # ---- streams ----
+
+    @contextmanager
+    def stream(self, args: list[str], what: str) -> Iterator[IO[bytes]]:
+        """stdout of `docker ARGS` as a byte stream; a failure after the stream ends is an error."""
+        proc = subprocess.Popen([self.cli, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None
+        try:
+            yield proc.stdout
+        finally:
+            proc.stdout.close()
+            stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            code = proc.wait()
+            if code not in SIGPIPE_EXITS and stderr.strip():
+                raise RapidshipError(what, f"docker {args[0]} failed: {stderr.strip()[-300:]}",
+                                     "check the image ref and the engine (docker info)")
+
+    def save(self, *refs: str) -> Iterator[IO[bytes]]:
+        """`docker save` of refs (shared layers once): a docker-archive tar stream."""
+        return self.stream(["save", *refs], " ".join(refs))
+
+    @contextmanager
+    def exported(self, ref: str) -> Iterator[IO[bytes]]:
+        """The image's flattened filesystem as a tar stream (`docker export` of a created container)."""
+        name = f"rapidship-{uuid.uuid4().hex[:12]}"
+        made = self.run_cli(["create", "--name", name, ref, "true"])
+        if made.returncode != 0:
+            raise RapidshipError(ref, f"cannot create a container to read the image: {made.stderr.strip()}",
+                                 "build it first: invoke build --variant ...")
+        try:
+            with self.stream(["export", name], ref) as raw:
+                yield raw
+        finally:
+            self.run_cli(["rm", "-f", name])
+
+    def save_process(self, *refs: str) -> subprocess.Popen:
+        """A running `docker save` for callers that move its bytes themselves (splice into zstd)."""
+        return subprocess.Popen([self.cli, "save", *refs], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def load(self) -> subprocess.Popen:
+        """A `docker load` process: write a docker-archive to its stdin, read its report on stdout."""
+        return subprocess.Popen([self.cli, "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+
+    # ---- containers ----
+
+    def run_container(self, args: list[str], timeout: float | None = None) -> subprocess.CompletedProcess:
+        """`docker run ARGS` (the caller names the flags: profile, user, mounts)."""
+        return self.run_cli(["run", *args], timeout=timeout)
+
+    def container_state(self, name: str) -> dict:
+        proc = self.run_cli(["inspect", "--format", "{{json .State}}", name])
+        try:
+            return json.loads(proc.stdout) if proc.returncode == 0 else {}
+        except ValueError:
+            return {}
+
+    def kill(self, name: str) -> None:
+        self.run_cli(["kill", name])
+
+    def remove_container(self, name: str) -> None:
+        self.run_cli(["rm", "-f", name])
+
+    # ---- builds ----
+
+    def buildkit_cli(self) -> str:
+        """A client that builds with BuildKit: buildx when present, else a 20.10-23.x client
+        (dockerd 20.10's BuildKit; the 24+ clients refuse BuildKit without buildx)."""
+        if self.run_cli(["buildx", "version"]).returncode == 0:
+            return self.cli
+        for candidate in ("/usr/bin/docker", shutil.which(self.cli)):
+            if candidate and os.path.exists(candidate):
+                version = self.run_cli(["version", "--format", "{{.Client.Version}}"], cli=candidate).stdout.strip()
+                if version.startswith(("19.", "20.", "21.", "22.")):
+                    return candidate
+        raise ConfigError("docker", "no docker CLI that can build with BuildKit (need buildx, or a 20.10-23.x client)",
+                          "install docker-buildx, or the distribution's docker.io package")
+
+    def build_process(self, argv: list[str], env: dict) -> subprocess.Popen:
+        """A running `docker build` (argv from build_command, its client from buildkit_cli):
+        output as text lines, stderr folded in, for the caller's progress and log."""
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+    # ---- plumbing ----
+
+    def run_cli(self, args: list[str], timeout: float | None = None, env: dict | None = None,
+                cli: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([cli or self.cli, *args], capture_output=True, text=True, check=False,
+                              timeout=timeout, env=env)
+
+    def _checked(self, args: list[str], what: str, env: dict | None = None) -> None:
+        proc = self.run_cli(args, env=env)
+        if proc.returncode != 0:
+            raise RapidshipError(what, f"docker {args[0]} failed: {proc.stderr.strip()[-300:]}",
+                                 "check the ref, the registry credentials and the engine")
+
+
+ENGINE = Engine()

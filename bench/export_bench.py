@@ -2,7 +2,7 @@
 
     python bench/export_bench.py [--variant cpu-debian12 --arch amd64 | --image REF] [--rounds 3] [--media dvd]
 
-Export: `rapidship.export.export` (save | zstd -T0 | split, volume files, ISO images, ISO
+Export: `rapidship.export.write.export` (save | zstd -T0 | split, volume files, ISO images, ISO
 checksums) against plain `docker save REF | zstd -T0 -3 > file`. Import: `invoke import`'s path
 (checksums of every file read straight from the ISO images, then zstd -d | docker load) against
 plain `docker load -i` of the uncompressed tar and `zstd -dc file | docker load`.
@@ -24,10 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from rapidship.export import export, iso_name, parse_media, resolve_images  # noqa: E402
-from rapidship.export_load import docker_load  # noqa: E402
-from rapidship.export_verify import verify  # noqa: E402
-from rapidship.matrix import load_matrix  # noqa: E402
+from rapidship.export.write import export, iso_name, parse_media, resolve_images  # noqa: E402
+from rapidship.export.load import docker_load  # noqa: E402
+from rapidship.export.verify import verify  # noqa: E402
+from rapidship.config.matrix import load_matrix  # noqa: E402
 
 
 def timed(fn):

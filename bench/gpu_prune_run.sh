@@ -5,7 +5,7 @@
 #     the machine's own CUDA 13 libraries untouched: bench/gpu_prune_proof.py (cuDF vs pandas,
 #     cuML vs scikit-learn, cuRAND/cuBLAS hashes).
 #  2. The machine's CUDA 13 libraries and CuPy pruned in place to sm_90 by the same stage
-#     (python -m rapidship.prune, cuobjdump-checked): the proof again, and the cuDF spill smoke.
+#     (python -m rapidship.builder.prune, cuobjdump-checked): the proof again, and the cuDF spill smoke.
 #  3. Negative: the originals pruned to sm_80 only: the doctor must refuse with its FATAL line,
 #     and with the doctor off the first cuRAND/cuBLAS kernel must fail.
 # Reports land in $OUT (proof-*.json, prune-*.json, smoke-cudf.json, logs.txt).
@@ -38,7 +38,7 @@ export LD_LIBRARY_PATH=$SITE/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH
 python3 -c "import libcuml; print('libcuml loads:', libcuml.load_library())" 2>&1 | tail -1
 mkdir -p /var/tmp/spill && chmod 700 /var/tmp/spill
 export RAPIDS_SPILL_DIR=/var/tmp/spill DASK_TEMPORARY_DIRECTORY=/var/tmp/spill
-prune() { PYTHONPATH=$R/src python3 -m rapidship.prune --cuobjdump "$CUOBJDUMP" --jobs 8 "$@"; }
+prune() { PYTHONPATH=$R/src python3 -m rapidship.builder.prune --cuobjdump "$CUOBJDUMP" --jobs 8 "$@"; }
 
 step "1: RAPIDS pruned to sm_90, CUDA libraries original"
 cp /tmp/w/wheels-prune.json "$OUT/prune-wheels-90.json"

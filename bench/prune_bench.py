@@ -3,7 +3,7 @@ gpu_archs, side by side in one run, plus the pruner's own speed on that image's 
 
 Builds (real render + BuildKit, the engine's cache shared) the variant twice: as variants.yaml
 says (pruned) and as a twin with `gpu_archs: all` under another image name. Then copies the
-unpruned env out of the twin and times `python -m rapidship.prune` on it (into a scratch folder,
+unpruned env out of the twin and times `python -m rapidship.builder.prune` on it (into a scratch folder,
 so every run starts from the same files), with and without the cuobjdump check. Prints a table
 and one JSON document with the ratios, including against the 10.5 GB rapidsai cuDF + cuML image.
 Usage (project root, engine up, `invoke base` done):
@@ -25,11 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from rapidship.build import BuildSecrets, build, local_base_args, plan_build  # noqa: E402
-from rapidship.matrix import Arch, load_matrix  # noqa: E402
-from rapidship.prune import files  # noqa: E402
-from rapidship.prune.host import find_cuobjdump  # noqa: E402
-from rapidship.render import render  # noqa: E402
+from rapidship.build.buildkit import BuildSecrets, build, local_base_args, plan_build  # noqa: E402
+from rapidship.config.matrix import Arch, load_matrix  # noqa: E402
+from rapidship.builder.prune import files  # noqa: E402
+from rapidship.builder.prune.host import find_cuobjdump  # noqa: E402
+from rapidship.render.dockerfile import render  # noqa: E402
 
 ANCHOR_BYTES = 10_500_000_000  # rapidsai's cuDF + cuML image, uncompressed
 

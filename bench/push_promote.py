@@ -17,12 +17,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 
 from registry_fixtures import RegistryServer  # noqa: E402
-from rapidship.matrix import parse_matrix  # noqa: E402
-from rapidship.oci import Credentials  # noqa: E402
+from rapidship.config.matrix import parse_matrix  # noqa: E402
+from rapidship.publish.oci import Credentials  # noqa: E402
 from rapidship.gates import GatesRecord  # noqa: E402
 from rapidship.gates.scan import ScanRecord  # noqa: E402
 from rapidship.records import Workspace  # noqa: E402
-from rapidship.registry import promote, push  # noqa: E402
+from rapidship.publish.push import promote, push  # noqa: E402
 
 ref = sys.argv[1] if len(sys.argv) > 1 else "rapidship/dask:26.10-cpu-debian12-py3.11-amd64"
 image, tag = ref.rsplit(":", 1)

@@ -56,7 +56,7 @@ def cpu_image(engine):
     import sys
 
     sys.path.insert(0, str(ROOT / "src"))
-    from rapidship.build import read_record
+    from rapidship.build.buildkit import read_record
     from rapidship.records import Workspace
 
     invoke("base", "--os", "debian12")

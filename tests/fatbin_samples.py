@@ -1,5 +1,5 @@
 """Device-code samples for the pruner's tests: fatbin containers made byte by byte (the layout of
-src/rapidship/prune/fatbin.py) and shared libraries that carry them, linked by the real gcc + ld.
+src/rapidship/builder/prune/fatbin.py) and shared libraries that carry them, linked by the real gcc + ld.
 
 The libraries register their containers the way nvcc output does: a `.nvFatBinSegment` array of
 24-byte wrappers whose data pointers the dynamic loader relocates. `data_of(i)` returns wrapper i's

@@ -10,10 +10,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from rapidship.build import BuildSecrets, _write_secrets, build_command, plan_build  # noqa: E402
+from rapidship.build.buildkit import BuildSecrets, write_secret_files, build_command, plan_build  # noqa: E402
 from rapidship.errors import ConfigError  # noqa: E402
-from rapidship.matrix import Arch, load_matrix  # noqa: E402
-from rapidship.render import Rendered  # noqa: E402
+from rapidship.config.matrix import Arch, load_matrix  # noqa: E402
+from rapidship.render.dockerfile import Rendered  # noqa: E402
 
 MIRROR = "https://robot:t0ken-xyz@mirror.example/conda/conda-forge"
 
@@ -28,7 +28,7 @@ def _plan(network):
 
 def test_network_host_reaches_the_argv_and_mirrors_go_in_as_a_0600_secret_file(tmp_path):
     plan, secrets = _plan("host")
-    files = _write_secrets(secrets, tmp_path)
+    files = write_secret_files(secrets, tmp_path)
     argv = build_command(plan, "docker", files)
     assert argv[argv.index("--network") + 1] == "host"
     assert f"id=conda-channels,src={tmp_path / 'conda-channels'}" in argv

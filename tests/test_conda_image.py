@@ -25,13 +25,13 @@ from test_conda_lock import TEST_ENV, TEST_VARIANTS
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from rapidship.build import BuildSecrets, build, plan_build  # noqa: E402
-from rapidship.conda_lock import lock_conda  # noqa: E402
-from rapidship.lock import load_env_spec  # noqa: E402
-from rapidship.matrix import Arch, load_matrix  # noqa: E402
-from rapidship.render import BUILD_PREFIX, PREFIX, render  # noqa: E402
-from rapidship.layers import exported_members as iter_export  # noqa: E402
-from rapidship.size_report import report  # noqa: E402
+from rapidship.build.buildkit import BuildSecrets, build, plan_build  # noqa: E402
+from rapidship.lock.conda import lock_conda  # noqa: E402
+from rapidship.lock.pip import load_env_spec  # noqa: E402
+from rapidship.config.matrix import Arch, load_matrix  # noqa: E402
+from rapidship.render.dockerfile import BUILD_PREFIX, PREFIX, render  # noqa: E402
+from rapidship.gates.layers import exported_members as iter_export  # noqa: E402
+from rapidship.build.size_report import report  # noqa: E402
 
 pytestmark = pytest.mark.docker
 USER, PASSWORD = "mirror-robot", "pw-7f3a9c1e"

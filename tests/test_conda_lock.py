@@ -21,16 +21,12 @@ from local_channel import DATA_TEXT, PLACEHOLDER, build_channel
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from rapidship.conda_lock import (  # noqa: E402
-    LockTarget, check_conda_locks, lock_conda, lock_path, solve_specs, stale_reason, targets_for, virtual_packages,
-)
+from rapidship.lock.conda import LockTarget, check_conda_locks, lock_conda, lock_path, solve_specs, stale_reason, targets_for, virtual_packages
 from rapidship.errors import ConfigError  # noqa: E402
-from rapidship.install_lock import (  # noqa: E402
-    LockInstallError, main as install_main, mirror_url, parse_channels, public_url, read_lock,
-)
-from rapidship.lock import EnvSpec, load_env_spec  # noqa: E402
-from rapidship.matrix import Arch, load_matrix, parse_matrix  # noqa: E402
-from rapidship.render import lock_sources  # noqa: E402
+from rapidship.builder.install_lock import LockInstallError, main as install_main, mirror_url, parse_channels, public_url, read_lock
+from rapidship.lock.pip import EnvSpec, load_env_spec  # noqa: E402
+from rapidship.config.matrix import Arch, load_matrix, parse_matrix  # noqa: E402
+from rapidship.render.dockerfile import lock_sources  # noqa: E402
 
 TEST_VARIANTS = """
 defaults:

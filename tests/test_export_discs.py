@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from tests.conftest import ROOT, invoke  # noqa: E402
 from rapidship.records import Workspace  # noqa: E402
-from rapidship.export import ISO_RESERVE, METADATA_RESERVE  # noqa: E402
+from rapidship.export.write import ISO_RESERVE, METADATA_RESERVE  # noqa: E402
 
 pytestmark = pytest.mark.docker
 
@@ -157,7 +157,7 @@ def test_generated_install_sh_loads_into_docker(images, exported, absent, tmp_pa
 
 
 def test_generated_install_sh_pushes_to_a_registry_with_skopeo(images, exported, tmp_path):
-    from rapidship.export_load import scratch_registry
+    from rapidship.export.load import scratch_registry
 
     out, record = exported
     dirs = _dirs(out, record)
@@ -174,7 +174,7 @@ def test_generated_install_sh_pushes_to_a_registry_with_skopeo(images, exported,
 
 def test_several_parts_per_volume_install_like_a_full_dvd(images, exported, tmp_path):
     """A full DVD volume holds two parts (parts stay below 4 GiB); here parts of 300 kB on 1 MB volumes."""
-    from rapidship.export import export, image_record, parse_media
+    from rapidship.export.write import export, image_record, parse_media
 
     refs = [images["refs"]["b"], images["refs"]["c"]]
     if None in _present(*refs).values():  # an earlier test removed them: the module's export brings them back
@@ -222,7 +222,7 @@ def _flip(path: Path, offset: int) -> None:
 
 
 def _iso_extent(iso: Path, name: str) -> tuple[int, int]:
-    from rapidship.export_verify import iso_files
+    from rapidship.export.verify import iso_files
 
     files, _ = iso_files(iso)
     return files[name].offset, files[name].length
@@ -339,8 +339,8 @@ def test_missing_image_and_bad_media_are_one_clear_message(tmp_path):
 
 def test_a_variant_resolves_through_its_build_record(cpu_image):
     from rapidship.errors import ConfigError
-    from rapidship.export import resolve_images
-    from rapidship.matrix import load_matrix
+    from rapidship.export.write import resolve_images
+    from rapidship.config.matrix import load_matrix
 
     variant = load_matrix(ROOT / "variants.yaml").get("cpu-debian12")
     [image] = resolve_images([variant], "amd64", [], Workspace(ROOT / "build"))

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from rapidship.errors import ConfigError  # noqa: E402
-from rapidship.export import (ISO_RESERVE, MEDIA, METADATA_RESERVE, PART_MAX, ExportRecord, Layout, Media,  # noqa: E402
-                              PartWriter, install_script, parse_media, plan_layout, split_points, sums_text)
+from rapidship.export.write import ISO_RESERVE, MEDIA, METADATA_RESERVE, PART_MAX, ExportRecord, Layout, Media, PartWriter, install_script, parse_media, plan_layout, split_points, sums_text
 
 
 def test_media_names_and_sizes():
@@ -102,7 +101,7 @@ def test_sums_text_is_what_sha256sum_checks(tmp_path):
 
 
 def test_install_script_is_posix_sh_with_this_exports_data():
-    from rapidship.export import INSTALL_BODY, ImageRecord, PartRecord
+    from rapidship.export.write import INSTALL_BODY, ImageRecord, PartRecord
 
     record = ExportRecord(export_id="ab" * 16, created="now", tool_version="0", media=Media("dvd", 1),
                           images=[ImageRecord("r/x:1", [], "sha256:" + "0" * 64, [], "amd64", "linux", 1, [])],
@@ -124,7 +123,7 @@ def _fake_export(out: Path, size: int, media: int):
     import os
     import uuid
 
-    from rapidship.export import ImageRecord, volume_dir, write_volume_files
+    from rapidship.export.write import ImageRecord, volume_dir, write_volume_files
 
     layout = plan_layout(parse_media(media))
     writer = PartWriter(layout, out)
@@ -141,7 +140,7 @@ SMALL = ISO_RESERVE + METADATA_RESERVE + 100_000
 
 
 def test_checker_accepts_a_whole_export_in_any_order(tmp_path):
-    from rapidship.export_verify import verify
+    from rapidship.export.verify import verify
 
     record, dirs = _fake_export(tmp_path, 250_000, SMALL)
     assert record.volume_count == 3
@@ -154,7 +153,7 @@ def test_checker_accepts_a_whole_export_in_any_order(tmp_path):
 
 def test_checker_names_a_volume_given_twice_and_the_one_missing(tmp_path):
     from rapidship.errors import GateFailure
-    from rapidship.export_verify import verify
+    from rapidship.export.verify import verify
 
     _, dirs = _fake_export(tmp_path, 250_000, SMALL)
     with pytest.raises(GateFailure) as err:
@@ -166,7 +165,7 @@ def test_checker_names_a_volume_given_twice_and_the_one_missing(tmp_path):
 def test_checker_names_a_manifest_edited_to_claim_another_volume(tmp_path):
     """Even a hand-edited volume number is caught: MANIFEST.json no longer matches SHA256SUMS."""
     from rapidship.errors import GateFailure
-    from rapidship.export_verify import verify
+    from rapidship.export.verify import verify
 
     _, dirs = _fake_export(tmp_path, 250_000, SMALL)
     manifest = dirs[2] / "MANIFEST.json"
@@ -179,7 +178,7 @@ def test_checker_names_a_manifest_edited_to_claim_another_volume(tmp_path):
 
 def test_checker_refuses_a_directory_that_is_no_volume(tmp_path):
     from rapidship.errors import GateFailure
-    from rapidship.export_verify import verify
+    from rapidship.export.verify import verify
 
     (tmp_path / "stray").mkdir()
     (tmp_path / "stray" / "notes.txt").write_text("hello")
@@ -188,7 +187,7 @@ def test_checker_refuses_a_directory_that_is_no_volume(tmp_path):
 
 
 def test_an_export_directory_stands_for_its_isos(tmp_path):
-    from rapidship.export_verify import expand_sources
+    from rapidship.export.verify import expand_sources
 
     (tmp_path / "rapidship-abcd1234-02of02.iso").write_bytes(b"")
     (tmp_path / "rapidship-abcd1234-01of02.iso").write_bytes(b"")

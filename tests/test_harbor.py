@@ -24,10 +24,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from harbor_contract import Contract  # noqa: E402
 from harbor_double import REPORT_MIME, HarborDouble  # noqa: E402
 from rapidship.errors import ConfigError, GateFailure  # noqa: E402
-from rapidship.harbor import (HarborClient, SecretSink, apply, desired_state, diff, plan,  # noqa: E402
-                              scan_gate)
-from rapidship.harbor_config import load_harbor  # noqa: E402
-from rapidship.retrying import RetryPolicy  # noqa: E402
+from rapidship.publish.harbor.client import HarborClient
+from rapidship.publish.harbor.apply import SecretSink, apply, plan
+from rapidship.publish.harbor.reconcile import desired_state, diff
+from rapidship.gates.harbor import scan_gate
+from rapidship.publish.harbor.config import load_harbor  # noqa: E402
+from rapidship.publish.retrying import RetryPolicy  # noqa: E402
 
 NGC_KEY = "ngc-key-that-must-not-leak"
 

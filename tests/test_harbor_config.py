@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from rapidship.errors import ConfigError  # noqa: E402
-from rapidship.harbor_config import PULL_ONLY, load_harbor, parse_harbor  # noqa: E402
+from rapidship.publish.harbor.config import PULL_ONLY, load_harbor, parse_harbor  # noqa: E402
 
 TODAY = dt.date(2026, 11, 30)
 

@@ -26,9 +26,9 @@ VARIANT = "cuda12-debian12"
 
 
 def test_rapids_pip_image_builds_and_fits_the_budget(engine):
-    from rapidship.build import read_record
+    from rapidship.build.buildkit import read_record
     from rapidship.records import Workspace
-    from rapidship.matrix import load_matrix
+    from rapidship.config.matrix import load_matrix
 
     invoke("lock", "--check", "--env", "rapids-pip")
     invoke("base", "--os", "debian12")

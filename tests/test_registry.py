@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).parent))
 
 from registry_fixtures import Fault, FaultProxy, RegistryServer  # noqa: E402
-from rapidship.oci import DOCKER_LIST, Credentials, Registry  # noqa: E402
-from rapidship.retrying import RetryPolicy  # noqa: E402
+from rapidship.publish.oci import DOCKER_LIST, Credentials, Registry  # noqa: E402
+from rapidship.publish.retrying import RetryPolicy  # noqa: E402
 
 pytestmark = pytest.mark.docker
 VARIANT = "cpu-debian12"
@@ -290,9 +290,9 @@ def test_promote_copies_the_staged_digest(registry, proxy, faults, tiny, env, tm
 def test_credentials_stay_off_command_lines(registry, tiny, tmp_path, monkeypatch):
     """In-process push: skopeo gets a 0600 auth file, never the password in argv; a wrong
     password ends at once with one message."""
-    from rapidship import registry as stage
+    from rapidship.publish import push as stage
     from rapidship.errors import RapidshipError
-    from rapidship.matrix import load_matrix
+    from rapidship.config.matrix import load_matrix
 
     variants, _ = tiny
     v = load_matrix(variants).get(VARIANT)

@@ -18,11 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from rapidship.errors import ConfigError, RapidshipError  # noqa: E402
-from rapidship.harbor import parse_report  # noqa: E402
-from rapidship.matrix import parse_matrix  # noqa: E402
-from rapidship.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, credentials_for, split_repository  # noqa: E402
-from rapidship.registry import ArchImage, check_gates, make_index, platform_of  # noqa: E402
-from rapidship.retrying import RetryPolicy, backoff, send  # noqa: E402
+from rapidship.publish.harbor.client import parse_report  # noqa: E402
+from rapidship.config.matrix import parse_matrix  # noqa: E402
+from rapidship.publish.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST, credentials_for, split_repository  # noqa: E402
+from rapidship.publish.push import ArchImage, check_gates, make_index, platform_of  # noqa: E402
+from rapidship.publish.retrying import RetryPolicy, backoff, send  # noqa: E402
 
 
 def child(arch: str, media: str = DOCKER_MANIFEST) -> ArchImage:

@@ -13,8 +13,8 @@ from tests.conftest import invoke
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from rapidship.measure_trims import measure  # noqa: E402
-from rapidship.size_report import Entry, summarize  # noqa: E402
+from rapidship.builder.measure_trims import measure  # noqa: E402
+from rapidship.build.size_report import Entry, summarize  # noqa: E402
 
 SP = "opt/rapids/lib/python3.11/site-packages"
 

@@ -8,9 +8,9 @@ import random
 import pytest
 
 from rapidship.errors import ConfigError
-from rapidship.matrix import load_matrix
+from rapidship.config.matrix import load_matrix
 from rapidship.runtime.smoke import Stage, Tier, dir_usage, judge, parse_bytes, plan_limits, verdict
-from rapidship.smoke import (gpu_flag, judge_run, memlock_for, parse_size, pick_uid, plan_smoke, run_argv)
+from rapidship.smoke.run import gpu_flag, judge_run, memlock_for, parse_size, pick_uid, plan_smoke, run_argv
 
 GiB, MiB = 2**30, 2**20
 

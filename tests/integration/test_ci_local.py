@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from rapidship.matrix import load_matrix
+from rapidship.config.matrix import load_matrix
 
 pytestmark = [pytest.mark.docker, pytest.mark.gitlab_local]
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,7 +170,7 @@ def test_cpu_pipeline_runs_green_under_gitlab_ci_local(engine, staging_registry,
     promoted = json.loads(_job_file(artifacts, f"promote:{VARIANT}", f"/build/{VARIANT}/promote.json").read_text())
     volumes = list(_job_file(artifacts, f"export:{VARIANT}", f"/export/{VARIANT}").glob("rapidship-*.iso"))
     assert volumes, "export left no ISO volume"
-    from rapidship.oci import Credentials, Registry
+    from rapidship.publish.oci import Credentials, Registry
 
     reg = Registry(staging_registry.host, Credentials(staging_registry.user, staging_registry.password, "test"),
                    str(staging_registry.ca))

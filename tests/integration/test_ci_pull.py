@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rapidship.build import StagedImage, pull_staged, write_staged
+from rapidship.build.daemonless import StagedImage, pull_staged, write_staged
 from rapidship.records import Workspace
 from rapidship.errors import RapidshipError
-from rapidship.matrix import load_matrix
+from rapidship.config.matrix import load_matrix
 
 from test_ci_local import loopback_registry, serve_registry  # noqa: F401 - shared fixture
 

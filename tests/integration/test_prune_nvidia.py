@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rapidship.prune import files, host
+from rapidship.builder.prune import files, host
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from rapidship.base import arch_alias, plan_base
-from rapidship.build import BuildSecrets, build_command, plan_build
+from rapidship.build.base import arch_alias, plan_base
+from rapidship.build.buildkit import BuildSecrets, build_command, plan_build
 from rapidship.errors import ConfigError
-from rapidship.matrix import Arch, load_matrix
-from rapidship.render import Rendered
+from rapidship.config.matrix import Arch, load_matrix
+from rapidship.render.dockerfile import Rendered
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(ROOT / "variants.yaml")

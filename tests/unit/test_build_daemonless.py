@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from rapidship.build import (BuildPlan, BuildSecrets, build_command, buildctl_command, cache_ref, candidate_ref,
-                             kaniko_command, plan_build)
+from rapidship.build.buildkit import BuildPlan, BuildSecrets, build_command, plan_build
+from rapidship.build.daemonless import buildctl_command, cache_ref, candidate_ref, kaniko_command
 from rapidship.errors import ConfigError
-from rapidship.matrix import Arch, load_matrix
-from rapidship.render import Rendered
+from rapidship.config.matrix import Arch, load_matrix
+from rapidship.render.dockerfile import Rendered
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = load_matrix(ROOT / "variants.yaml").variants["cpu-debian12"]
@@ -99,7 +99,7 @@ def test_candidate_ref_needs_its_variables():
 
 
 def test_registry_auth_covers_every_registry_and_only_with_both_values():
-    from rapidship.build import registry_auth
+    from rapidship.build.daemonless import registry_auth
     import base64
 
     refs = ["harbor.example.internal/staging/x:y", "harbor.example.internal/cache/x:c", "127.0.0.1:5000/x:y"]

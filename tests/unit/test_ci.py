@@ -11,9 +11,9 @@ import jsonschema
 import pytest
 import yaml
 
-from rapidship import ci
+from rapidship.ci import pipeline as ci
 from rapidship.errors import ConfigError
-from rapidship.matrix import Arch, load_matrix
+from rapidship.config.matrix import Arch, load_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "tests" / "fixtures" / "gitlab-ci.schema.json"
@@ -241,7 +241,7 @@ def test_yaml_carries_gitlab_ci_local_descriptions(matrix):
 
 @pytest.mark.parametrize("name", ["buildkit", "tools"])
 def test_ci_job_images_pass_hadolint(name):
-    from rapidship.lint import lint
+    from rapidship.render.lint import lint
 
     report = lint(ROOT / "ci" / "images" / f"{name}.Dockerfile", ROOT / ".hadolint.yaml")
     assert report.passed, report.findings

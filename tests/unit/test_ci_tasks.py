@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rapidship import ci
-from rapidship.matrix import load_matrix
+from rapidship.ci import pipeline as ci
+from rapidship.config.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILES = {"production-buildctl": lambda: ci.production(ci.Builder.buildctl),

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rapidship.gates.labels import OCI_REQUIRED, check_labels, expected_labels
-from rapidship.matrix import load_matrix
+from rapidship.config.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = load_matrix(ROOT / "variants.yaml")

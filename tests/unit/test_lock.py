@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rapidship.errors import ConfigError
-from rapidship.lock import check_lock, load_env_spec, stale_reason
+from rapidship.lock.pip import check_lock, load_env_spec, stale_reason
 
 ROOT = Path(__file__).resolve().parents[2]
 

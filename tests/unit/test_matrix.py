@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rapidship.errors import ConfigError
-from rapidship.matrix import Arch, Flavour, load_matrix, parse_matrix
+from rapidship.config.matrix import Arch, Flavour, load_matrix, parse_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = (ROOT / "variants.yaml").read_text()

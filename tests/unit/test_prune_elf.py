@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from fatbin_samples import KIND_CUBIN, build_library, container, entry, fleet_container, gcc
-from rapidship.prune import core, files
-from rapidship.prune import elf as E
-from rapidship.prune import fatbin as F
+from rapidship.builder.prune import core, files
+from rapidship.builder.prune import elf as E
+from rapidship.builder.prune import fatbin as F
 
 pytestmark = pytest.mark.skipif(gcc() is None and not os.environ.get("CI"), reason="needs gcc (CI installs it)")
 KEEP = (80, 90)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fatbin_samples import KIND_CUBIN, KIND_PTX, SPECIFIC, container, entry, fleet_container
-from rapidship.prune import fatbin as F
+from rapidship.builder.prune import fatbin as F
 
 
 def parsed(*blobs: bytes) -> list[F.Container]:

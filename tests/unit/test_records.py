@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rapidship.build import BuiltImage, read_record, write_record
+from rapidship.build.buildkit import BuiltImage, read_record, write_record
 from rapidship.records import SCHEMA_VERSION, RecordError, Workspace, load, save
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ def test_concurrent_writers_never_leave_half_a_record(tmp_path):
     # is a whole record (temp file + rename), never a torn one.
     ws = Workspace(tmp_path)
     write_record(ws, BUILT)
-    code = ("import sys; sys.path.insert(0, 'src'); from rapidship.build import BuiltImage, write_record; "
+    code = ("import sys; sys.path.insert(0, 'src'); from rapidship.build.buildkit import BuiltImage, write_record; "
             "from rapidship.records import Workspace; from dataclasses import replace; "
             f"b = BuiltImage(**{json.dumps(BUILT.__dict__)}); ws = Workspace({str(tmp_path)!r}); "
             "[write_record(ws, replace(b, layers=i)) for i in range(200)]")
@@ -118,8 +118,8 @@ def test_any_json_document_is_a_record_or_one_record_error(tmp_path_factory, doc
 
 
 def test_the_record_paths_are_what_the_ci_jobs_publish():
-    from rapidship.ci import WS, local, pipeline
-    from rapidship.matrix import load_matrix
+    from rapidship.ci.pipeline import WS, local, pipeline
+    from rapidship.config.matrix import load_matrix
 
     doc = pipeline(load_matrix(ROOT / "variants.yaml"), local(), ["cpu-debian12"])
     paths = {p for job in doc.values() if isinstance(job, dict) for p in job.get("artifacts", {}).get("paths", [])}

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from rapidship.errors import ConfigError
-from rapidship.lint import lint
-from rapidship.matrix import load_matrix
-from rapidship.render import make_context, render, render_dockerfile
+from rapidship.render.lint import lint
+from rapidship.config.matrix import load_matrix
+from rapidship.render.dockerfile import make_context, render, render_dockerfile
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"

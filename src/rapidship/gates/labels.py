@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from rapidship.gates import GateReport, verdict
-from rapidship.matrix import Variant
+from rapidship.config.matrix import Variant
 
 OCI_REQUIRED = ("org.opencontainers.image.title", "org.opencontainers.image.version",
                 "org.opencontainers.image.created", "org.opencontainers.image.description",

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rapidship.errors import ConfigError, RapidshipError
-from rapidship.yamlconf import load_yaml, read_config, validation_error
+from rapidship.config.yamlconf import load_yaml, read_config, validation_error
 
 SEVERITIES = ("UNKNOWN", "LOW", "MEDIUM", "HIGH", "CRITICAL")
 Severity = Literal["LOW", "MEDIUM", "HIGH", "CRITICAL"]

@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from rapidship.build import BuildSecrets, BuiltImage
+from rapidship.build.buildkit import BuildSecrets, BuiltImage
 from rapidship.gates import GateReport, GatesRecord
 from rapidship.gates.labels import check_labels
 from rapidship.gates.secrets import check_secrets, env_secret_values, is_trust_store
 from rapidship.gates.size import check_size
 from rapidship.gates.suid import check_suid
 from rapidship.gates.user import check_user
-from rapidship.layers import snapshot
-from rapidship.matrix import Variant
+from rapidship.gates.layers import snapshot
+from rapidship.config.matrix import Variant
 from rapidship.records import Workspace
 
 GATES = ("size", "labels", "user", "suid", "secrets")

@@ -206,7 +206,7 @@ def sums_text(hashes: dict[str, str]) -> str:
 
 
 def install_script(record: ExportRecord, body: str) -> str:
-    """install.sh = a data header for this export + the fixed POSIX body (export_install.sh)."""
+    """install.sh = a data header for this export + the fixed POSIX body (export/install.sh)."""
     parts = "\n".join(f"{p.name} {p.volume} {p.bytes}" for p in record.parts)
     images = "\n".join(f"{i.ref} {i.image_id}" for i in record.images)
     header = (f"EXPORT_ID='{record.export_id}'\nVOLUME_COUNT={record.volume_count}\n"
@@ -255,7 +255,7 @@ def record_json(record: ExportRecord) -> dict:
 def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws: Workspace = Workspace()) -> list[ImageRecord]:
     """--variant (through its build record, else v.ref(arch)) and --image refs -> ImageRecords. A
     corrupt build record is an error, not a silent fallback to the tag."""
-    from rapidship.build import read_record
+    from rapidship.build.buildkit import read_record
 
     wanted: list[tuple[str, str, str]] = []  # (ref, variant, flag)
     for v in variants:
@@ -384,7 +384,7 @@ def save_compressed(refs: list[str], writer: PartWriter, on_tar: Callable[[int],
 
 # ---- edge: volume files and ISO ----------------------------------------------------------------
 
-INSTALL_BODY = Path(__file__).parent / "export_install.sh"
+INSTALL_BODY = Path(__file__).parent / "install.sh"
 
 
 def write_volume_files(record: ExportRecord, out: Path) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from rapidship.errors import ConfigError
-from rapidship.matrix import Arch, Matrix, Variant
+from rapidship.config.matrix import Arch, Matrix, Variant
 from rapidship.records import Workspace
 
 STAGES = ["prepare", "build", "verify", "publish", "smoke", "release"]

@@ -21,7 +21,7 @@ from urllib.parse import urljoin
 import requests
 
 from rapidship.errors import ConfigError, RapidshipError
-from rapidship.retrying import OnRetry, RetryPolicy, send
+from rapidship.publish.retrying import OnRetry, RetryPolicy, send
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"

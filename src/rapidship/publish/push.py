@@ -30,14 +30,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from rapidship.base import image_exists
+from rapidship.build.base import image_exists
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.gates.run import read_gates_record
 from rapidship.gates.scan import read_decision
-from rapidship.matrix import Variant
-from rapidship.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, Credentials, Registry, split_repository
+from rapidship.config.matrix import Variant
+from rapidship.publish.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, Credentials, Registry, split_repository
 from rapidship.records import RecordError, Workspace
-from rapidship.retrying import RetryPolicy, backoff
+from rapidship.publish.retrying import RetryPolicy, backoff
 
 # skopeo output that no retry can fix.
 _PERMANENT = ("unauthorized", "denied", "authentication required", "invalid username/password",

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rapidship.errors import ConfigError
-from rapidship.yamlconf import parse_model
+from rapidship.config.yamlconf import parse_model
 
 DEFAULT_DIR = Path("harbor")
 SEVERITIES = ("none", "low", "medium", "high", "critical")

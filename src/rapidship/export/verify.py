@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from rapidship.errors import ConfigError, GateFailure
-from rapidship.export import FORMAT, MANIFEST, SUMS, sums_text
+from rapidship.export.write import FORMAT, MANIFEST, SUMS, sums_text
 
 SECTOR = 2048
 _LABEL = re.compile(r"Volume id\s*:\s*'RAPIDSHIP_([0-9A-F]{8})_(\d+)OF(\d+)'")

@@ -15,14 +15,16 @@ from pathlib import Path
 import jinja2
 
 from rapidship.errors import ConfigError
-from rapidship.matrix import Flavour, Variant
+from rapidship.config.matrix import Flavour, Variant
 from rapidship.records import save
 
 TEMPLATES = Path("templates")
 LOCKS = Path("locks")
 BUILD = Path("build")
-RUNTIME_SRC = Path(__file__).parent / "runtime"
-PRUNER_SRC = Path(__file__).parent / "prune"
+PACKAGE = Path(__file__).resolve().parents[1]
+RUNTIME_SRC = PACKAGE / "runtime"
+BUILDER_SRC = PACKAGE / "builder"  # programs that run inside the builder stage
+PRUNER_SRC = BUILDER_SRC / "prune"
 PRUNER_FILES = ("__init__.py", "__main__.py", "core.py", "elf.py", "fatbin.py", "files.py")  # stdlib only
 # Builder-side programs (stdlib, plus py-rattler for the installer), copied into the context's builder/.
 BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "measure_trims.py"), Flavour.pip: ("measure_trims.py",)}
@@ -84,7 +86,7 @@ class Rendered:
 
 def lock_sources(variant: Variant, locks: Path = LOCKS) -> dict[str, Path]:
     """Lock files a variant's build context needs, by their name inside the context's lock/."""
-    from rapidship.conda_lock import lock_path, variant_target
+    from rapidship.lock.conda import lock_path, variant_target
 
     if variant.flavour is Flavour.pip:
         files = {"requirements.txt": locks / variant.env / "requirements.txt"}
@@ -164,7 +166,7 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
         (out / "lock" / name).write_bytes(data)
     (out / "builder").mkdir()
     for name in BUILDER_PROGRAMS[variant.flavour]:
-        shutil.copy2(Path(__file__).parent / name, out / "builder" / name)
+        shutil.copy2(BUILDER_SRC / name, out / "builder" / name)
     if ctx.prune:  # the pruner runs in the builder as `python -m prune` (stdlib only)
         (out / "builder" / "prune").mkdir()
         for name in PRUNER_FILES:

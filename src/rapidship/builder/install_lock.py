@@ -4,7 +4,7 @@ Runs inside the builder stage with the installer venv's python (py-rattler + std
 file is copied into the build context, rapidship itself is not installed there). The lock names
 each package's channel, URL and sha256; the channel base is rewritten to the configured mirror,
 every download is verified against the lock's sha256 (a mismatch stops the build), and py-rattler
-links the verified files into the prefix. The parsing helpers are shared with `rapidship.conda_lock`.
+links the verified files into the prefix. The parsing helpers are shared with `rapidship.lock.conda`.
 """
 
 from __future__ import annotations

@@ -1,221 +1,22 @@
-"""BuildPlan -> BuiltImage with BuildKit through the docker CLI.
-
-Pure core: `plan_build` and `build_command` (records in, argv out). Thin edge: `build` runs the
-CLI, streams progress, and measures the result. Secrets (CA bundle, index URLs that may carry
-tokens) go in only as BuildKit secrets: files under a 0700 temp dir, never build args.
-"""
+"""Daemonless builders for CI runners without a Docker engine (rootless BuildKit, kaniko): build,
+push a candidate tag, and pull it back into a later job's engine by digest."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
-import re
-import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from rapidship.base import resolve_local_base
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
-from rapidship.matrix import Arch, Flavour, Variant
+from rapidship.config.matrix import Arch, Variant
 from rapidship.records import Workspace
-from rapidship.render import Rendered
-
-
-@dataclass(frozen=True)
-class BuildSecrets:
-    """Values that must never reach a layer, a build arg or a log."""
-
-    ca_bundle: Path | None = None
-    pip_index: str | None = None
-    conda_channels: tuple[str, ...] = ()
-
-    @classmethod
-    def from_flags(cls, ca_bundle: str | None, pip_index: str | None, conda_channels: list[str] | None) -> "BuildSecrets":
-        env = os.environ
-        ca = ca_bundle or env.get("RAPIDSHIP_CA_BUNDLE") or env.get("SSL_CERT_FILE")
-        if ca_bundle and not Path(ca_bundle).is_file():
-            raise ConfigError("--ca-bundle", f"{ca_bundle} is not a file", "pass the PEM bundle your proxy needs")
-        channels = conda_channels or [c for c in env.get("RAPIDSHIP_CONDA_CHANNELS", "").split() if c]
-        return cls(ca_bundle=Path(ca) if ca and Path(ca).is_file() else None,
-                   pip_index=pip_index or env.get("RAPIDSHIP_PIP_INDEX_URL") or None,
-                   conda_channels=tuple(channels))
-
-
-@dataclass(frozen=True)
-class BuildPlan:
-    variant: str
-    arch: str
-    ref: str
-    context: str
-    labels: dict[str, str]
-    secret_ids: tuple[str, ...]
-    base_args: dict[str, str] = field(default_factory=dict)  # BUILDER_BASE/RUNTIME_BASE when not the default
-    target: str = "runtime"
-    no_cache: bool = False  # rebuild every step (cache mounts such as pip's download cache stay)
-    network: str | None = None  # "host": RUN steps reach mirrors on the build machine's loopback
-
-
-@dataclass(frozen=True)
-class BuiltImage:
-    variant: str
-    arch: str
-    ref: str
-    image_id: str
-    size_bytes: int
-    zstd_bytes: int
-    layers: int
-    seconds: float
-    lock_sha256: str
-    base: str
-    log: str
-    cached_steps: int = 0
-    total_steps: int = 0
-    extra: dict = field(default_factory=dict)
-
-
-NETWORKS = ("default", "host", "none")
-
-
-def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildSecrets, revision: str = "",
-               no_cache: bool = False, base_args: dict[str, str] | None = None, network: str | None = None) -> BuildPlan:
-    """Pure: what to build, under which tag, with which labels and secret ids."""
-    if network is not None and network not in NETWORKS:
-        raise ConfigError("--network", f"{network!r} is not one of {', '.join(NETWORKS)}",
-                          "use --network host to reach a mirror on this machine's 127.0.0.1")
-    if arch not in variant.arches:
-        offered = ", ".join(a.value for a in variant.arches)
-        raise ConfigError("--arch", f"variant {variant.id} is not built for {arch.value}", f"use one of: {offered}")
-    ids = ["cacert"] if secrets.ca_bundle else []
-    ids += ["pip-index"] if secrets.pip_index else []
-    ids += ["conda-channels"] if secrets.conda_channels else []
-    labels = {"org.opencontainers.image.created": datetime.now(timezone.utc).replace(microsecond=0).isoformat()}
-    if revision:
-        labels["org.opencontainers.image.revision"] = revision
-    return BuildPlan(variant=variant.id, arch=arch.value, ref=variant.ref(arch), context=rendered.out_dir,
-                     labels=labels, secret_ids=tuple(ids), no_cache=no_cache,
-                     base_args=base_args or {}, network=network)
-
-
-def build_command(plan: BuildPlan, cli: str, secret_files: dict[str, Path]) -> list[str]:
-    """Pure: the docker build argv. Secret files are referenced by path, their content never appears."""
-    cmd = [cli, "build", "--progress=plain", "--platform", f"linux/{plan.arch}", "--target", plan.target,
-           "--tag", plan.ref]
-    if plan.no_cache:
-        cmd.append("--no-cache")
-    for key, value in sorted(plan.base_args.items()):
-        cmd += ["--build-arg", f"{key}={value}"]
-    for key, value in sorted(plan.labels.items()):
-        cmd += ["--label", f"{key}={value}"]
-    for sid in plan.secret_ids:
-        cmd += ["--secret", f"id={sid},src={secret_files[sid]}"]
-    if plan.network:
-        cmd += ["--network", plan.network]
-    return cmd + [plan.context]
-
-
-_STEP = re.compile(r"^#(\d+) (\[[^\]]+\] .*)$")
-_CACHED = re.compile(r"^#(\d+) CACHED$")
-
-
-def local_base_args(variant: Variant, arch: Arch) -> dict[str, str]:
-    """Find each stage's base in the engine (plain name or arch alias); fail clearly when absent."""
-    args = {}
-    for key, ref in (("BUILDER_BASE", variant.bases.builder), ("RUNTIME_BASE", variant.bases.runtime)):
-        found = resolve_local_base(ref, arch)
-        if found is None:
-            conda = key == "BUILDER_BASE" and variant.flavour is Flavour.conda
-            raise ConfigError("base image", f"{ref} ({arch.value}) is not in the engine",
-                              f"pull it through the registry prefix, or make it: invoke base --os {variant.os}"
-                              + (" --conda-builder" if conda else "") + f" --arch {arch.value}")
-        if found != ref:
-            args[key] = found
-    return args
-
-
-def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Path,
-          on_step: Callable[[str], None] = lambda _: None) -> BuiltImage:
-    cli = ENGINE.buildkit_cli()
-    env = dict(os.environ, DOCKER_BUILDKIT="1")
-    start = time.monotonic()
-    steps: set[str] = set()
-    cached: set[str] = set()
-    with tempfile.TemporaryDirectory(prefix="rapidship-secrets-") as tmp:
-        files = _write_secrets(secrets, Path(tmp))
-        cmd = build_command(plan, cli, files)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "w") as log:
-            log.write("$ " + " ".join(cmd) + "\n")
-            log.flush()
-            proc = ENGINE.build_process(cmd, env)
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                line = line.rstrip()
-                if m := _STEP.match(line):
-                    steps.add(m.group(1))
-                    on_step(m.group(2)[:110])
-                elif m := _CACHED.match(line):
-                    cached.add(m.group(1))
-            code = proc.wait()
-    if code != 0:
-        tail = "".join(log_path.read_text().splitlines(keepends=True)[-15:])
-        raise RapidshipError(f"build {plan.ref}", f"docker build failed (exit {code}); last lines:\n{tail}",
-                             f"full log: {log_path}")
-    seconds = round(time.monotonic() - start, 1)
-    info = inspect_image(plan.ref)
-    return BuiltImage(variant=plan.variant, arch=plan.arch, ref=plan.ref, image_id=info["Id"], size_bytes=info["Size"],
-                      zstd_bytes=zstd_size(plan.ref), layers=len(info["RootFS"]["Layers"]), seconds=seconds,
-                      lock_sha256=info["Config"]["Labels"].get("io.rapidship.lock.sha256", ""),
-                      base=variant.bases.runtime, log=str(log_path),
-                      cached_steps=len(cached & steps), total_steps=len(steps))
-
-
-def _write_secrets(secrets: BuildSecrets, tmp: Path) -> dict[str, Path]:
-    tmp.chmod(0o700)
-    files: dict[str, Path] = {}
-    if secrets.ca_bundle:
-        files["cacert"] = secrets.ca_bundle
-    if secrets.pip_index:
-        files["pip-index"] = tmp / "pip-index"
-        files["pip-index"].write_text(secrets.pip_index)
-    if secrets.conda_channels:
-        files["conda-channels"] = tmp / "conda-channels"
-        files["conda-channels"].write_text("\n".join(secrets.conda_channels) + "\n")
-    for path in files.values():
-        if path.parent == tmp:
-            path.chmod(0o600)
-    return files
-
-
-def inspect_image(ref: str) -> dict:
-    return ENGINE.inspect(ref)
-
-
-def zstd_size(ref: str, level: int = 3) -> int:
-    """Bytes of `docker save | zstd -T0 -<level>`: what one image costs on a disc."""
-    with ENGINE.save(ref) as saved:
-        zstd = subprocess.Popen(["zstd", "-T0", f"-{level}", "-q", "-c"], stdin=saved, stdout=subprocess.PIPE)
-        assert zstd.stdout is not None
-        total = 0
-        while chunk := zstd.stdout.read(1 << 20):
-            total += len(chunk)
-        if zstd.wait() != 0:
-            raise RapidshipError(ref, "docker save | zstd failed", "check that zstd is installed and the engine is up")
-    return total
-
-
-def write_record(ws: Workspace, built: BuiltImage) -> Path:
-    return ws.save(ws.build(built.variant, built.arch), built)
-
-
-def read_record(ws: Workspace, variant: str, arch: str) -> BuiltImage:
-    return ws.load(ws.build(variant, arch), BuiltImage, f"invoke build --variant {variant} --arch {arch}")
+from rapidship.build.buildkit import BuildPlan, BuildSecrets, BuiltImage, inspect_image, write_secret_files, zstd_size
 
 
 # ---- daemonless builders (CI runners without a Docker engine) ----
@@ -328,7 +129,7 @@ def build_staged(plan: BuildPlan, secrets: BuildSecrets, builder: str, push_ref:
         env = _docker_config_env(Path(tmp), [push_ref, *([cache] if cache else [])])
         out = Path(tmp) / "result"
         if builder == "buildctl":
-            cmd = buildctl_command(plan, _write_secrets(secrets, Path(tmp)), push_ref, cache, out)
+            cmd = buildctl_command(plan, write_secret_files(secrets, Path(tmp)), push_ref, cache, out)
         elif builder == "kaniko":
             cmd = kaniko_command(plan, push_ref, cache, out)
         else:

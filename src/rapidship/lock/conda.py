@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rapidship.errors import ConfigError
-from rapidship.install_lock import LOCK_FORMAT, LockInstallError, parse_channels, public_url, read_lock
-from rapidship.lock import LOCKS, EnvSpec
-from rapidship.matrix import Arch, Flavour, Matrix, Variant
+from rapidship.builder.install_lock import LOCK_FORMAT, LockInstallError, parse_channels, public_url, read_lock
+from rapidship.lock.pip import LOCKS, EnvSpec
+from rapidship.config.matrix import Arch, Flavour, Matrix, Variant
 
 PLATFORMS = {Arch.amd64: "linux-64", Arch.arm64: "linux-aarch64"}
 ARCHSPEC = {Arch.amd64: "x86_64", Arch.arm64: "aarch64"}

@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
-from rapidship.export_verify import Checked
+from rapidship.export.verify import Checked
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
-from rapidship.matrix import Arch, Matrix
+from rapidship.config.matrix import Arch, Matrix
 
 DEFAULT_MIRRORS = {"debian": "http://deb.debian.org/debian", "ubuntu": "http://archive.ubuntu.com/ubuntu"}
 SUITES = {("debian", "12"): "bookworm", ("debian", "13"): "trixie",

@@ -17,8 +17,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rapidship.errors import ConfigError
-from rapidship.prune.fatbin import KNOWN_ARCHS
-from rapidship.yamlconf import parse_model, read_config
+from rapidship.builder.prune.fatbin import KNOWN_ARCHS
+from rapidship.config.yamlconf import parse_model, read_config
 
 DEFAULT_FILE = Path("variants.yaml")
 CPU = "cpu"

@@ -1,0 +1,1 @@
+"""CI: the GitLab child pipeline generated from the matrix."""

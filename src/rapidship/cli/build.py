@@ -1,0 +1,158 @@
+"""Tasks that make and measure images: local bases, BuildKit builds, image gates, size report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import task
+
+from rapidship import console
+from rapidship.cli.options import VARIANTS_HELP, arch_flag, arches_flag
+from rapidship.config.matrix import load_matrix
+from rapidship.errors import GateFailure, exits_cleanly
+from rapidship.records import Workspace
+
+
+@task(name="base", help={"os": "OS key from variants.yaml (Debian family), e.g. debian12",
+                         "arch": "amd64 or arm64 (default: this machine's)",
+                         "mirror": "Debian/Ubuntu archive URL (default: the distro's public archive)",
+                         "conda_builder": "make the conda builder stand-in (python3 + venv) instead of the OS base",
+                         "force": "rebuild even when the image exists", **VARIANTS_HELP})
+@exits_cleanly
+def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, force=False,
+               variants_file="variants.yaml"):
+    """Bootstrap a Debian-family base with debootstrap and load it under the name variants expect."""
+    from rapidship.build.base import bootstrap, host_arch, plan_base, resolve_local_base
+
+    plan = plan_base(load_matrix(variants_file), os, arch_flag(arch or host_arch()), mirror, conda_builder)
+    if resolve_local_base(plan.ref, plan.arch) and not force:
+        console.err.print(f"{plan.ref} ({plan.arch.value}) exists; --force to rebuild")
+        return
+    Path("build").mkdir(exist_ok=True)
+    log = Path("build") / f"base-{os}-{plan.arch.value}.log"
+    with console.err.status(f"debootstrap {plan.suite} {plan.arch.value} from {plan.mirror} (log: {log})"):
+        made = bootstrap(plan, Path("build"), log)
+    console.err.print(f"made {made.ref} ({made.arch}) in {made.seconds}s, rootfs {made.rootfs_bytes / 1e6:.0f} MB")
+
+
+@task(iterable=["conda_channel"],
+      help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",
+            "ca-bundle": "PEM bundle for TLS-intercepting proxies (a BuildKit secret; default $RAPIDSHIP_CA_BUNDLE or $SSL_CERT_FILE)",
+            "pip-index": "PyPI mirror URL, may carry a token (a BuildKit secret; default $RAPIDSHIP_PIP_INDEX_URL)",
+            "conda-channel": "conda channel mirror URL (repeatable; a BuildKit secret; default $RAPIDSHIP_CONDA_CHANNELS)",
+            "network": "network of the RUN steps: host reaches mirrors on this machine's 127.0.0.1 (default: the engine's)",
+            **VARIANTS_HELP})
+@exits_cleanly
+def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, conda_channel=None, network=None,
+          variants_file="variants.yaml"):
+    """Render and build a variant with BuildKit; writes build/<variant>/build-<arch>.json."""
+    from rapidship.build.buildkit import BuildSecrets, build as build_image, local_base_args, plan_build, write_record
+    from rapidship.lock.pip import check_lock, load_env_spec
+    from rapidship.config.matrix import Flavour
+    from rapidship.render.dockerfile import missing_locks, render as render_variant
+
+    m = load_matrix(variants_file)
+    v = m.get(variant)
+    if v.flavour is Flavour.pip:
+        check_lock(load_env_spec(v.env))
+    else:
+        from rapidship.lock.conda import check_conda_locks
+        check_conda_locks(load_env_spec(v.env), m)
+        if missing := missing_locks(v):
+            from rapidship.errors import ConfigError
+            raise ConfigError(missing[0], "lock file missing", "run invoke lock --env tools")
+    secrets = BuildSecrets.from_flags(ca_bundle, pip_index, conda_channel)
+    rendered = render_variant(v)
+    revision = c.run("git rev-parse --short HEAD", hide=True, warn=True).stdout.strip()
+    for a in arches_flag(v, arch):
+        plan = plan_build(v, a, rendered, secrets, revision, base_args=local_base_args(v, a), network=network)
+        log = Workspace().build_log(v.id, a.value)
+        with console.err.status(f"building {plan.ref}") as status:
+            built = build_image(plan, secrets, v, log, on_step=lambda s: status.update(f"{plan.ref}: {s}"))
+        record = write_record(Workspace(), built)
+        console.err.print(f"built {built.ref} in {built.seconds}s: {built.size_bytes / 1e6:.0f} MB, "
+                          f"zstd {built.zstd_bytes / 1e6:.0f} MB, {built.layers} layers, "
+                          f"{built.cached_steps}/{built.total_steps} steps cached -> {record}")
+
+
+@task(help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",
+            "ca-bundle": "the CA bundle the build used (default as for build): its private certs must not leak",
+            "pip-index": "the index URL the build used (default $RAPIDSHIP_PIP_INDEX_URL)", **VARIANTS_HELP})
+@exits_cleanly
+def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, variants_file="variants.yaml"):
+    """Run the image gates (size, labels, user, suid, secrets) on a built image; writes gates-<arch>.json."""
+    from rapidship.build.buildkit import BuildSecrets, read_record
+    from rapidship.gates.run import run_gates, write_gates_record
+
+    v = load_matrix(variants_file).get(variant)
+    secrets = BuildSecrets.from_flags(ca_bundle, pip_index, None)
+    failed = []
+    ws = Workspace()
+    for a in arches_flag(v, arch):
+        built = read_record(ws, v.id, a.value)
+        with console.err.status(f"gates on {built.ref}") as status:
+            reports = run_gates(v, built, secrets, on_gate=lambda g: status.update(f"{built.ref}: gate {g}"))
+        console.table(f"gates {built.ref}", ["gate", "result", "why"],
+                      [(r.gate, "PASS" if r.passed else "FAIL", "; ".join(r.reasons) or "-") for r in reports])
+        console.err.print(f"record: {write_gates_record(ws, built, reports)}")
+        failed += [f"{a.value}:{r.gate}" for r in reports if not r.passed]
+    if failed:
+        raise GateFailure("gates", f"{variant} failed {', '.join(failed)}", "see the table above and the gates record")
+
+
+@task(name="size-report",
+      help={"variant": "variant id", "arch": "amd64 or arm64 (default: every arch of the variant with a build record)",
+            "top": "how many of the largest paths to list (default 25)", "json": "print the report as JSON on stdout",
+            **VARIANTS_HELP})
+@exits_cleanly
+def size_report(c, variant, arch=None, top=25, json=False, variants_file="variants.yaml"):
+    """Largest paths of a built image, what the trims saved, uncompressed and zstd sizes against the budget."""
+    from rapidship.build.buildkit import read_record
+    from rapidship.build.size_report import report, write_report
+
+    v = load_matrix(variants_file).get(variant)
+    ws = Workspace()
+    arches = [arch_flag(arch)] if arch else ws.builtarches_flag(v.id, v.arches)
+    if not arches:
+        from rapidship.errors import ConfigError
+        raise ConfigError(str(ws.variant_dir(v.id)), "no build record", f"run invoke build --variant {v.id} first")
+    failed = []
+    for a in arches:
+        built = read_record(ws, v.id, a.value)
+        with console.err.status(f"reading {built.ref} (docker export)"):
+            rep = report(built.ref, variant=v.id, arch=a.value, image_bytes=built.size_bytes,
+                         zstd_bytes=built.zstd_bytes, budget_bytes=v.budget_bytes, top=int(top))
+        path = write_report(ws, rep)
+        if json:
+            console.print_json(rep.to_json())
+        else:
+            _print_size_report(rep)
+        console.err.print(f"record: {path}")
+        if not rep.within_budget:
+            failed.append(f"{v.id} {a.value}")
+    if failed:
+        raise GateFailure("size-report", f"over the budget: {', '.join(failed)}", "trim the env (docs/sizes.md)")
+
+
+def _print_size_report(rep):
+    gb = lambda n: f"{n / 1e9:.3f} GB" if n is not None else "-"  # noqa: E731
+    console.table(f"{rep.ref}: largest directories", ["path", "size"], [(p.path, gb(p.bytes)) for p in rep.largest_dirs])
+    console.table("largest files", ["path", "size"], [(p.path, gb(p.bytes)) for p in rep.largest_files])
+    if rep.trims:
+        t = rep.trims
+        rows = [(pattern, gb(size)) for pattern, size in sorted(t["patterns"].items(), key=lambda kv: -kv[1])]
+        console.table(f"trims ({t['style']}): {gb(t['trimmed_bytes'])} of {gb(t['before_bytes'])} saved; "
+                      f"*.pyc kept: {gb(t['pyc_bytes'])}", ["pattern", "saved"], rows)
+    if rep.prune:
+        p = rep.prune["totals"]
+        console.table(f"device code pruned to sm {','.join(map(str, rep.prune['keep']))}: {gb(p['saved_bytes'])} saved "
+                      f"({p['pruned']} of {p['with_device_code']} files, {p['refused']} left whole)",
+                      ["file", "status", "before", "after", "note"],
+                      [(f["path"].rsplit("/", 1)[-1], f["status"], gb(f["bytes_before"]),
+                        gb(f["bytes_after"]), f["reason"] or (f["layout"] or "").split(" (")[0])
+                       for f in rep.prune["files"]])
+        by_arch = [(a, gb(b), gb(p["arch_after"].get(a, 0))) for a, b in p["arch_before"].items()]
+        console.table("device code by architecture", ["arch", "before", "kept"], by_arch)
+    verdict = "[green]within[/]" if rep.within_budget else "[red]OVER[/]"
+    console.err.print(f"image {gb(rep.image_bytes)} (uncompressed), zstd -3 {gb(rep.zstd_bytes)}, budget "
+                      f"{gb(rep.budget_bytes)}: {verdict}, headroom {rep.headroom_bytes:,} bytes")

@@ -1,0 +1,107 @@
+"""`invoke ci.*`: the GitLab child pipeline and the steps only CI runners need."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import Collection, task
+
+from rapidship import console
+from rapidship.cli.options import VARIANTS_HELP, arch_flag
+from rapidship.config.matrix import load_matrix
+from rapidship.errors import exits_cleanly
+from rapidship.records import Workspace
+
+
+@task(name="generate", iterable=["variant"],
+      help={"out": "where to write the child pipeline (default build/ci/child-pipeline.yml)",
+            "profile": "production (GitLab runners, Harbor) or local (shell executor, loopback registry)",
+            "builder": "production builder: buildctl (rootless BuildKit, default) or kaniko",
+            "registry": "local profile: loopback registry and project (default 127.0.0.1:5000/staging)",
+            "variant": "variant id (repeatable; default: every variant)", **VARIANTS_HELP})
+@exits_cleanly
+def ci_generate(c, out="build/ci/child-pipeline.yml", profile="production", builder="buildctl",
+                registry="127.0.0.1:5000/staging", variant=None, variants_file="variants.yaml"):
+    """Write the GitLab child pipeline for the matrix (per variant x arch jobs, a needs: DAG)."""
+    from rapidship.ci import pipeline as ci
+    from rapidship.errors import ConfigError
+
+    if profile == "production":
+        try:
+            chosen = ci.production(ci.Builder(builder))
+        except ValueError:
+            raise ConfigError("--builder", f"{builder!r} is not buildctl or kaniko", "pass --builder buildctl") from None
+    elif profile == "local":
+        chosen = ci.local(registry)
+    else:
+        raise ConfigError("--profile", f"{profile!r} is not production or local", "pass --profile production")
+    m = load_matrix(variants_file)
+    path = ci.write_pipeline(m, chosen, Path(out), variant or None)
+    count = len(ci.jobs(m, chosen, variant or None))
+    console.err.print(f"wrote {path}: {count} jobs for {', '.join(v.id for v in m.select(variant or None))} "
+                      f"({chosen.name}, builder {chosen.builder.value})")
+
+
+@task(name="build", help={"variant": "variant id", "arch": "amd64 or arm64", **VARIANTS_HELP})
+@exits_cleanly
+def ci_build(c, variant, arch, variants_file="variants.yaml"):
+    """CI runners without a daemon: build with $RAPIDSHIP_BUILDER (buildctl|kaniko), push a candidate tag."""
+    import os
+
+    from rapidship.build.buildkit import BuildSecrets, plan_build
+    from rapidship.build.daemonless import build_staged, cache_ref, candidate_ref, write_staged
+    from rapidship.render.dockerfile import render as render_variant
+
+    v = load_matrix(variants_file).get(variant)
+    a = arch_flag(arch)
+    secrets = BuildSecrets.from_flags(None, None, None)
+    rendered = render_variant(v)
+    revision = os.environ.get("CI_COMMIT_SHORT_SHA", "")
+    plan = plan_build(v, a, rendered, secrets, revision)
+    push_ref = candidate_ref(v, a, os.environ.get("RAPIDSHIP_REGISTRY", ""), os.environ.get("RAPIDSHIP_CANDIDATE_SUFFIX", ""))
+    builder = os.environ.get("RAPIDSHIP_BUILDER", "buildctl")
+    log = Workspace().build_log(v.id, a.value)
+    with console.err.status(f"{builder}: building {push_ref}") as status:
+        staged = build_staged(plan, secrets, builder, push_ref,
+                              cache_ref(v, a, os.environ.get("RAPIDSHIP_CACHE_REPO")), log, status.update)
+    console.err.print(f"pushed {staged.ref} {staged.digest} in {staged.seconds}s -> "
+                      f"{write_staged(Workspace(), staged)}")
+
+
+@task(name="pull", help={"variant": "variant id", "arch": "amd64 or arm64 (default: every arch of the variant)",
+                         **VARIANTS_HELP})
+@exits_cleanly
+def ci_pull(c, variant, arch=None, variants_file="variants.yaml"):
+    """Pull the build job's candidate into this runner's engine and write build/<variant>/build-<arch>.json."""
+    from rapidship.build.daemonless import pull_staged
+    from rapidship.build.buildkit import write_record
+
+    v = load_matrix(variants_file).get(variant)
+    for a in ([arch_flag(arch)] if arch else v.arches):
+        with console.err.status(f"pulling {v.id} {a.value}"):
+            built = pull_staged(Workspace(), a.value, v)
+        console.err.print(f"pulled {built.extra['digest']} as {built.ref} -> {write_record(Workspace(), built)}")
+
+
+@task(name="test", help={"markers": "pytest -m expression (default: the suite's own default)",
+                         "junit": "write a JUnit XML report here (GitLab shows it on the merge request)"})
+def ci_test(c, markers=None, junit=None):
+    """Run the test suite (what the root pipeline's test jobs call)."""
+    import shlex
+
+    args = ["python3", "-m", "pytest", "-q"]
+    args += ["-m", markers] if markers else []
+    args += [f"--junitxml={junit}"] if junit else []
+    c.run(" ".join(shlex.quote(a) for a in args), pty=False)
+
+
+@task(name="verify-export", help={"out": "the directory `invoke export --out` wrote"})
+@exits_cleanly
+def ci_verify_export(c, out):
+    """Verify every volume an export wrote to a directory (export-verify --from DIR)."""
+    from rapidship.cli.export import export_verify
+
+    export_verify(c, from_=[out])
+
+
+ci_tasks = Collection("ci", ci_generate, ci_build, ci_pull, ci_test, ci_verify_export)

@@ -1,0 +1,101 @@
+"""Tasks for offline delivery: export onto disc volumes, import, verify."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import task
+
+from rapidship import console
+from rapidship.cli.options import VARIANTS_HELP, arch_flag
+from rapidship.config.matrix import load_matrix
+from rapidship.errors import exits_cleanly
+
+
+def _progress():
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                               TransferSpeedColumn)
+
+    return Progress(TextColumn("{task.description:<22}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                    TimeRemainingColumn(), console=console.err)
+
+
+@task(name="export", iterable=["variant", "image"],
+      help={"variant": "variant id (repeatable); its image comes from the build record",
+            "arch": "amd64 or arm64 (default: every arch of the variant that is in the engine)",
+            "image": "any local image ref (repeatable)",
+            "media": "dvd (4.7 GB), dvd-dl (8.5 GB), bd25 (25 GB) or a size in bytes (default dvd)",
+            "out": "output directory, new or empty (default build/export-<time>)",
+            "keep-dirs": "keep the volume-NN/ directories next to the ISO images", **VARIANTS_HELP})
+@exits_cleanly
+def export_images(c, variant=None, arch=None, image=None, media="dvd", out=None, keep_dirs=False,
+                  variants_file="variants.yaml"):
+    """Save images into media-sized ISO volumes (zstd, SHA256SUMS, MANIFEST.json, install.sh); JSON record on stdout."""
+    import time
+
+    from rapidship.export.write import export, parse_media, record_json, resolve_images
+
+    disc = parse_media(media)
+    variants = [load_matrix(variants_file).get(v) for v in variant or []]
+    images = resolve_images(variants, arch_flag(arch).value if arch else None, image or [])
+    target = Path(out) if out else Path("build") / time.strftime("export-%Y%m%d-%H%M%S")
+    with _progress() as progress:
+        record = export(images, disc, target, keep_dirs=keep_dirs, progress=progress)
+    console.table(f"export {record.export_id} -> {target}", ["volume", "ISO", "bytes", "sha256"],
+                  [(v.number, v.iso, f"{v.iso_bytes:,}", v.iso_sha256[:16]) for v in record.volumes])
+    console.print_json(record_json(record))
+
+
+def _checked_volumes(sources, progress):
+    from rapidship.export.verify import check_hashes, check_identity, expand_sources, measure, open_volume, total_bytes
+
+    if not sources:
+        from rapidship.errors import ConfigError
+        raise ConfigError("--from", "no volume given", "pass the export directory, or every volume: --from DIR_OR_ISO (repeatable)")
+    checked = check_identity([open_volume(s) for s in expand_sources(sources)])
+    hashing = progress.add_task("checksums", total=total_bytes(checked))
+    check_hashes(checked, measure(checked, lambda n: progress.advance(hashing, n)))
+    return checked
+
+
+@task(name="import", iterable=["from_"],
+      help={"from": "a volume: directory or ISO file (repeatable; pass every volume of the export)",
+            "registry": "push to this registry (HOST[:PORT][/PREFIX]) with skopeo instead of docker load",
+            "insecure": "talk plain HTTP / skip TLS checks with --registry",
+            "work": "directory for the temporary archive with --registry (default $TMPDIR)"})
+@exits_cleanly
+def import_images(c, from_=None, registry=None, insecure=False, work=None):
+    """Check every volume (checksums, completeness), then load the images and compare their ids."""
+    from rapidship.export.load import docker_load, registry_push
+
+    with _progress() as progress:
+        checked = _checked_volumes(from_, progress)
+        size = sum(p["bytes"] for p, _ in checked.parts)
+        loading = progress.add_task("push" if registry else "docker load", total=size)
+        if registry:
+            loaded = registry_push(checked, registry, not insecure, Path(work) if work else None,
+                                   lambda n: progress.advance(loading, n))
+        else:
+            loaded = docker_load(checked, lambda n: progress.advance(loading, n))
+    console.table(f"export {checked.export_id}", ["image", "id"], [(x.where, x.image_id) for x in loaded])
+    console.print_json({"export_id": checked.export_id, "loaded": [vars(x) for x in loaded]})
+
+
+@task(name="export-verify", iterable=["from_"],
+      help={"from": "a volume: directory or ISO file (repeatable; pass every volume of the export)",
+            "work": "directory for the scratch registry and the temporary archive (default $TMPDIR)"})
+@exits_cleanly
+def export_verify(c, from_=None, work=None):
+    """Checksums and completeness, then a full load into a scratch registry on 127.0.0.1; compares ids."""
+    from rapidship.export.load import registry_push, scratch_registry
+
+    with _progress() as progress:
+        checked = _checked_volumes(from_, progress)
+        size = sum(p["bytes"] for p, _ in checked.parts)
+        with scratch_registry(Path(work) if work else None) as registry:
+            loading = progress.add_task("scratch registry", total=size)
+            loaded = registry_push(checked, registry, False, Path(work) if work else None,
+                                   lambda n: progress.advance(loading, n))
+    console.table(f"export {checked.export_id}: verified", ["image", "id", "source id"],
+                  [(x.ref, x.image_id, x.expected_id) for x in loaded])
+    console.print_json({"export_id": checked.export_id, "volumes": len(checked.volumes), "verified": [vars(x) for x in loaded]})

@@ -1,0 +1,48 @@
+"""Flag parsing shared by the task collections: variant picks, arches, whole numbers."""
+
+from __future__ import annotations
+
+
+VARIANTS_HELP = {"variants-file": "the matrix file (default variants.yaml)"}
+
+
+def pick(m, ids, every):
+    from rapidship.errors import ConfigError
+
+    if not ids and not every:
+        raise ConfigError("--variant", "no variant named", f"pass --variant ID or --all (ids: {', '.join(m.variants)})")
+    return m.select(ids)
+
+
+def arches_flag(v, value):
+    """--arch: one arch, 'all' of the variant's, or (default) this machine's."""
+    from rapidship.build.base import host_arch
+
+    if value == "all":
+        return list(v.arches)
+    return [arch_flag(value or host_arch())]
+
+
+def arch_flag(value):
+    from rapidship.errors import ConfigError
+    from rapidship.config.matrix import Arch
+
+    try:
+        return Arch(value)
+    except ValueError:
+        raise ConfigError("--arch", f"{value!r} is not amd64 or arm64", "pass --arch amd64 or --arch arm64") from None
+
+
+def int_flag(flag, value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        from rapidship.errors import ConfigError
+        raise ConfigError(flag, f"{value!r} is not a whole number", f"e.g. {flag} 2") from None
+
+
+def on_retry(attempt, fault, delay):
+    """Registry and Harbor clients report each retry here (one yellow line)."""
+    from rapidship import console
+
+    console.err.print(f"[yellow]retry {attempt} in {delay:.1f}s: {fault}[/]")

@@ -1,0 +1,88 @@
+"""Tasks before a build: the matrix, rendering and linting, locks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import task
+
+from rapidship import console
+from rapidship.cli.options import VARIANTS_HELP, pick
+from rapidship.config.matrix import load_matrix
+from rapidship.errors import GateFailure, exits_cleanly
+
+
+@task(help={"json": "print the matrix as JSON on stdout", **VARIANTS_HELP})
+@exits_cleanly
+def matrix(c, json=False, variants_file="variants.yaml"):
+    """Show the variants of the matrix (id, versions, GPU archs kept, OS, arches, flavour, tag)."""
+    m = load_matrix(variants_file)
+    if json:
+        console.print_json({vid: v.model_dump(mode="json") | {"tag": v.tag()} for vid, v in m.variants.items()})
+        return
+    console.table("variants", ["id", "rapids", "cuda", "gpu_archs", "python", "os", "arches", "flavour", "image"],
+                  [(v.id, v.rapids, v.cuda or "-", v.gpu_archs_label(), v.python,
+                    f"{v.distro} {v.os_version} ({v.family})", ",".join(a.value for a in v.arches),
+                    v.flavour.value, v.ref()) for v in m.variants.values()])
+
+
+@task(iterable=["variant"], help={"variant": "variant id (repeatable)", "all": "every variant", **VARIANTS_HELP})
+@exits_cleanly
+def render(c, variant=None, all=False, variants_file="variants.yaml"):
+    """Render build/<variant>/ (Dockerfile + context) from templates/ and locks/."""
+    from rapidship.render.dockerfile import missing_locks, render as render_variant
+
+    for v in pick(load_matrix(variants_file), variant, all):
+        rec = render_variant(v)
+        note = "" if not missing_locks(v) else "  [yellow](no lock yet: run invoke lock)[/]"
+        console.err.print(f"rendered {rec.dockerfile}  lock {rec.lock_sha256[:12]}{note}")
+
+
+@task(iterable=["variant"], help={"variant": "variant id (repeatable; default: every variant)", **VARIANTS_HELP})
+@exits_cleanly
+def lint(c, variant=None, variants_file="variants.yaml"):
+    """Render, then run hadolint on every rendered Dockerfile (committed .hadolint.yaml)."""
+    from rapidship.render.lint import lint as hadolint
+    from rapidship.render.dockerfile import render as render_variant
+
+    failed = []
+    for v in pick(load_matrix(variants_file), variant, not variant):
+        report = hadolint(Path(render_variant(v).dockerfile))
+        for f in report.findings:
+            console.err.print(f"{report.dockerfile}:{f.line} {f.code} {f.level}: {f.message}")
+        console.err.print(f"{'PASS' if report.passed else 'FAIL'} {report.dockerfile}")
+        if not report.passed:
+            failed.append(v.id)
+    if failed:
+        raise GateFailure("lint", f"hadolint failed for {', '.join(failed)}", "fix the templates and render again")
+
+
+@task(iterable=["env", "conda_channel"],
+      help={"env": "env spec name under envs/, or tools (repeatable; default: every env and tools)",
+            "check": "only report locks that no longer match their spec",
+            "conda-channel": "conda channel mirror, NAME=URL or a URL ending in the channel name (repeatable; "
+                             "default $RAPIDSHIP_CONDA_CHANNELS, else conda.anaconda.org); credentials never reach the lock",
+            **VARIANTS_HELP})
+@exits_cleanly
+def lock(c, env=None, check=False, conda_channel=None, variants_file="variants.yaml"):
+    """Solve env specs into committed, hashed lockfiles under locks/ (pip: uv; conda: py-rattler per platform)."""
+    from rapidship.lock.conda import check_conda_locks, lock_conda
+    from rapidship.lock.pip import ENVS, TOOLS, check_lock, load_env_spec, lock_pip
+
+    names = env or ([TOOLS.name] + sorted(p.stem for p in ENVS.glob("*.yaml")))
+    specs = sorted((load_env_spec(n) for n in names), key=lambda s: s.flavour == "conda")  # pip first: no channel needed
+    matrix = load_matrix(variants_file) if any(s.flavour == "conda" for s in specs) else None
+    for spec in specs:
+        if spec.flavour == "pip" and check:
+            check_lock(spec)
+            console.err.print(f"ok {spec.name}")
+        elif spec.flavour == "pip":
+            console.err.print(f"locked {lock_pip(spec)}")
+        elif check:
+            for path in check_conda_locks(spec, matrix):
+                console.err.print(f"ok {spec.name} {path}")
+        else:
+            with console.err.status(f"solving {spec.name} with py-rattler"):
+                paths = lock_conda(spec, matrix, conda_channel or None)
+            for path in paths:
+                console.err.print(f"locked {path}")

@@ -1,0 +1,1 @@
+"""Export: images onto disc-sized volumes, their verification, and loading them back."""

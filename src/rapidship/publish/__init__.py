@@ -1,0 +1,1 @@
+"""Publish: the OCI registry client, push and promote, and Harbor as configuration."""

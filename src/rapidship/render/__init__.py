@@ -1,0 +1,1 @@
+"""Render: a Variant into its build context (Dockerfile, lock/, builder/, runtime/), and lint it."""

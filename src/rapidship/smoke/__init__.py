@@ -1,0 +1,1 @@
+"""Smoke: the spill smoke run in a built image with the hardened profile."""

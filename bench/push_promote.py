@@ -19,8 +19,7 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 from registry_fixtures import RegistryServer  # noqa: E402
 from rapidship.config.matrix import parse_matrix  # noqa: E402
 from rapidship.publish.oci import Credentials  # noqa: E402
-from rapidship.gates import GatesRecord  # noqa: E402
-from rapidship.gates.scan import ScanRecord  # noqa: E402
+from rapidship.records import GatesRecord, ScanRecord  # noqa: E402
 from rapidship.records import Workspace  # noqa: E402
 from rapidship.publish.push import promote, push  # noqa: E402
 

@@ -105,8 +105,8 @@ def env(registry, tmp_path):
 
 def gates(build_dir: Path, **passed: bool):
     """Whole gate records and scan decisions for VARIANT, as `invoke gates` / `invoke scan` write them."""
-    from rapidship.gates import GatesRecord
-    from rapidship.gates.scan import ScanRecord
+    from rapidship.records import GatesRecord
+    from rapidship.records import ScanRecord
     from rapidship.records import Workspace
 
     ws = Workspace(build_dir)

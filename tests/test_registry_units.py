@@ -41,13 +41,13 @@ def test_index_type_follows_the_children():
 
 
 def _gates(passed=True):
-    from rapidship.gates import GateReport, GatesRecord
+    from rapidship.records import GateReport, GatesRecord
     return GatesRecord(ref="r", image_id="sha256:1", arch="amd64", passed=passed,
                        gates=[GateReport(gate="size", passed=passed)])
 
 
 def _decision(passed=True):
-    from rapidship.gates.scan import ScanRecord
+    from rapidship.records import ScanRecord
     return ScanRecord(artifact="r", variant="cuda12-ubuntu22", arch="amd64", passed=passed, reasons=[], notes=[],
                       counts={}, policy={}, os="debian 12", packages=1, trivy_version="0.59.1", db={}, outputs={},
                       seconds=1.0, decided_on="2026-12-01")

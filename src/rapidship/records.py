@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -90,6 +90,57 @@ class Workspace:
 
 
 DECISION = "decision.json"
+
+
+# ---- the records stages hand to each other (the others live with the stage that writes them) ----
+
+@dataclass(frozen=True)
+class GateReport:
+    gate: str
+    passed: bool
+    reasons: list[str] = field(default_factory=list)  # why it failed; empty when it passed
+    details: dict = field(default_factory=dict)  # what was measured, for the record
+
+
+@dataclass(frozen=True)
+class GatesRecord:
+    """build/<variant>/gates-<arch>.json: every image gate of one built image; push reads `passed`."""
+
+    ref: str
+    image_id: str
+    arch: str
+    passed: bool
+    gates: list[GateReport]
+
+
+@dataclass
+class ScanRecord:
+    artifact: str
+    variant: str | None
+    arch: str | None
+    passed: bool
+    reasons: list[str]
+    notes: list[str]
+    counts: dict[str, dict[str, int]]
+    policy: dict[str, Any]
+    os: str
+    packages: int
+    trivy_version: str
+    db: dict[str, Any]
+    outputs: dict[str, str | None]
+    seconds: float
+    decided_on: str
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+
+
+def read_gates(ws: Workspace, variant: str, arch: str) -> GatesRecord:
+    return ws.load(ws.gates(variant, arch), GatesRecord, f"invoke gates --variant {variant} --arch {arch}",
+                   "gate record")
+
+
+def read_decision(ws: Workspace, variant: str, arch: str) -> ScanRecord:
+    return ws.load(ws.decision(variant, arch), ScanRecord, f"invoke scan --variant {variant} --arch {arch}",
+                   "scan decision")
 
 
 def as_document(value: Any) -> dict:

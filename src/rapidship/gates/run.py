@@ -51,8 +51,3 @@ def write_gates_record(ws: Workspace, built: BuiltImage, reports: list[GateRepor
     record = GatesRecord(ref=built.ref, image_id=built.image_id, arch=built.arch,
                          passed=all(r.passed for r in reports), gates=reports)
     return ws.save(ws.gates(built.variant, built.arch), record)
-
-
-def read_gates_record(ws: Workspace, variant: str, arch: str) -> GatesRecord:
-    return ws.load(ws.gates(variant, arch), GatesRecord, f"invoke gates --variant {variant} --arch {arch}",
-                   "gate record")

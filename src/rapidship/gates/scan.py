@@ -29,7 +29,7 @@ from typing import Any, Callable
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.gates.gitlab_report import gitlab_report
 from rapidship.gates.policy import Decision, Policy, decide, findings, read_report, scan_facts
-from rapidship.records import Workspace, save
+from rapidship.records import ScanRecord, save
 
 TRIVY_JSON = "trivy.json"
 CONFIG_JSON = "trivy-config.json"
@@ -160,26 +160,6 @@ def trivy_version(binary: str) -> str:
         return ""
 
 
-@dataclass
-class ScanRecord:
-    artifact: str
-    variant: str | None
-    arch: str | None
-    passed: bool
-    reasons: list[str]
-    notes: list[str]
-    counts: dict[str, dict[str, int]]
-    policy: dict[str, Any]
-    os: str
-    packages: int
-    trivy_version: str
-    db: dict[str, Any]
-    outputs: dict[str, str | None]
-    seconds: float
-    decided_on: str
-    verdicts: list[dict[str, Any]] = field(default_factory=list)
-
-
 def scan(target: Target, opts: TrivyOptions, policy: Policy, out_dir: Path, dockerfile: Path | None = None,
          variant: str | None = None, arch: str | None = None, today: date | None = None,
          on_step: Callable[[str], None] = lambda _: None) -> ScanRecord:
@@ -235,9 +215,7 @@ def gate(report: Path, config_report: Path | None, policy: Policy, out_dir: Path
     return record
 
 
-def read_decision(ws: Workspace, variant: str, arch: str) -> ScanRecord:
-    return ws.load(ws.decision(variant, arch), ScanRecord, f"invoke scan --variant {variant} --arch {arch}",
-                   "scan decision")
+
 
 
 def _day(stamp: Any) -> date | None:

@@ -32,11 +32,9 @@ from typing import Callable
 
 from rapidship.build.base import image_exists
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
-from rapidship.gates.run import read_gates_record
-from rapidship.gates.scan import read_decision
 from rapidship.config.matrix import Variant
 from rapidship.publish.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, Credentials, Registry, split_repository
-from rapidship.records import RecordError, Workspace
+from rapidship.records import RecordError, Workspace, read_decision, read_gates
 from rapidship.publish.retrying import RetryPolicy, backoff
 
 # skopeo output that no retry can fix.
@@ -103,7 +101,7 @@ def check_gates(ws: Workspace, variant: Variant) -> list[str]:
     (empty = go); a missing or corrupt record is a problem, never a pass."""
     problems = []
     for arch in variant.arches:
-        for read, path in ((read_gates_record, ws.gates(variant.id, arch.value)),
+        for read, path in ((read_gates, ws.gates(variant.id, arch.value)),
                            (read_decision, ws.decision(variant.id, arch.value))):
             try:
                 record = read(ws, variant.id, arch.value)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-CPU_VARIANT = "cpu-debian12"
+from support.commands import CPU_VARIANT, ROOT, invoke
+
 
 
 def docker_available() -> bool:
@@ -42,20 +42,9 @@ def engine():
     client.close()
 
 
-def invoke(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run an invoke task from the project root as a user would."""
-    proc = subprocess.run(["invoke", *args], cwd=ROOT, capture_output=True, text=True, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"invoke {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
 @pytest.fixture(scope="session")
 def cpu_image(engine):
     """The real cpu-debian12 amd64 image, built once: a BuiltImage record."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "src"))
     from rapidship.build.buildkit import read_record
     from rapidship.records import Workspace
 

@@ -1,0 +1,75 @@
+"""The real RAPIDS image (cuDF, dask-cudf, dask-cuda and cuML from PyPI wheels, device code pruned
+to the variant's gpu_archs) against the 4.7 GB budget.
+
+Heavy: several GB of downloads and a few minutes of build. Never in CI; run by hand with
+`python -m pytest -m heavy tests/test_heavy_rapids_pip.py` and copy the numbers into docs/sizes.md.
+No GPU here: the pruned libraries are loaded by the dynamic loader and cuDF/cuML imported; the GPU
+proof of the same pruning is docs/gpu-smoke.md.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from support.commands import invoke
+
+from support.commands import ROOT  # noqa: E402
+
+pytestmark = [pytest.mark.heavy, pytest.mark.docker]
+VARIANT = "cuda12-debian12"
+
+
+def test_rapids_pip_image_builds_and_fits_the_budget(engine):
+    from rapidship.build.buildkit import read_record
+    from rapidship.records import Workspace
+    from rapidship.config.matrix import load_matrix
+
+    invoke("lock", "--check", "--env", "rapids-pip")
+    invoke("base", "--os", "debian12")
+    invoke("build", "--variant", VARIANT, "--arch", "amd64")
+    built = read_record(Workspace(ROOT / "build"), VARIANT, "amd64")
+    budget = load_matrix(ROOT / "variants.yaml").get(VARIANT).budget_bytes
+    assert budget == 4_700_000_000
+    assert built.size_bytes <= budget, f"{built.size_bytes:,} bytes is {built.size_bytes - budget:,} over the budget"
+
+    rep = json.loads(invoke("size-report", "--variant", VARIANT, "--arch", "amd64", "--json").stdout)
+    assert rep["within_budget"] and rep["image_bytes"] == built.size_bytes
+    assert rep["trims"]["trimmed_bytes"] > 0  # the venv trims removed something real
+    print(f"\n{VARIANT}: {built.size_bytes:,} bytes uncompressed, zstd {built.zstd_bytes:,}, "
+          f"headroom {rep['headroom_bytes']:,}, built in {built.seconds}s")
+
+    # The whole RAPIDS stack imports (no GPU needed to import), through the real entrypoint and preflight.
+    code = "import cudf, dask_cudf, dask_cuda, rmm, cuml; print(cudf.__version__, cuml.__version__)"
+    run = subprocess.run(["docker", "run", "--rm", "--user", "4242:0", built.ref, "python", "-c", code],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("26.10") and run.stdout.split()[1].startswith("26.10")
+
+    # Device code: pruned to the variant's archs, most of it gone, every pruned library still loads.
+    variant = load_matrix(ROOT / "variants.yaml").get(VARIANT)
+    prune = rep["prune"]
+    assert prune["keep"] == list(variant.gpu_archs) == [80, 90]
+    assert prune["totals"]["saved_bytes"] > 2_000_000_000 and prune["totals"]["pruned"] >= 15
+    assert set(prune["totals"]["arch_after"]) >= {"sm_80", "sm_90a"}
+    assert prune["totals"]["arch_after"].get("ptx_120", 0) < 1_000_000  # PTX for later GPUs dropped
+    # (cuDF and cuML first: their loaders put the RAPIDS libraries that others need by soname in place)
+    load = ("import cudf, cuml, json, ctypes; r = json.load(open('/opt/rapidship/prune.json')); "
+            "[ctypes.CDLL('/opt/rapids/' + f['path']) for f in r['files'] if f['status'] == 'pruned']; "
+            "print(sum(f['status'] == 'pruned' for f in r['files']))")
+    loaded = subprocess.run(["docker", "run", "--rm", built.ref, "python", "-c", load],
+                            capture_output=True, text=True, check=False)
+    assert loaded.returncode == 0, loaded.stderr
+    assert int(loaded.stdout) == prune["totals"]["pruned"]
+    labels = json.loads(subprocess.run(["docker", "inspect", "--format", "{{json .Config.Labels}}", built.ref],
+                                       capture_output=True, text=True, check=True).stdout)
+    assert labels["io.rapidship.gpu.archs"] == "80,90"
+    # No pip in the runtime env; the whole CUDA math stack is there (cuML links all of it).
+    listing = subprocess.run(["docker", "run", "--rm", "-e", "RAPIDS_DOCTOR=off", built.ref, "python", "-m", "pip",
+                              "--version"], capture_output=True, text=True, check=False)
+    assert listing.returncode != 0
+    libs = subprocess.run(["docker", "run", "--rm", "-e", "RAPIDS_DOCTOR=off", built.ref, "ls",
+                           "/opt/rapids/lib/python3.11/site-packages/nvidia"], capture_output=True, text=True, check=True)
+    assert {"cublas", "curand", "cusolver", "cufft", "cusparse", "cuda_nvrtc", "libnvcomp"} <= set(libs.stdout.split())

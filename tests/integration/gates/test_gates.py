@@ -1,0 +1,140 @@
+"""Each image gate FAILS on a bad image and PASSES on the good cpu-debian12 image (real engine)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rapidship.gates.labels import check_labels
+from rapidship.gates.secrets import check_secrets, is_trust_store
+from rapidship.gates.size import check_size
+from rapidship.gates.suid import check_suid
+from rapidship.gates.user import check_user
+from rapidship.gates.layers import image_config, snapshot
+from rapidship.config.matrix import load_matrix
+
+pytestmark = pytest.mark.docker
+from support.commands import ROOT  # noqa: E402
+VARIANT = load_matrix(ROOT / "variants.yaml").variants["cpu-debian12"]
+
+
+@pytest.fixture
+def derive(engine, cpu_image, unique_name, tmp_path):
+    """Build a bad image FROM the good one; removed after the test."""
+    made = []
+
+    def _derive(lines: str, files: dict[str, bytes] | None = None) -> str:
+        ctx = tmp_path / f"ctx{len(made)}"
+        ctx.mkdir()
+        for name, data in (files or {}).items():
+            (ctx / name).write_bytes(data)
+        (ctx / "Dockerfile").write_text(f"FROM {cpu_image.ref}\n{lines}\n")
+        tag = f"{unique_name}:{len(made)}"
+        engine.images.build(path=str(ctx), tag=tag, rm=True)
+        made.append(tag)
+        return tag
+
+    yield _derive
+    for tag in made:
+        engine.images.remove(tag, force=True)
+
+
+def test_size_gate(cpu_image):
+    assert check_size(cpu_image.size_bytes, cpu_image.zstd_bytes, VARIANT.budget_bytes).passed
+    over = check_size(cpu_image.size_bytes, cpu_image.zstd_bytes, cpu_image.size_bytes - 1)
+    assert not over.passed and "1 over the budget" in over.reasons[0]
+    both = check_size(cpu_image.size_bytes, cpu_image.zstd_bytes, cpu_image.zstd_bytes - 1)
+    assert len(both.reasons) == 2
+
+
+def test_labels_gate(cpu_image, derive):
+    assert check_labels(image_config(cpu_image.ref)["Config"]["Labels"], VARIANT).passed
+    bad = derive('LABEL io.rapidship.lock.sha256="unlocked" io.rapidship.python.version="3.9"')
+    report = check_labels(image_config(bad)["Config"]["Labels"], VARIANT)
+    assert not report.passed
+    assert any("built without a lock" in r for r in report.reasons)
+    assert any("python.version" in r for r in report.reasons)
+    relabelled = derive('LABEL io.rapidship.gpu.archs="80"')   # a cpu image claims device code
+    assert check_labels(image_config(relabelled)["Config"]["Labels"], VARIANT).reasons == [
+        "label io.rapidship.gpu.archs is '80', expected 'none'"]
+
+
+def test_user_gate(cpu_image, derive):
+    assert check_user(cpu_image.ref, image_config(cpu_image.ref)["Config"]["User"]).passed
+    root = derive("USER 0")
+    assert "is root" in check_user(root, image_config(root)["Config"]["User"]).reasons[0]
+    named = derive("USER rapids")
+    assert "not a numeric uid" in check_user(named, image_config(named)["Config"]["User"]).reasons[0]
+    # Spill dir only writable by 1001: an arbitrary uid (OpenShift) cannot spill.
+    locked = derive("USER 0\nRUN chmod 0700 /spill\nUSER 1001:0")
+    report = check_user(locked, "1001:0", uid=123457)
+    assert not report.passed and "random uid 123457" in report.reasons[0]
+
+
+def test_suid_gate(cpu_image, derive):
+    assert check_suid(snapshot(cpu_image.ref)).passed
+    bad = derive("USER 0\nRUN chmod u+s /usr/bin/env && chmod g+s /usr/bin/id\nUSER 1001:0")
+    report = check_suid(snapshot(bad))
+    assert not report.passed
+    assert report.reasons == ["/usr/bin/env has setuid/setgid", "/usr/bin/id has setuid/setgid"]
+
+
+@pytest.fixture(scope="module")
+def corporate_bundle(tmp_path_factory) -> Path:
+    """The system bundle plus a private root CA made here, like a TLS-intercepting proxy's."""
+    d = tmp_path_factory.mktemp("ca")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                    "/CN=rapidship test corporate root", "-keyout", str(d / "key.pem"), "-out", str(d / "ca.pem")],
+                   check=True, capture_output=True)
+    system = Path("/etc/ssl/certs/ca-certificates.crt")
+    bundle = d / "bundle.pem"
+    bundle.write_bytes((system.read_bytes() if system.is_file() else b"") + (d / "ca.pem").read_bytes())
+    return bundle
+
+
+def test_secrets_gate(cpu_image, derive, corporate_bundle):
+    token_url = "https://ci-bot:s3cr3t-t0ken-abc@pypi.mirror.example/simple"
+    good = check_secrets(snapshot(cpu_image.ref, keep=is_trust_store), corporate_bundle, {"pip index URL": token_url})
+    assert good.passed, good.reasons
+    assert good.details["needles"] >= 3
+
+    private_ca = corporate_bundle.read_bytes().split(b"-----BEGIN CERTIFICATE-----")[-1]
+    copied = derive("COPY ca.pem /usr/local/share/ca-certificates/corp.crt",
+                    {"ca.pem": b"-----BEGIN CERTIFICATE-----" + private_ca})
+    report = check_secrets(snapshot(copied, keep=is_trust_store), corporate_bundle, {})
+    assert not report.passed and "corp.crt" in report.reasons[0]
+
+    # Deleted in a later layer still ships in the earlier one.
+    deleted = derive("USER 0\nCOPY ca.pem /tmp/ca.pem\nRUN rm /tmp/ca.pem\nUSER 1001:0",
+                     {"ca.pem": b"-----BEGIN CERTIFICATE-----" + private_ca})
+    report = check_secrets(snapshot(deleted, keep=is_trust_store), corporate_bundle, {})
+    assert not report.passed and "/tmp/ca.pem" in report.reasons[0]
+
+    # A token passed as a build arg lands in the history; as ENV in the config.
+    arg = derive("ARG INDEX\nRUN echo using \"$INDEX\" > /dev/null", None)
+    engine_arg = subprocess.run(["docker", "build", "-q", "--build-arg", f"INDEX={token_url}", "-t", f"{arg}-arg",
+                                 "-"], input=f"FROM {arg}\nARG INDEX\nRUN test -n \"$INDEX\"\n", text=True,
+                                capture_output=True, check=True)
+    try:
+        report = check_secrets(snapshot(f"{arg}-arg", keep=is_trust_store), None, {"pip index URL": token_url})
+        assert not report.passed and "history/config" in report.reasons[0]
+    finally:
+        subprocess.run(["docker", "rmi", "-f", f"{arg}-arg"], capture_output=True, check=False)
+    assert engine_arg.returncode == 0
+    env = derive("ENV PIP_INDEX_URL=" + token_url)
+    report = check_secrets(snapshot(env, keep=is_trust_store), None, {"pip index URL": token_url})
+    assert not report.passed
+    assert "s3cr3t" not in " ".join(report.reasons)  # the report names the secret, never shows it
+
+
+def test_gates_task_writes_a_passing_record(cpu_image):
+    import json
+
+    from support.commands import invoke
+
+    invoke("gates", "--variant", "cpu-debian12", "--arch", "amd64")
+    record = json.loads((ROOT / "build" / "cpu-debian12" / "gates-amd64.json").read_text())
+    assert record["passed"] is True and record["image_id"] == cpu_image.image_id
+    assert [g["gate"] for g in record["gates"]] == ["size", "labels", "user", "suid", "secrets"]

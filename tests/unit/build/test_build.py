@@ -1,0 +1,67 @@
+"""Pure parts of base and build: names, plans and the docker argv (secrets never in it)."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from rapidship.build.base import arch_alias, plan_base
+from rapidship.build.buildkit import BuildSecrets, build_command, plan_build
+from rapidship.errors import ConfigError
+from rapidship.config.matrix import Arch, load_matrix
+from rapidship.render.dockerfile import Rendered
+
+from support.commands import ROOT  # noqa: E402
+MATRIX = load_matrix(ROOT / "variants.yaml")
+RENDERED = Rendered(variant="cpu-debian12", out_dir="build/cpu-debian12", dockerfile="build/cpu-debian12/Dockerfile",
+                    dockerfile_sha256="0" * 64, lock_sha256="1" * 64)
+
+
+def test_arch_alias_keeps_each_arch_under_its_own_name():
+    ref = "harbor.example.internal/dockerhub/library/debian:bookworm-slim"
+    assert arch_alias(ref, Arch.arm64) == ref + "-arm64"
+    assert arch_alias("localhost:5000/x/y", Arch.amd64) == "localhost:5000/x/y:latest-amd64"
+    assert arch_alias("h/x@sha256:" + "a" * 64, Arch.arm64) == "h/x:local-arm64"
+
+
+def test_plan_base_names_the_image_variants_expect():
+    plan = plan_base(MATRIX, "debian12", Arch.arm64, None)
+    assert plan.ref == MATRIX.variants["cpu-debian12"].bases.runtime and plan.suite == "bookworm"
+    assert plan.mirror == "http://deb.debian.org/debian"
+    builder = plan_base(MATRIX, "debian12", Arch.amd64, "http://mirror.internal/debian", conda_builder=True)
+    assert builder.ref.endswith("library/python:3.11-slim-bookworm") and "python3-venv" in builder.include
+    with pytest.raises(ConfigError, match="RPM-family"):
+        plan_base(MATRIX, "kylin10", Arch.amd64, None)
+    with pytest.raises(ConfigError, match="no variant uses os"):
+        plan_base(MATRIX, "alpine3", Arch.amd64, None)
+
+
+def test_build_command_passes_secrets_by_file_only(tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    token_url = "https://bot:t0p-s3cret@pypi.mirror.example/simple"
+    secrets = BuildSecrets(ca_bundle=ca, pip_index=token_url)
+    v = MATRIX.variants["cpu-debian12"]
+    plan = plan_build(v, Arch.arm64, RENDERED, secrets, revision="abc123",
+                      base_args={"RUNTIME_BASE": "x:bookworm-slim-arm64"})
+    argv = build_command(plan, "/usr/bin/docker", {"cacert": ca, "pip-index": tmp_path / "pip-index"})
+    joined = " ".join(argv)
+    assert "t0p-s3cret" not in joined and "pypi.mirror.example" not in joined
+    assert f"id=cacert,src={ca}" in joined and f"id=pip-index,src={tmp_path / 'pip-index'}" in joined
+    assert argv[argv.index("--platform") + 1] == "linux/arm64"
+    assert argv[argv.index("--tag") + 1] == "rapidship/dask:26.10-cpu-debian12-py3.11-arm64"
+    assert "RUNTIME_BASE=x:bookworm-slim-arm64" in argv
+    assert "org.opencontainers.image.revision=abc123" in argv
+    assert argv[-1] == "build/cpu-debian12"
+
+
+def test_plan_refuses_an_arch_the_variant_does_not_build():
+    v = MATRIX.variants["cuda12-debian12"]
+    with pytest.raises(ConfigError, match="not built for arm64"):
+        plan_build(v, Arch.arm64, RENDERED, BuildSecrets())
+
+
+def test_missing_ca_bundle_flag_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        BuildSecrets.from_flags(str(tmp_path / "nope.pem"), None, None)
+    assert caught.value.where == "--ca-bundle"

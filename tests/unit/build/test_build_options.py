@@ -1,0 +1,45 @@
+"""Build options of the conda path: --network and the conda-channels secret (pure argv checks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from support.commands import ROOT  # noqa: E402
+
+from rapidship.build.buildkit import BuildSecrets, write_secret_files, build_command, plan_build  # noqa: E402
+from rapidship.errors import ConfigError  # noqa: E402
+from rapidship.config.matrix import Arch, load_matrix  # noqa: E402
+from rapidship.render.dockerfile import Rendered  # noqa: E402
+
+MIRROR = "https://robot:t0ken-xyz@mirror.example/conda/conda-forge"
+
+
+def _plan(network):
+    v = load_matrix(ROOT / "variants.yaml").get("cuda12-ubuntu22")
+    rendered = Rendered(variant=v.id, out_dir="build/cuda12-ubuntu22", dockerfile="x", dockerfile_sha256="",
+                        lock_sha256="")
+    secrets = BuildSecrets(conda_channels=(MIRROR,))
+    return plan_build(v, Arch.amd64, rendered, secrets, network=network), secrets
+
+
+def test_network_host_reaches_the_argv_and_mirrors_go_in_as_a_0600_secret_file(tmp_path):
+    plan, secrets = _plan("host")
+    files = write_secret_files(secrets, tmp_path)
+    argv = build_command(plan, "docker", files)
+    assert argv[argv.index("--network") + 1] == "host"
+    assert f"id=conda-channels,src={tmp_path / 'conda-channels'}" in argv
+    assert not any("t0ken" in a for a in argv)
+    assert (tmp_path / "conda-channels").read_text() == MIRROR + "\n"
+    assert (tmp_path / "conda-channels").stat().st_mode & 0o777 == 0o600
+
+
+def test_without_network_the_engine_default_is_left_alone():
+    plan, _ = _plan(None)
+    assert "--network" not in build_command(plan, "docker", {"conda-channels": Path("/x")})
+
+
+def test_an_unknown_network_is_refused():
+    with pytest.raises(ConfigError, match="--network"):
+        _plan("bridge2")

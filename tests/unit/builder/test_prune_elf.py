@@ -1,0 +1,221 @@
+"""The pruner on real shared libraries linked by gcc + ld, in both layouts CUDA libraries use.
+
+Each pruned library is loaded by the real dynamic loader (ctypes dlopen): the wrapper pointers it
+relocates must land on containers that hold exactly the kept entries. Each refusal path leaves the
+file byte-identical and says why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import mmap
+import os
+import stat
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from support.fatbin_samples import KIND_CUBIN, build_library, container, entry, fleet_container, gcc
+from rapidship.builder.prune import core, files
+from rapidship.builder.prune import elf as E
+from rapidship.builder.prune import fatbin as F
+
+pytestmark = pytest.mark.skipif(gcc() is None and not os.environ.get("CI"), reason="needs gcc (CI installs it)")
+KEEP = (80, 90)
+CONTAINERS = [fleet_container(size=40_000, seed=i) for i in range(3)]
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def expected_container(blob: bytes, keep=KEEP) -> bytes:
+    (c,) = F.parse_section(blob, 0, len(blob))[0]
+    return F.write_container(blob, 0, c, F.select(c, keep))
+
+
+def loaded_containers(lib: Path) -> list[bytes]:
+    """What the dynamic loader makes of the wrappers: each data pointer's container, read from memory."""
+    handle = ctypes.CDLL(str(lib))
+    handle.data_of.restype = ctypes.c_void_p
+    out = []
+    for i in range(handle.count()):
+        ptr = handle.data_of(i)
+        _magic, _v, hsize, payload = F.CONTAINER.unpack(ctypes.string_at(ptr, 16))
+        out.append(ctypes.string_at(ptr, hsize + payload))
+    return out
+
+
+@pytest.mark.parametrize("layout,how", [("segment-end", "segment end"), ("split", "segment split")])
+def test_pruned_library_is_smaller_proven_and_loads(tmp_path, layout, how):
+    lib = build_library(tmp_path / "src", CONTAINERS, layout=layout)
+    before = lib.stat().st_size
+    out = tmp_path / "out" / f"lib-{layout}.so"
+    entry_ = files.prune_file(lib, KEEP, dest=out)
+    assert entry_["status"] == "pruned", entry_
+    assert entry_["layout"].startswith(how)
+    assert out.stat().st_size == entry_["bytes_after"] <= before - E.GRANULE
+    with open(lib, "rb") as a, open(out, "rb") as b:
+        old = mmap.mmap(a.fileno(), 0, access=mmap.ACCESS_READ)
+        new = mmap.mmap(b.fileno(), 0, access=mmap.ACCESS_READ)
+        assert core.prove(old, new, KEEP) == []
+        assert E.check_layout(E.parse(new)) == []
+    assert set(entry_["arch_after"]) == {"sm_80", "sm_90"}
+    # binutils reads it, and the loader maps it with every wrapper on its pruned container
+    subprocess.run(["readelf", "-lSW", str(out)], check=True, capture_output=True)
+    assert loaded_containers(out) == [expected_container(c) for c in CONTAINERS]
+    assert loaded_containers(lib) == CONTAINERS  # the original, for contrast
+
+
+def test_split_layout_keeps_the_code_after_the_device_code_working(tmp_path):
+    # Functions and their unwind tables sit after .nv_fatbin in NVIDIA's layout: a C++ exception
+    # thrown and caught inside the pruned library proves .eh_frame_hdr still maps at its address.
+    lib_dir = tmp_path / "src"
+    build_library(lib_dir, CONTAINERS, layout="split")  # writes lib.c and fatbin.S, linked below with C++
+    cpp = lib_dir / "throw.cc"
+    cpp.write_text('extern "C" int throws(int x) { try { if (x) throw x; } catch (int v) { return v * 2; } return -1; }\n')
+    obj = lib_dir / "libthrow.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(obj), str(lib_dir / "lib.c"), str(lib_dir / "fatbin.S"),
+                    "-x", "c++", str(cpp)], check=True, capture_output=True)
+    out = tmp_path / "libthrow-pruned.so"
+    assert files.prune_file(obj, KEEP, dest=out)["status"] == "pruned"
+    assert ctypes.CDLL(str(out)).throws(21) == 42
+
+
+def _refused(lib: Path, keep=KEEP, **kw) -> dict:
+    digest = sha(lib)
+    result = files.prune_file(lib, keep, **kw)
+    assert result["status"] == "refused", result
+    assert sha(lib) == digest, "a refused file must stay byte-identical"
+    return result
+
+
+def test_refused_corrupt_fatbin(tmp_path):
+    lib = build_library(tmp_path, [CONTAINERS[0], b"\x07" * 64, CONTAINERS[1]], layout="segment-end")
+    assert "no fatbin container" in _refused(lib)["reason"]
+
+
+def test_refused_when_other_code_points_into_the_device_code(tmp_path):
+    lib = build_library(tmp_path, CONTAINERS, layout="segment-end",
+                        extra_c="__attribute__((used)) const void *inner = fb0 + 80;")
+    assert "points into .nv_fatbin" in _refused(lib)["reason"]
+
+
+def test_refused_when_no_program_header_can_be_added(tmp_path):
+    # No build-id note and no free bytes after the program headers: the split has no header slot.
+    lib = build_library(tmp_path, CONTAINERS, layout="split", ldflags=("-Wl,--build-id=none",))
+    assert "no room for one more program header" in _refused(lib)["reason"]
+
+
+def test_refused_when_a_listed_gpu_has_no_code_in_the_library(tmp_path):
+    lib = build_library(tmp_path, CONTAINERS, layout="segment-end")
+    assert "no device code in this file runs on sm_61" in _refused(lib, keep=(61, 90))["reason"]
+
+
+def test_refused_when_cuobjdump_disagrees(tmp_path):
+    lib = build_library(tmp_path / "src", CONTAINERS, layout="segment-end")
+    fake = tmp_path / "cuobjdump"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = --list-elf ] && echo 'ELF file    1: x.1.sm_75.cubin'\nexit 0\n")
+    fake.chmod(0o755)
+    result = _refused(lib, cuobjdump=str(fake))
+    assert "cuobjdump lists other device code" in result["reason"]
+
+
+def test_a_leading_container_used_by_address_keeps_its_place_and_bytes(tmp_path):
+    # libcurand and libcusparse load their first container by address, not through a wrapper.
+    lead = fleet_container(size=20_000, seed=9)
+    lib = build_library(tmp_path / "src", CONTAINERS, layout="split", lead=lead)
+    out = tmp_path / "lib-lead.so"
+    result = files.prune_file(lib, KEEP, dest=out)
+    assert result["status"] == "pruned" and "kept in place" in result["notes"][0]
+    handle = ctypes.CDLL(str(out))
+    handle.lead_of.restype = ctypes.c_void_p
+    assert ctypes.string_at(handle.lead_of(), len(lead)) == lead
+    assert loaded_containers(out) == [expected_container(c) for c in CONTAINERS]
+
+
+def test_files_without_device_code_are_left_alone(tmp_path):
+    plain = tmp_path / "libplain.so"
+    src = tmp_path / "p.c"
+    src.write_text("int f(void) { return 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(plain), str(src)], check=True)
+    result = files.prune_file(plain, KEEP)
+    assert result["status"] == "unchanged" and result["reason"] == "no device code"
+
+
+def test_in_place_rewrite_keeps_the_mode_and_breaks_hard_links(tmp_path):
+    lib = build_library(tmp_path / "src", CONTAINERS, layout="segment-end")
+    lib.chmod(0o750)
+    cache_copy = tmp_path / "pkgs-cache.so"
+    os.link(lib, cache_copy)  # conda envs hard-link files from their package cache
+    digest = sha(cache_copy)
+    assert files.prune_file(lib, KEEP)["status"] == "pruned"
+    assert stat.S_IMODE(lib.stat().st_mode) == 0o750
+    assert sha(cache_copy) == digest and lib.stat().st_ino != cache_copy.stat().st_ino
+
+
+def test_tree_record_counts_and_sums(tmp_path):
+    root = tmp_path / "env"
+    build_library(root / "a", CONTAINERS, layout="segment-end")
+    build_library(root / "b", CONTAINERS[:2], layout="split")
+    (root / "notes.txt").write_text("not an ELF file")
+    rec = files.prune_paths([root], KEEP, jobs=2)
+    t = rec["totals"]
+    assert rec["keep"] == [80, 90] and rec["schema_version"] == files.SCHEMA_VERSION
+    assert t["pruned"] == 2 and t["refused"] == 0 and t["with_device_code"] == 2
+    assert t["saved_bytes"] == t["bytes_before"] - t["bytes_after"] > 2 * E.GRANULE
+    assert {f["path"] for f in rec["files"]} == {"a/libsample.so", "b/libsample.so"}
+    assert set(t["arch_after"]) == {"sm_80", "sm_90"} and "sm_120" in t["arch_before"]
+    json.dumps(rec)  # the record is JSON as it stands
+
+
+def _wheel(tmp_path: Path, lib: Path) -> Path:
+    import base64
+
+    members = {"pkg/lib/libsample.so": lib.read_bytes(), "pkg/__init__.py": b"x = 1\n",
+               "pkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n"}
+    lines = []
+    for name, data in members.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        lines.append(f"{name},sha256={digest},{len(data)}")
+    lines.append("pkg-1.0.dist-info/RECORD,,")
+    wheel = tmp_path / "pkg-1.0-py3-none-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+        z.writestr("pkg-1.0.dist-info/RECORD", "\n".join(lines) + "\n")
+    return wheel
+
+
+def test_a_wheel_comes_back_as_a_wheel_with_a_correct_record(tmp_path):
+    import base64
+
+    lib = build_library(tmp_path / "src", CONTAINERS, layout="split")
+    wheel = _wheel(tmp_path, lib)
+    rec = files.prune_paths([wheel], KEEP, out=tmp_path / "out")
+    pruned = tmp_path / "out" / wheel.name
+    assert rec["totals"]["pruned"] == 1 and rec["wheels"][0]["pruned_members"] == ["pkg/lib/libsample.so"]
+    assert pruned.stat().st_size < wheel.stat().st_size
+    with zipfile.ZipFile(pruned) as z, zipfile.ZipFile(wheel) as orig:
+        assert z.namelist() == orig.namelist()
+        assert z.read("pkg/__init__.py") == orig.read("pkg/__init__.py")
+        record = z.read("pkg-1.0.dist-info/RECORD").decode().splitlines()
+        for line in record:
+            name, digest, size = line.split(",")
+            if not digest:
+                continue
+            data = z.read(name)
+            assert digest == "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            assert int(size) == len(data)
+        assert len(z.read("pkg/lib/libsample.so")) < len(orig.read("pkg/lib/libsample.so"))
+
+
+def test_small_device_code_is_not_worth_a_rewrite(tmp_path):
+    lib = build_library(tmp_path, [container(entry(KIND_CUBIN, 80, 512), entry(KIND_CUBIN, 90, 512))],
+                        layout="segment-end")
+    result = files.prune_file(lib, (90,))
+    assert result["status"] == "unchanged" and "too small" in result["reason"]

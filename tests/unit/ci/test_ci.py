@@ -1,0 +1,246 @@
+"""The generated child pipeline and the root pipeline: GitLab's schema, the needs: DAG, the
+rules, and that every script line is an invoke task."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import jsonschema
+import pytest
+import yaml
+
+from rapidship.ci import pipeline as ci
+from rapidship.errors import ConfigError
+from rapidship.config.matrix import Arch, load_matrix
+
+from support.commands import ROOT  # noqa: E402
+SCHEMA = ROOT / "tests" / "fixtures" / "gitlab-ci.schema.json"
+KEYWORDS = {"stages", "variables", "default", "include", "workflow", "image", "services", "cache",
+            "before_script", "after_script"}
+
+
+@pytest.fixture(scope="module")
+def validator():
+    return jsonschema.Draft7Validator(json.loads(SCHEMA.read_text()))
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    return load_matrix(ROOT / "variants.yaml")
+
+
+PROFILES = {"production-buildctl": lambda: ci.production(ci.Builder.buildctl),
+            "production-kaniko": lambda: ci.production(ci.Builder.kaniko),
+            "local": lambda: ci.local("127.0.0.1:5000")}
+
+
+def _jobs(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k not in KEYWORDS and not k.startswith(".")}
+
+
+def _needs(job: dict) -> list[str]:
+    return [n if isinstance(n, str) else n["job"] for n in job.get("needs", [])]
+
+
+def _schema_errors(validator, doc) -> list[str]:
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message[:160]}" for e in validator.iter_errors(doc)]
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_generated_pipeline_validates_against_gitlab_schema(validator, matrix, name):
+    profile = PROFILES[name]()
+    ids = ["cpu-debian12", "cuda12-debian12"] if profile.name == "local" else None
+    text = ci.to_yaml(ci.pipeline(matrix, profile, ids), ci.descriptions(matrix, profile, ids))
+    assert _schema_errors(validator, yaml.safe_load(text)) == []
+
+
+def test_schema_rejects_a_broken_pipeline(validator, matrix):
+    """The schema check can fail: an empty tags list and an unknown retry reason are errors."""
+    doc = ci.pipeline(matrix, ci.production())
+    doc["build:cpu-debian12:amd64"]["tags"] = []
+    doc["default"]["retry"]["when"] = ["cosmic_rays"]
+    errors = _schema_errors(validator, doc)
+    assert any(e.startswith("build:cpu-debian12:amd64.tags") for e in errors)
+    assert any("retry" in e for e in errors)
+
+
+def test_root_pipeline_and_includes_validate(validator):
+    root = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
+    assert _schema_errors(validator, root) == []
+    included = [ROOT / i["local"] for i in root["include"]]
+    assert included and all(p.is_file() for p in included)
+    merged = dict(root)
+    for path in included:
+        part = yaml.safe_load(path.read_text())
+        assert _schema_errors(validator, part) == [], path
+        merged.update(part)
+    assert _schema_errors(validator, merged) == []
+    jobs = _jobs(merged)
+    for name, job in jobs.items():
+        assert job.get("stage") in root["stages"], name
+        for dep in _needs(job):
+            assert dep in jobs, f"{name} needs unknown job {dep}"
+    # the trigger reads the very file the generate job writes and keeps as an artifact
+    trigger = jobs["images"]["trigger"]
+    artifact = trigger["include"][0]["artifact"]
+    assert trigger["include"][0]["job"] == "generate" and trigger["strategy"] == "depend"
+    assert f"--out {artifact}" in " ".join(jobs["generate"]["script"])
+    assert artifact in jobs["generate"]["artifacts"]["paths"]
+
+
+def _all_scripts(doc: dict):
+    for name, job in _jobs(doc).items():
+        for line in job.get("script", []):
+            yield name, line
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_every_script_line_is_an_invoke_task(matrix, name):
+    lines = list(_all_scripts(ci.pipeline(matrix, PROFILES[name](), ["cpu-debian12"])))
+    assert lines
+    # arguments may name CI variables ($NAME), nothing else of the shell: no pipes, lists, substitutions
+    plain = r"invoke [a-z][a-z.-]*( ([^\s;&|`$<>()]+|\$[A-Z_]+|\"[^\"$`]*\"))*"
+    bad = [(job, line) for job, line in lines if not re.fullmatch(plain, line)]
+    assert bad == []
+    for logic in ("invoke build && docker push x", "invoke scan --out $(pwd)", "invoke push | tee log", "docker build ."):
+        assert not re.fullmatch(plain, logic), logic
+
+
+def test_root_scripts_are_invoke_tasks():
+    for path in [ROOT / ".gitlab-ci.yml", *sorted((ROOT / "ci").glob("*.yml"))]:
+        for job, line in _all_scripts(yaml.safe_load(path.read_text())):
+            assert line.startswith("invoke "), (path.name, job, line)
+
+
+def test_needs_dag_stays_inside_a_variant(matrix):
+    """One variant's failure holds no other: no job needs a job of another variant, and every
+    need points backwards in the stage order."""
+    doc = ci.pipeline(matrix, ci.production())
+    jobs = _jobs(doc)
+    assert len({n.split(":")[1] for n in jobs}) == len(matrix.variants)
+    for name, job in jobs.items():
+        variant = name.split(":")[1]
+        for dep in _needs(job):
+            assert dep in jobs, f"{name} needs unknown {dep}"
+            assert dep.split(":")[1] == variant, f"{name} waits on another variant's {dep}"
+            assert doc["stages"].index(jobs[dep]["stage"]) <= doc["stages"].index(job["stage"])
+
+
+def test_manifest_merge_waits_for_every_arch(matrix):
+    doc = ci.pipeline(matrix, ci.production())
+    for v in matrix.variants.values():
+        needs = set(_needs(doc[f"push:{v.id}"]))
+        for a in v.arches:
+            assert {f"gates:{v.id}:{a.value}", f"scan:{v.id}:{a.value}", f"build:{v.id}:{a.value}"} <= needs
+
+
+def test_build_jobs_run_on_arch_runners_with_rootless_buildkit(matrix):
+    doc = ci.pipeline(matrix, ci.production())
+    arm = doc["build:cuda12-ubuntu22:arm64"]
+    assert arm["tags"] == ["arm64"]
+    assert arm["image"]["name"] == "$RAPIDSHIP_BUILDKIT_IMAGE"
+    assert arm["script"] == ["invoke ci.build --variant cuda12-ubuntu22 --arch arm64"]
+    assert doc["variables"]["RAPIDSHIP_BUILDER"] == "buildctl"
+    assert doc["variables"]["RAPIDSHIP_CACHE_REPO"].startswith("$HARBOR_HOST/")
+    # later jobs run where an engine is, and pull the candidate the build pushed
+    assert doc["gates:cuda12-ubuntu22:arm64"]["tags"] == ["arm64", "docker"]
+    assert doc["gates:cuda12-ubuntu22:arm64"]["script"][0] == "invoke ci.pull --variant cuda12-ubuntu22 --arch arm64"
+    kaniko = ci.pipeline(matrix, ci.production(ci.Builder.kaniko))
+    assert kaniko["build:cpu-debian12:amd64"]["image"]["name"] == "$RAPIDSHIP_KANIKO_IMAGE"
+    assert kaniko["variables"]["RAPIDSHIP_BUILDER"] == "kaniko"
+
+
+def test_harbor_scans_what_was_pushed_before_promotion(matrix):
+    doc = ci.pipeline(matrix, ci.production())
+    job = doc["harbor-gate:cpu-debian12"]
+    assert job["needs"] == ["push:cpu-debian12"] and job["script"] == ["invoke harbor.gate --variant cpu-debian12"]
+    assert job["variables"]["RAPIDSHIP_HARBOR_PASSWORD"] == "$HARBOR_CI_ROBOT_SECRET"
+    assert "harbor-gate:cpu-debian12" in _needs(doc["promote:cpu-debian12"])
+
+
+def test_scan_publishes_gitlab_reports(matrix):
+    job = ci.pipeline(matrix, ci.production())["scan:cpu-debian12:arm64"]
+    reports = job["artifacts"]["reports"]
+    assert reports["container_scanning"] == ["build/cpu-debian12/scan-arm64/gl-container-scanning-report.json"]
+    assert reports["cyclonedx"] == ["build/cpu-debian12/scan-arm64/sbom.cdx.json"]
+    assert job["script"][-1] == ("invoke scan --variant cpu-debian12 --arch arm64 --out build/cpu-debian12/scan-arm64 "
+                                 "--db-repository $TRIVY_DB_REPOSITORY")
+    assert job["artifacts"]["when"] == "always"  # the report is published even when the gate says no
+    assert "TRIVY_DB_REPOSITORY" in ci.pipeline(matrix, ci.production())["variables"]
+
+
+def test_smoke_needs_a_gpu_runner_and_is_skipped_without_one(matrix):
+    prod = ci.pipeline(matrix, ci.production())
+    smoke = prod["smoke:cuda12-ubuntu22:arm64"]
+    assert smoke["tags"] == ["gpu", "arm64"]
+    assert smoke["script"][-1] == "invoke smoke --variant cuda12-ubuntu22 --arch arm64 --mode gpu --gpus all"
+    assert prod["smoke:cpu-debian12:amd64"]["script"][-1] == "invoke smoke --variant cpu-debian12 --arch amd64"
+    assert "RAPIDSHIP_GPU_RUNNERS" not in prod["variables"]
+    local = ci.pipeline(matrix, ci.local(), ["cpu-debian12"])
+    assert local["variables"]["RAPIDSHIP_GPU_RUNNERS"] == ci.NO_GPU
+    assert local["smoke:cpu-debian12:amd64"]["rules"][0] == {"if": f'$RAPIDSHIP_GPU_RUNNERS == "{ci.NO_GPU}"',
+                                                           "when": "never"}
+
+
+def test_release_on_tags_only_and_not_interruptible(matrix):
+    doc = ci.pipeline(matrix, ci.production())
+    for stage in ("promote", "export"):
+        job = doc[f"{stage}:cpu-debian12"]
+        assert job["rules"] == [{"if": "$CI_COMMIT_TAG", "when": "on_success"}, {"when": "never"}]
+        assert job["interruptible"] is False
+    assert doc["default"]["interruptible"] is True
+    assert doc["default"]["retry"] == {"max": 2, "when": ["runner_system_failure"]}
+    assert not any("retry" in job for job in _jobs(doc).values())
+    # least privilege: the promote job alone uses the robot that may write the release project
+    assert doc["promote:cpu-debian12"]["variables"]["RAPIDSHIP_REGISTRY_USER"] == "$HARBOR_PROMOTE_ROBOT_NAME"
+    assert doc["variables"]["RAPIDSHIP_REGISTRY_USER"] == "$HARBOR_CI_ROBOT_NAME"
+
+
+def test_local_profile_shares_job_definitions(matrix):
+    """Same jobs, needs, stages, rules and artifacts; only executor, builder and registry differ."""
+    prod = _jobs(ci.pipeline(matrix, ci.production(), ["cpu-debian12"]))
+    local = _jobs(ci.pipeline(matrix, ci.local(), ["cpu-debian12"]))
+    assert set(local) == set(prod) - {"harbor-gate:cpu-debian12"}  # no Harbor here
+    for name, job in local.items():
+        assert "tags" not in job or job["stage"] == "smoke", name
+        assert "image" not in job
+        for key in ("stage", "rules", "interruptible"):
+            assert job.get(key) == prod[name].get(key), (name, key)
+        assert _needs(job) == [n for n in _needs(prod[name]) if not n.startswith("harbor-gate:")], name
+    assert local["build:cpu-debian12:amd64"]["script"] == [
+        "invoke base --os debian12 --arch amd64", "invoke build --variant cpu-debian12 --arch amd64"]
+    assert not any("ci.pull" in line for _, line in _all_scripts(local))
+    # the trivy DB: Harbor's mirror in production, a DB written from planted advisories locally
+    assert local["scan:cpu-debian12:amd64"]["script"] == [
+        "invoke trivy-db --advisories ci/local-advisories.yaml --cache-dir build/trivy-cache",
+        "invoke scan --variant cpu-debian12 --arch amd64 --out build/cpu-debian12/scan-amd64 "
+        "--cache-dir build/trivy-cache --skip-db-update --offline-scan"]
+    assert (ROOT / "ci" / "local-advisories.yaml").is_file()
+
+
+def test_profiles_refuse_what_they_cannot_do(matrix):
+    with pytest.raises(ConfigError, match="loopback"):
+        ci.local("harbor.example.internal")
+    with pytest.raises(ConfigError, match="Debian-family"):
+        ci.pipeline(matrix, ci.local(), ["cuda12-kylin10"])
+    with pytest.raises(ConfigError, match="none of this profile's arches"):
+        ci.pipeline(matrix, ci.local(arches=(Arch.arm64,)), ["cuda12-debian12"])
+    with pytest.raises(ConfigError, match="without a docker daemon"):
+        ci.production(ci.Builder.docker)
+
+
+def test_yaml_carries_gitlab_ci_local_descriptions(matrix):
+    profile = ci.local()
+    text = ci.to_yaml(ci.pipeline(matrix, profile, ["cpu-debian12"]), ci.descriptions(matrix, profile, ["cpu-debian12"]))
+    assert re.search(r"# @Description spill smoke .*skipped when RAPIDSHIP_GPU_RUNNERS=none.*\nsmoke:cpu-debian12:amd64:",
+                     text)
+    assert yaml.safe_load(text) == ci.pipeline(matrix, profile, ["cpu-debian12"])
+
+
+@pytest.mark.parametrize("name", ["buildkit", "tools"])
+def test_ci_job_images_pass_hadolint(name):
+    from rapidship.render.lint import lint
+
+    report = lint(ROOT / "ci" / "images" / f"{name}.Dockerfile", ROOT / ".hadolint.yaml")
+    assert report.passed, report.findings

@@ -1,0 +1,100 @@
+"""Rendered Dockerfiles: goldens reviewed as diffs, StrictUndefined, and the image contract."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rapidship.errors import ConfigError
+from rapidship.render.lint import lint
+from rapidship.config.matrix import load_matrix
+from rapidship.render.dockerfile import make_context, render, render_dockerfile
+
+from support.commands import ROOT  # noqa: E402
+GOLDEN = ROOT / "tests" / "golden"
+MATRIX = load_matrix(ROOT / "variants.yaml")
+UPDATE = os.environ.get("RAPIDSHIP_UPDATE_GOLDENS") == "1"
+
+
+@pytest.fixture(autouse=True)
+def _in_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+@pytest.mark.parametrize("vid", sorted(MATRIX.variants))
+def test_rendered_dockerfile_matches_golden(vid, tmp_path):
+    """Set RAPIDSHIP_UPDATE_GOLDENS=1 to rewrite them after an intended template change."""
+    rendered = Path(render(MATRIX.variants[vid], out_root=tmp_path).dockerfile).read_text()
+    golden = GOLDEN / f"{vid}.Dockerfile"
+    if UPDATE:
+        golden.write_text(rendered)
+    assert golden.is_file(), f"no golden for {vid}: run with RAPIDSHIP_UPDATE_GOLDENS=1 and review the diff"
+    assert rendered == golden.read_text(), f"{vid} changed: review, then RAPIDSHIP_UPDATE_GOLDENS=1"
+
+
+@pytest.mark.parametrize("vid", sorted(MATRIX.variants))
+def test_rendered_dockerfile_keeps_the_image_contract(vid, tmp_path):
+    v = MATRIX.variants[vid]
+    text = Path(render(v, out_root=tmp_path).dockerfile).read_text()
+    assert "# syntax=" not in text  # the frontend image cannot be pulled in air-gapped sites
+    assert text.count("FROM ") == 2 and " AS builder" in text and " AS runtime" in text
+    assert f"USER {v.uid}:0" in text
+    assert "ENTRYPOINT [\"/usr/local/bin/rapids-entrypoint\"]" in text
+    assert f'io.rapidship.python.version="{v.python}"' in text
+    assert f'io.rapidship.gpu.archs="{v.gpu_archs_label()}"' in text
+    assert "ARG TARGETARCH" in text
+    runtime = text.split(" AS runtime", 1)[1]
+    for forbidden in ("gcc", "build-essential", "conda-pack", "pip install"):
+        assert forbidden not in runtime
+    assert "rm -rf /var/lib/apt/lists/*" in runtime or "dnf clean all" in runtime
+    assert "--mount=type=secret,id=cacert" in text
+    assert ("NVIDIA_DRIVER_CAPABILITIES=compute,utility" in text) == bool(v.cuda)
+
+
+def test_render_writes_context_and_record(tmp_path):
+    rec = render(MATRIX.variants["cpu-debian12"], out_root=tmp_path)
+    out = Path(rec.out_dir)
+    assert (out / "lock" / "requirements.txt").is_file()
+    assert os.access(out / "runtime" / "bin" / "rapids-entrypoint", os.X_OK)
+    assert (out / "runtime" / "rapids_runtime" / "doctor.py").is_file()
+    assert len(rec.lock_sha256) == 64 and (out / "render.json").is_file()
+
+
+def test_missing_value_in_template_is_an_error(tmp_path):
+    templates = tmp_path / "templates"
+    shutil.copytree(ROOT / "templates", templates)
+    deb = templates / "deb" / "Dockerfile.j2"
+    deb.write_text(deb.read_text() + "\nLABEL x={{ v.no_such_field }}\n")
+    v = MATRIX.variants["cpu-debian12"]
+    with pytest.raises(ConfigError, match="undefined value"):
+        render_dockerfile(v, make_context(v, {}), templates)
+
+
+def test_lint_passes_rendered_and_fails_a_bad_template(tmp_path):
+    v = MATRIX.variants["cpu-debian12"]
+    good = Path(render(v, out_root=tmp_path / "good").dockerfile)
+    assert lint(good).passed
+
+    templates = tmp_path / "templates"
+    shutil.copytree(ROOT / "templates", templates)
+    deb = templates / "deb" / "Dockerfile.j2"
+    # Classic mistakes: cd inside RUN, and apt-get upgrade.
+    deb.write_text(deb.read_text().replace("SHELL [\"/bin/bash\", \"-o\", \"pipefail\", \"-c\"]\nRUN --mount=type=secret,id=apt-auth",
+                                           "SHELL [\"/bin/bash\", \"-o\", \"pipefail\", \"-c\"]\nRUN cd /tmp && apt-get upgrade -y\nRUN --mount=type=secret,id=apt-auth", 1))
+    bad = render(v, out_root=tmp_path / "bad", templates=templates)
+    report = lint(Path(bad.dockerfile))
+    assert not report.passed
+    assert {"DL3003", "DL3005"} & {f.code for f in report.findings}
+
+
+def test_render_again_keeps_build_records(tmp_path):
+    v = MATRIX.variants["cpu-debian12"]
+    first = Path(render(v, out_root=tmp_path).out_dir)
+    (first / "build-amd64.json").write_text("{}")
+    (first / "runtime" / "stale.txt").write_text("from an older render")
+    again = Path(render(v, out_root=tmp_path).out_dir)
+    assert (again / "build-amd64.json").is_file()
+    assert not (again / "runtime" / "stale.txt").exists()

@@ -147,6 +147,15 @@ class Engine:
         output as text lines, stderr folded in, for the caller's progress and log."""
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
+    def build_logged(self, args: list[str], log, env: dict, what: str) -> None:
+        """`docker build ARGS` with BuildKit, its output appended to `log`; a failure names the log."""
+        with open(log, "ab") as out:
+            proc = subprocess.run([self.buildkit_cli(), "build", *args], stdout=out, stderr=subprocess.STDOUT,
+                                  env=env, check=False)
+        if proc.returncode != 0:
+            raise RapidshipError(what, f"docker build failed with exit code {proc.returncode}: see {log}",
+                                 "check the log and retry")
+
     # ---- plumbing ----
 
     def run_cli(self, args: list[str], timeout: float | None = None, env: dict | None = None,

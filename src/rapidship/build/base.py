@@ -147,8 +147,8 @@ def bootstrap(plan: BasePlan, workdir: Path, log: Path) -> BaseImage:
         env = dict(os.environ, DOCKER_BUILDKIT="1")
         alias = arch_alias(plan.ref, plan.arch)
         tags = ["-t", alias] + (["-t", plan.ref] if plan.arch.value == host_arch() else [])
-        _run([ENGINE.buildkit_cli(), "build", "--platform", f"linux/{plan.arch.value}", *tags, str(context)],
-             f"importing {plan.ref}", log, env=env)
+        ENGINE.build_logged(["--platform", f"linux/{plan.arch.value}", *tags, str(context)], log, env,
+                            f"importing {plan.ref}")
     return BaseImage(ref=alias if plan.arch.value != host_arch() else plan.ref, arch=plan.arch.value,
                      image_id=ENGINE.inspect(alias)["Id"],
                      seconds=round(time.monotonic() - start, 1), rootfs_bytes=size)

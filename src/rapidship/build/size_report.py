@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable
 
 from rapidship.errors import RapidshipError
-from rapidship.gates.layers import snapshot
+from rapidship.image import snapshot
 from rapidship.records import Workspace
 
 TRIMS_PATH = "opt/rapidship/trims.json"

@@ -6,7 +6,9 @@ build/<variant>/gates-<arch>.json with a top-level "passed" that push reads.
 
 from __future__ import annotations
 
-from rapidship.records import GateReport, GatesRecord  # noqa: F401 - the gates' record types
+from rapidship.records import GateReport, GatesRecord
+
+__all__ = ["GateReport", "GatesRecord", "verdict"]  # the record types live in records.py
 
 
 def verdict(gate: str, reasons: list[str], **details) -> GateReport:

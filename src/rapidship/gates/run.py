@@ -12,7 +12,7 @@ from rapidship.gates.secrets import check_secrets, env_secret_values, is_trust_s
 from rapidship.gates.size import check_size
 from rapidship.gates.suid import check_suid
 from rapidship.gates.user import check_user
-from rapidship.gates.layers import snapshot
+from rapidship.image import snapshot
 from rapidship.config.matrix import Variant
 from rapidship.records import Workspace
 

@@ -18,7 +18,7 @@ from typing import IO
 from urllib.parse import urlsplit
 
 from rapidship.gates import GateReport, verdict
-from rapidship.gates.layers import ImageSnapshot, saved_image
+from rapidship.image import ImageSnapshot, saved_image
 
 _PEM = re.compile(rb"-----BEGIN CERTIFICATE-----\s*(.+?)\s*-----END CERTIFICATE-----", re.S)
 TRUST_STORES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",

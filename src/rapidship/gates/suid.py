@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from rapidship.gates import GateReport, verdict
-from rapidship.gates.layers import FileEntry, ImageSnapshot
+from rapidship.image import FileEntry, ImageSnapshot
 
 SETID = 0o6000
 

@@ -27,7 +27,7 @@ from rapidship.lock.conda import lock_conda  # noqa: E402
 from rapidship.lock.pip import load_env_spec  # noqa: E402
 from rapidship.config.matrix import Arch, load_matrix  # noqa: E402
 from rapidship.render.dockerfile import BUILD_PREFIX, PREFIX, render  # noqa: E402
-from rapidship.gates.layers import exported_members as iter_export  # noqa: E402
+from rapidship.image import exported_members as iter_export  # noqa: E402
 from rapidship.build.size_report import report  # noqa: E402
 
 pytestmark = pytest.mark.docker

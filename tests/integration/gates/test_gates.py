@@ -12,7 +12,7 @@ from rapidship.gates.secrets import check_secrets, is_trust_store
 from rapidship.gates.size import check_size
 from rapidship.gates.suid import check_suid
 from rapidship.gates.user import check_user
-from rapidship.gates.layers import image_config, snapshot
+from rapidship.image import image_config, snapshot
 from rapidship.config.matrix import load_matrix
 
 pytestmark = pytest.mark.docker

@@ -1,4 +1,4 @@
-"""Stream the files of an image without unpacking it to disk.
+"""Read an image without unpacking it to disk (through the engine): its files, its layers, one snapshot.
 
 `saved_image(ref)`: the config JSON and every layer's files, in order, from `docker save`
 (deleted files included: a secret removed by a later layer still ships in the earlier one).

@@ -262,7 +262,16 @@ def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws
         arches = [arch] if arch else [a.value for a in v.arches]
         found = []
         for a in arches:
-            ref = read_record(ws, v.id, a).ref if ws.build(v.id, a).is_file() else v.ref(a)
+            ref = v.ref(a)
+            if ws.build(v.id, a).is_file():
+                built = read_record(ws, v.id, a)
+                ref = built.ref
+                tagged = _inspect(ref)
+                if tagged is not None and tagged["Id"] != built.image_id:  # a later build moved the tag
+                    raise ConfigError(str(ws.build(v.id, a)), f"{ref} is now image {tagged['Id'][:19]}, not the "
+                                      f"{built.image_id[:19]} this build record gated",
+                                      f"rebuild and gate it (invoke build --variant {v.id} --arch {a}), or export "
+                                      f"the tag as it is with --image {ref}")
             if arch or _inspect(ref) is not None:
                 found.append((ref, v.id, f"--variant {v.id}" + (f" --arch {arch}" if arch else "")))
         if not found:

@@ -341,8 +341,22 @@ def test_a_variant_resolves_through_its_build_record(cpu_image):
     from rapidship.config.matrix import load_matrix
 
     variant = load_matrix(ROOT / "variants.yaml").get("cpu-debian12")
+    subprocess.run(["docker", "tag", cpu_image.image_id, cpu_image.ref], check=True)  # as its build left it
     [image] = resolve_images([variant], "amd64", [], Workspace(ROOT / "build"))
     assert (image.ref, image.image_id, image.variant) == (cpu_image.ref, cpu_image.image_id, "cpu-debian12")
+    # a later build moved the tag: the record no longer describes what the tag names; refused, not swapped
+    moved = f"rapidship-test-moved:{uuid.uuid4().hex[:8]}"
+    cid = subprocess.run(["docker", "create", cpu_image.ref, "true"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    subprocess.run(["docker", "commit", "--change", "LABEL moved=1", cid, moved], capture_output=True, check=True)
+    subprocess.run(["docker", "rm", cid], capture_output=True, check=False)
+    try:
+        subprocess.run(["docker", "tag", moved, cpu_image.ref], check=True)
+        with pytest.raises(ConfigError, match="not the .* this build record gated"):
+            resolve_images([variant], "amd64", [], Workspace(ROOT / "build"))
+    finally:
+        subprocess.run(["docker", "tag", cpu_image.image_id, cpu_image.ref], check=True)
+        subprocess.run(["docker", "rmi", moved], capture_output=True, check=False)
     assert image.layers and image.arch == "amd64"
     with pytest.raises(ConfigError, match="no image named"):
         resolve_images([], None, [], Workspace(ROOT / "build"))

@@ -7,7 +7,7 @@ from pathlib import Path
 from invoke import task
 
 from rapidship import console
-from rapidship.cli.options import VARIANTS_HELP, arch_flag, arches_flag
+from rapidship.cli.options import VARIANTS_HELP, arch_flag, arches_flag, int_flag
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import GateFailure, exits_cleanly
 from rapidship.records import Workspace
@@ -47,20 +47,11 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
           variants_file="variants.yaml"):
     """Render and build a variant with BuildKit; writes build/<variant>/build-<arch>.json."""
     from rapidship.build.buildkit import BuildSecrets, build as build_image, local_base_args, plan_build, write_record
-    from rapidship.lock.pip import check_lock, load_env_spec
-    from rapidship.config.matrix import Flavour
-    from rapidship.render.dockerfile import missing_locks, render as render_variant
+    from rapidship.render.dockerfile import check_locks, render as render_variant
 
     m = load_matrix(variants_file)
     v = m.get(variant)
-    if v.flavour is Flavour.pip:
-        check_lock(load_env_spec(v.env))
-    else:
-        from rapidship.lock.conda import check_conda_locks
-        check_conda_locks(load_env_spec(v.env), m)
-        if missing := missing_locks(v):
-            from rapidship.errors import ConfigError
-            raise ConfigError(missing[0], "lock file missing", "run invoke lock --env tools")
+    check_locks(v, m)
     secrets = BuildSecrets.from_flags(ca_bundle, pip_index, conda_channel)
     rendered = render_variant(v)
     revision = c.run("git rev-parse --short HEAD", hide=True, warn=True).stdout.strip()
@@ -105,14 +96,14 @@ def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
             "top": "how many of the largest paths to list (default 25)", "json": "print the report as JSON on stdout",
             **VARIANTS_HELP})
 @exits_cleanly
-def size_report(c, variant, arch=None, top=25, json=False, variants_file="variants.yaml"):
+def size_report(c, variant, arch=None, top="25", json=False, variants_file="variants.yaml"):  # str: see int_flag
     """Largest paths of a built image, what the trims saved, uncompressed and zstd sizes against the budget."""
     from rapidship.build.buildkit import read_record
     from rapidship.build.size_report import report, write_report
 
     v = load_matrix(variants_file).get(variant)
     ws = Workspace()
-    arches = [arch_flag(arch)] if arch else ws.builtarches_flag(v.id, v.arches)
+    arches = [arch_flag(arch)] if arch else ws.built_arches(v.id, v.arches)
     if not arches:
         from rapidship.errors import ConfigError
         raise ConfigError(str(ws.variant_dir(v.id)), "no build record", f"run invoke build --variant {v.id} first")
@@ -121,7 +112,7 @@ def size_report(c, variant, arch=None, top=25, json=False, variants_file="varian
         built = read_record(ws, v.id, a.value)
         with console.err.status(f"reading {built.ref} (docker export)"):
             rep = report(built.ref, variant=v.id, arch=a.value, image_bytes=built.size_bytes,
-                         zstd_bytes=built.zstd_bytes, budget_bytes=v.budget_bytes, top=int(top))
+                         zstd_bytes=built.zstd_bytes, budget_bytes=v.budget_bytes, top=int_flag("--top", top))
         path = write_report(ws, rep)
         if json:
             console.print_json(rep.to_json())

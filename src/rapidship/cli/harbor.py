@@ -7,7 +7,7 @@ from pathlib import Path
 from invoke import Collection, task
 
 from rapidship import console
-from rapidship.cli.options import on_retry
+from rapidship.cli.options import int_flag, on_retry
 from rapidship.errors import GateFailure, exits_cleanly
 from rapidship.records import Workspace
 
@@ -61,7 +61,7 @@ harbor_tasks.add_task(task(help={**_HARBOR_HELP, "secrets-file": "where new robo
                                  "print-secrets": "print new robot secrets once on stdout instead"})(
     exits_cleanly(_harbor_apply)), name="apply")
 def _harbor_gate(c, variant="cpu-debian12", policy="policy/trivy.yaml", config="harbor", url=None, build_dir="build",
-                 timeout=900):
+                 timeout="900"):  # str: see options.int_flag
     """Scan each pushed arch in Harbor, wait, and apply the policy to Harbor's report."""
     from datetime import date
 
@@ -80,7 +80,7 @@ def _harbor_gate(c, variant="cpu-debian12", policy="policy/trivy.yaml", config="
     results = []
     for arch, image in sorted(record.arches.items()):
         with console.err.status(f"Harbor scan of {record.repository}@{image.digest[:19]} ({arch})"):
-            results.append(scan_gate(client, project, repository, image.digest, decide, timeout=float(timeout)))
+            results.append(scan_gate(client, project, repository, image.digest, decide, timeout=float(int_flag("--timeout", timeout))))
     passed = all(r.passed for r in results)
     path = write_json(out / "harbor-gate.json", {"variant": variant, "passed": passed, "scans": results})
     for r in results:

@@ -34,6 +34,8 @@ def arch_flag(value):
 
 
 def int_flag(flag, value):
+    """A whole-number flag. Such flags default to strings in the task signatures: invoke's own int
+    cast would end a bad value in a traceback instead of this one message."""
     try:
         return int(value)
     except (TypeError, ValueError):

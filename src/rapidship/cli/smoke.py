@@ -7,7 +7,7 @@ from pathlib import Path
 from invoke import task
 
 from rapidship import console
-from rapidship.cli.options import VARIANTS_HELP, arch_flag
+from rapidship.cli.options import VARIANTS_HELP, arch_flag, int_flag
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import exits_cleanly
 from rapidship.records import Workspace
@@ -31,23 +31,17 @@ def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_siz
           variants_file="variants.yaml"):
     """Run rapids-smoke spill in the image with the hardened profile; fail on no spill, wrong result or OOM kill."""
     from rapidship.build.base import host_arch
-    from rapidship.errors import ConfigError
     from dataclasses import replace
 
-    from rapidship.smoke.run import built_image, host_memlock, memlock_for, pick_uid, plan_smoke, raise_on_failure, smoke as run_smoke, write_record
+    from rapidship.smoke.run import env_pairs, built_image, host_memlock, memlock_for, pick_uid, plan_smoke, raise_on_failure, smoke as run_smoke, write_record
 
     v = load_matrix(variants_file).get(variant)
-    pairs = {}
-    for item in env or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError("--env", f"{item!r} is not KEY=VALUE", "pass --env NAME=value")
-        pairs[key] = value
+    pairs = env_pairs(env)
     args = ("--data-bytes", data) if data else ()
     a = arch_flag(arch or host_arch()).value
     plan = plan_smoke(v, a, mode, pick_uid(uid, v.uid), memory, shm_size, gpus,
                       Path(out).resolve() / "spill" if spill_mount else None,
-                      int(spill_owner) if spill_owner not in (None, "") else None, pairs, args,
+                      int_flag("--spill-owner", spill_owner) if spill_owner not in (None, "") else None, pairs, args,
                       image=image or built_image(Workspace(), v.id, a))
     memlock, notes = memlock_for(mode, *host_memlock())
     plan = replace(plan, memlock=memlock, notes=notes)

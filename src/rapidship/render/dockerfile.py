@@ -186,6 +186,21 @@ def missing_locks(variant: Variant, locks: Path = LOCKS) -> list[str]:
     return [str(p) for p in lock_sources(variant, locks).values() if not p.is_file()]
 
 
+def check_locks(variant: Variant, matrix) -> None:
+    """Before a build: the variant's locks exist and match their env spec (pip: one lock; conda:
+    one per platform plus the builder tools lock). ConfigError naming the lock otherwise."""
+    from rapidship.lock.pip import check_lock, load_env_spec
+
+    if variant.flavour is Flavour.pip:
+        check_lock(load_env_spec(variant.env))
+    else:
+        from rapidship.lock.conda import check_conda_locks
+
+        check_conda_locks(load_env_spec(variant.env), matrix)
+    if missing := missing_locks(variant):
+        raise ConfigError(missing[0], "lock file missing", f"run invoke lock --env {variant.env} (and --env tools)")
+
+
 def _copy_runtime(dest: Path) -> None:
     """The in-image programs: the rapids_runtime package and its small sh launchers."""
     pkg = dest / "rapids_runtime"

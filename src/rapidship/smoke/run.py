@@ -91,6 +91,17 @@ def pick_uid(value: str | int | None, default: int, rng: random.Random | None = 
     return uid
 
 
+def env_pairs(items: list[str] | None) -> dict[str, str]:
+    """Pure: --env KEY=VALUE flags -> a dict; ConfigError naming the flag for anything else."""
+    pairs = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError("--env", f"{item!r} is not KEY=VALUE", "pass --env NAME=value")
+        pairs[key] = value
+    return pairs
+
+
 def plan_smoke(variant, arch, mode: str, uid: int, memory: str, shm: str, gpus: str | None,
                spill_root: Path | None, spill_owner: int | None = None, env: dict | None = None,
                smoke_args: tuple[str, ...] = (), image: str | None = None) -> SmokePlan:

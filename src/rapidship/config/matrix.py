@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rapidship.errors import ConfigError
 from rapidship.builder.prune.fatbin import KNOWN_ARCHS
-from rapidship.config.yamlconf import parse_model, read_config
+from rapidship.config.yamlconf import StrictConfig, parse_model, read_config
 
 DEFAULT_FILE = Path("variants.yaml")
 CPU = "cpu"
@@ -44,10 +44,6 @@ class Flavour(str, Enum):
     pip = "pip"
 
 
-class _Strict(BaseModel):
-    # strict: YAML's `python: 3.10` is the float 3.1, so versions must be quoted strings.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
 
 def _pattern(value: str, regex: re.Pattern, example: str) -> str:
     if not regex.match(value):
@@ -55,7 +51,7 @@ def _pattern(value: str, regex: re.Pattern, example: str) -> str:
     return value
 
 
-class Defaults(_Strict):
+class Defaults(StrictConfig):
     registry_prefix: str = Field(min_length=1)
     budget_bytes: int = Field(gt=0)
     uid: int = Field(gt=0, lt=2**31)
@@ -86,7 +82,7 @@ class Defaults(_Strict):
         return value
 
 
-class OsEntry(_Strict):
+class OsEntry(StrictConfig):
     family: Literal["deb", "rpm"]
     distro: str = Field(pattern=r"^[a-z]+$")
     version: str = Field(min_length=1)
@@ -112,7 +108,7 @@ class OsEntry(_Strict):
         return value
 
 
-class Axes(_Strict):
+class Axes(StrictConfig):
     cuda: tuple[str, ...] = Field(min_length=1)
     os: tuple[str, ...] = Field(min_length=1)
 
@@ -130,12 +126,12 @@ class Axes(_Strict):
         return values
 
 
-class StageBasesOverride(_Strict):
+class StageBasesOverride(StrictConfig):
     builder: str | None = None
     runtime: str | None = None
 
 
-class Override(_Strict):
+class Override(StrictConfig):
     rapids: str | None = None
     python: str | None = None
     flavour: Flavour | None = None
@@ -160,7 +156,7 @@ class Override(_Strict):
         return OsEntry._arches(value)
 
 
-class VariantsFile(_Strict):
+class VariantsFile(StrictConfig):
     defaults: Defaults
     oses: dict[str, OsEntry] = Field(min_length=1)
     axes: Axes
@@ -352,24 +348,24 @@ def _expand(spec: VariantsFile, source: str) -> dict[str, Variant]:
 
 def _variant(spec: VariantsFile, cuda: str, os_key: str, source: str) -> Variant:
     vid = variant_id(cuda, os_key)
-    d, osx = spec.defaults, spec.oses[os_key]
+    d, os_entry = spec.defaults, spec.oses[os_key]
     o = spec.overrides.get(vid, Override())
     where = f"{source}: overrides.{vid}"
-    arches = o.arches if o.arches is not None else osx.arches
+    arches = o.arches if o.arches is not None else os_entry.arches
     for i, arch in enumerate(arches):
-        if arch not in osx.arches:
-            offered = ", ".join(a.value for a in osx.arches)
+        if arch not in os_entry.arches:
+            offered = ", ".join(a.value for a in os_entry.arches)
             raise ConfigError(f"{where}.arches[{i}]", f"os {os_key!r} offers no base for {arch.value} (oses.{os_key}.arches: {offered})",
                               f"drop {arch.value} or add it to oses.{os_key}.arches once the base exists")
     flavour = o.flavour or d.flavour
     python = o.python or d.python
-    if flavour is Flavour.pip and (osx.family != "deb" or tuple(map(int, python.split("."))) < (3, 11)):
+    if flavour is Flavour.pip and (os_entry.family != "deb" or tuple(map(int, python.split("."))) < (3, 11)):
         raise ConfigError(f"{where}.flavour", "the pip flavour needs a Debian-family OS and Python >= 3.11",
                           "use flavour: conda for this variant")
-    if flavour is Flavour.pip and osx.python != python:
-        raise ConfigError(f"{where}.python", f"the pip flavour runs on the OS python ({osx.python or 'unset'} in "
+    if flavour is Flavour.pip and os_entry.python != python:
+        raise ConfigError(f"{where}.python", f"the pip flavour runs on the OS python ({os_entry.python or 'unset'} in "
                           f"oses.{os_key}.python), not {python}", "match the versions or use flavour: conda")
-    base_image = _resolve_image(osx.registry_prefix or d.registry_prefix, osx.image)
+    base_image = _resolve_image(os_entry.registry_prefix or d.registry_prefix, os_entry.image)
     builder_image = base_image if flavour is Flavour.pip else _resolve_image(d.registry_prefix, d.conda_builder)
     bases = StageBases(builder=(o.base.builder if o.base and o.base.builder else builder_image),
                        runtime=(o.base.runtime if o.base and o.base.runtime else base_image))
@@ -388,7 +384,7 @@ def _variant(spec: VariantsFile, cuda: str, os_key: str, source: str) -> Variant
         gpu_archs = gpu_archs_from(o.gpu_archs, f"{where}.gpu_archs")
     return Variant(
         id=vid, rapids=o.rapids or d.rapids, cuda=None if cuda == CPU else cuda, python=python,
-        os=os_key, distro=osx.distro, os_version=osx.version, family=osx.family, arches=arches,
+        os=os_key, distro=os_entry.distro, os_version=os_entry.version, family=os_entry.family, arches=arches,
         flavour=flavour, env=o.env or d.env, image=image, bases=bases,
         budget_bytes=o.budget_bytes or d.budget_bytes, uid=d.uid, user=d.user,
         gpu_archs=None if cuda == CPU else gpu_archs,

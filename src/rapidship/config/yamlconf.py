@@ -10,9 +10,23 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rapidship.errors import ConfigError
+
+
+class StrictConfig(BaseModel):
+    """A config document's model: unknown keys are errors, values keep the type YAML gave them
+    (YAML's `python: 3.10` is the float 3.1, so versions must be quoted strings), frozen."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class LaxConfig(BaseModel):
+    """Like StrictConfig, but values convert where YAML's types and ours differ (a date, a
+    severity name): for files whose values are not versions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -17,10 +17,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from rapidship.errors import ConfigError, RapidshipError
-from rapidship.config.yamlconf import load_yaml, read_config, validation_error
+from rapidship.config.yamlconf import LaxConfig, load_yaml, read_config, validation_error
 
 SEVERITIES = ("UNKNOWN", "LOW", "MEDIUM", "HIGH", "CRITICAL")
 Severity = Literal["LOW", "MEDIUM", "HIGH", "CRITICAL"]
@@ -28,11 +28,8 @@ Kind = Literal["vulnerability", "secret", "misconfiguration"]
 DEFAULT_POLICY = Path("policy/trivy.yaml")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-
-class AllowEntry(_Strict):
+class AllowEntry(LaxConfig):
     """One accepted finding. Both a reason and an expiry are required: acceptance is reviewed."""
 
     id: str = Field(min_length=1)
@@ -48,7 +45,7 @@ class AllowEntry(_Strict):
         return value.strip()
 
 
-class Rules(_Strict):
+class Rules(LaxConfig):
     threshold: Severity = "MEDIUM"
     ignore_unfixed: bool = False
     fail_on_unknown: bool = True  # UNKNOWN severity is not proof of harmlessness
@@ -58,7 +55,7 @@ class Rules(_Strict):
     allowlist: tuple[AllowEntry, ...] = ()
 
 
-class Override(_Strict):
+class Override(LaxConfig):
     """Per-variant changes: scalar keys replace the defaults, allowlist entries are added."""
 
     threshold: Severity | None = None
@@ -70,7 +67,7 @@ class Override(_Strict):
     allowlist: tuple[AllowEntry, ...] = ()
 
 
-class PolicyFile(_Strict):
+class PolicyFile(LaxConfig):
     defaults: Rules = Rules()
     variants: dict[str, Override] = {}
 

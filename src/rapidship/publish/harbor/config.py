@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rapidship.errors import ConfigError
-from rapidship.config.yamlconf import parse_model
+from rapidship.config.yamlconf import StrictConfig, parse_model
 
 DEFAULT_DIR = Path("harbor")
 SEVERITIES = ("none", "low", "medium", "high", "critical")
@@ -40,17 +40,14 @@ _NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,254}$"
 _CRON_RE = re.compile(r"^(\S+\s+){5}\S+$")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-
-class Credential(_Strict):
+class Credential(StrictConfig):
     access_key: str = Field(min_length=1)
     # The secret lives in the environment, never in the repository.
     secret_env: str = Field(pattern=r"^[A-Z_][A-Z0-9_]*$")
 
 
-class RegistryEndpoint(_Strict):
+class RegistryEndpoint(StrictConfig):
     type: Literal["docker-hub", "docker-registry", "harbor", "quay", "github-ghcr", "gitlab", "jfrog-artifactory"]
     url: str = Field(pattern=r"^https://[^\s/]+(/\S*)?$")
     description: str = ""
@@ -58,7 +55,7 @@ class RegistryEndpoint(_Strict):
     credential: Credential | None = None
 
 
-class Instance(_Strict):
+class Instance(StrictConfig):
     url: str = Field(pattern=r"^https?://[^\s/]+$")
     robot_prefix: str = "robot$"
     registries: dict[str, RegistryEndpoint] = {}
@@ -68,7 +65,7 @@ class Instance(_Strict):
         return self.url.split("://", 1)[1]
 
 
-class CveAllowlist(_Strict):
+class CveAllowlist(StrictConfig):
     expires: dt.date
     items: tuple[str, ...] = Field(min_length=1)
 
@@ -100,16 +97,16 @@ class CveAllowlist(_Strict):
         return int(dt.datetime.combine(self.expires, dt.time(), dt.timezone.utc).timestamp())
 
 
-class VulnerabilityPolicy(_Strict):
+class VulnerabilityPolicy(StrictConfig):
     severity: Literal["none", "low", "medium", "high", "critical"]
 
 
-class ImmutableTagRule(_Strict):
+class ImmutableTagRule(StrictConfig):
     repositories: str = "**"
     tags: str = Field(min_length=1)
 
 
-class RetentionRule(_Strict):
+class RetentionRule(StrictConfig):
     template: Literal["latestPushedK", "latestPulledN", "nDaysSinceLastPush", "nDaysSinceLastPull"]
     value: int = Field(gt=0, le=10000)
     repositories: str = "**"
@@ -117,7 +114,7 @@ class RetentionRule(_Strict):
     untagged: bool = True
 
 
-class Retention(_Strict):
+class Retention(StrictConfig):
     schedule: str
     rules: tuple[RetentionRule, ...] = Field(min_length=1, max_length=15)
 
@@ -134,7 +131,7 @@ class Retention(_Strict):
         return tuple(value) if isinstance(value, list) else value
 
 
-class Project(_Strict):
+class Project(StrictConfig):
     public: bool = False
     auto_scan: bool = True
     proxy_cache: str | None = None  # name of a registry endpoint in harbor.yaml
@@ -149,11 +146,11 @@ class Project(_Strict):
         return tuple(value) if isinstance(value, list) else value
 
 
-class ProjectsFile(_Strict):
+class ProjectsFile(StrictConfig):
     projects: dict[str, Project] = Field(min_length=1)
 
 
-class Robot(_Strict):
+class Robot(StrictConfig):
     description: str = Field(min_length=1)
     duration_days: int = Field(gt=0, le=3650)  # -1 ("never expires") is refused: robots must rotate
     # project name -> ["resource:action", ...]
@@ -167,7 +164,7 @@ class Robot(_Strict):
         return value
 
 
-class RobotsFile(_Strict):
+class RobotsFile(StrictConfig):
     robots: dict[str, Robot] = {}
 
 

@@ -9,20 +9,19 @@ from invoke import Collection, task
 from rapidship import console
 from rapidship.cli.options import int_flag, on_retry
 from rapidship.errors import GateFailure, exits_cleanly
-from rapidship.records import Workspace
+from rapidship.records import Workspace, save
 
 
 def _harbor_plan(c, config="harbor", url=None, json=False):
     """Show what `harbor.apply` would change in the live Harbor (writes build/harbor/plan.json)."""
     from rapidship.publish.harbor.client import HarborClient
     from rapidship.publish.harbor.apply import change_record, plan
-    from rapidship.gates.harbor import write_json
     from rapidship.publish.harbor.config import load_harbor
 
     cfg = load_harbor(config)
     changes, _ = plan(HarborClient.from_env(cfg, url, on_retry=on_retry), cfg)
     records = [change_record(ch) for ch in changes]
-    write_json(Workspace().harbor_dir() / "plan.json", {"changes": records})
+    save(Workspace().harbor_dir() / "plan.json", {"changes": records})
     if json:
         console.print_json({"changes": records})
     for ch in changes:
@@ -34,7 +33,6 @@ def _harbor_apply(c, config="harbor", url=None, secrets_file=None, print_secrets
 
     from rapidship.publish.harbor.client import HarborClient
     from rapidship.publish.harbor.apply import SecretSink, apply, change_record, plan
-    from rapidship.gates.harbor import write_json
     from rapidship.publish.harbor.config import load_harbor
 
     cfg = load_harbor(config)
@@ -43,7 +41,7 @@ def _harbor_apply(c, config="harbor", url=None, secrets_file=None, print_secrets
     default = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "rapidship" / "robot-secrets.json"
     sink = SecretSink(Path(secrets_file) if secrets_file else (None if print_secrets else default), print_secrets)
     done = apply(client, cfg, changes, live, sink, on_change=lambda ch: console.err.print(f"done: {ch.summary()}"))
-    write_json(Workspace().harbor_dir() / "apply.json", {"applied": [change_record(ch) for ch in done]})
+    save(Workspace().harbor_dir() / "apply.json", {"applied": [change_record(ch) for ch in done]})
     if sink.secrets and sink.path:
         console.err.print(f"{len(sink.secrets)} new robot secret(s) written to {sink.path} (mode 0600)")
     console.err.print(f"{len(done)} change(s) applied" if done else "no changes: Harbor matches the configuration")
@@ -67,7 +65,7 @@ def _harbor_gate(c, variant="cpu-debian12", policy="policy/trivy.yaml", config="
 
     from rapidship.gates.policy import load_policy, report_decider
     from rapidship.publish.harbor.client import HarborClient
-    from rapidship.gates.harbor import scan_gate, write_json
+    from rapidship.gates.harbor import scan_gate
     from rapidship.publish.harbor.config import load_harbor
     from rapidship.publish.push import read_push_record
 
@@ -82,7 +80,7 @@ def _harbor_gate(c, variant="cpu-debian12", policy="policy/trivy.yaml", config="
         with console.err.status(f"Harbor scan of {record.repository}@{image.digest[:19]} ({arch})"):
             results.append(scan_gate(client, project, repository, image.digest, decide, timeout=float(int_flag("--timeout", timeout))))
     passed = all(r.passed for r in results)
-    path = write_json(out / "harbor-gate.json", {"variant": variant, "passed": passed, "scans": results})
+    path = save(out / "harbor-gate.json", {"variant": variant, "passed": passed, "scans": results})
     for r in results:
         console.err.print(f"{'PASS' if r.passed else 'FAIL'} {r.repository}@{r.digest[:19]}: "
                           + ("; ".join(r.decision.get("reasons", [])[:5]) or "no blocking findings"))

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 
 from rapidship.errors import GateFailure
+from rapidship.gates.policy import findings as policy_findings, read_report
 from rapidship.publish.harbor.client import HarborClient
 
 
@@ -28,15 +28,10 @@ class HarborScan:
     findings: list[dict]
 
 
-def findings(report: dict) -> list[dict]:
-    """Pure: the vulnerabilities of every report in the addition, flattened."""
-    out = []
-    for mime, rep in report.items():
-        for v in (rep or {}).get("vulnerabilities") or []:
-            out.append({"id": v.get("id"), "package": v.get("package"), "version": v.get("version"),
-                        "fix_version": v.get("fix_version") or "", "severity": v.get("severity", "Unknown"),
-                        "report": mime})
-    return out
+def findings(report: dict, where: str) -> list[dict]:
+    """Pure: Harbor's report read by the policy's own parser (policy.read_report), as plain dicts."""
+    parsed = read_report(json.dumps(report), where)
+    return [{k: v for k, v in asdict(f).items() if v} for f in policy_findings(parsed)]
 
 
 def _verdict(decision: Any) -> bool:
@@ -74,11 +69,4 @@ def scan_gate(client: HarborClient, project: str, repository: str, digest: str,
     return HarborScan(project=project, repository=repository, digest=digest, scan_status="Success",
                       seconds=round(time.monotonic() - start, 1), passed=_verdict(decision),
                       decision=decision if isinstance(decision, (dict, list, str, int, float, bool)) else repr(decision),
-                      findings=findings(report))
-
-
-def write_json(path: Path, value: Any) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(asdict(value) if hasattr(value, "__dataclass_fields__") else value, indent=2,
-                               default=str) + "\n")
-    return path
+                      findings=findings(report, where))

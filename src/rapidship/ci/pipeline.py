@@ -98,8 +98,11 @@ def production(builder: Builder = Builder.buildctl) -> Profile:
 
 
 def local(registry: str = "127.0.0.1:5000/staging", arches: tuple[Arch, ...] | None = None) -> Profile:
+    from rapidship.publish.oci import redact, split_repository
+
+    split_repository(registry)  # credentials, tokens, bad ports and missing projects are refused first
     if not registry.startswith(("127.0.0.1:", "localhost:")):
-        raise ConfigError("--registry", f"{registry} is not a loopback registry",
+        raise ConfigError("--registry", f"{redact(registry)} is not a loopback registry",
                           "the local profile pushes only to 127.0.0.1:PORT/PROJECT")
     return Profile(name="local", builder=Builder.docker, shell=True, handoff=False, registry=registry,
                    bootstrap_bases=True, arches=arches,
@@ -111,6 +114,25 @@ class Job:
     name: str
     body: dict
     description: str
+
+
+def profile_for(name: str, builder: str | None = None, registry: str | None = None) -> Profile:
+    """The --profile / --builder / --registry flags -> a Profile; a flag the profile does not use
+    is an error, never silently ignored."""
+    if name == "production":
+        if registry is not None:
+            raise ConfigError("--registry", "the production profile pushes to the Harbor project of harbor/ "
+                              "(CI variable RAPIDSHIP_REGISTRY), not to --registry", "drop --registry, or use --profile local")
+        try:
+            return production(Builder(builder or Builder.buildctl.value))
+        except ValueError:
+            raise ConfigError("--builder", f"{builder!r} is not buildctl or kaniko", "pass --builder buildctl") from None
+    if name == "local":
+        if builder is not None:
+            raise ConfigError("--builder", "the local profile builds with this machine's Docker engine",
+                              "drop --builder, or use --profile production")
+        return local(registry or "127.0.0.1:5000/staging")
+    raise ConfigError("--profile", f"{name!r} is not production or local", "pass --profile production")
 
 
 def pipeline(matrix: Matrix, profile: Profile, variant_ids: list[str] | None = None) -> dict:

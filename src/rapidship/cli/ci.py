@@ -16,25 +16,16 @@ from rapidship.records import Workspace
 @task(name="generate", iterable=["variant"],
       help={"out": "where to write the child pipeline (default build/ci/child-pipeline.yml)",
             "profile": "production (GitLab runners, Harbor) or local (shell executor, loopback registry)",
-            "builder": "production builder: buildctl (rootless BuildKit, default) or kaniko",
+            "builder": "production profile: buildctl (rootless BuildKit, default) or kaniko",
             "registry": "local profile: loopback registry and project (default 127.0.0.1:5000/staging)",
             "variant": "variant id (repeatable; default: every variant)", **VARIANTS_HELP})
 @exits_cleanly
-def ci_generate(c, out="build/ci/child-pipeline.yml", profile="production", builder="buildctl",
-                registry="127.0.0.1:5000/staging", variant=None, variants_file="variants.yaml"):
+def ci_generate(c, out="build/ci/child-pipeline.yml", profile="production", builder=None, registry=None, variant=None,
+                variants_file="variants.yaml"):
     """Write the GitLab child pipeline for the matrix (per variant x arch jobs, a needs: DAG)."""
     from rapidship.ci import pipeline as ci
-    from rapidship.errors import ConfigError
 
-    if profile == "production":
-        try:
-            chosen = ci.production(ci.Builder(builder))
-        except ValueError:
-            raise ConfigError("--builder", f"{builder!r} is not buildctl or kaniko", "pass --builder buildctl") from None
-    elif profile == "local":
-        chosen = ci.local(registry)
-    else:
-        raise ConfigError("--profile", f"{profile!r} is not production or local", "pass --profile production")
+    chosen = ci.profile_for(profile, builder, registry)
     m = load_matrix(variants_file)
     path = ci.write_pipeline(m, chosen, Path(out), variant or None)
     count = len(ci.jobs(m, chosen, variant or None))

@@ -303,7 +303,15 @@ def _resolve_image(prefix: str, image: str) -> str:
     return f"{prefix.rstrip('/')}/{image}"
 
 
+_KEY_RE = re.compile(r"^[a-z][a-z0-9]{0,31}$")  # OS keys become parts of variant ids, paths, image tags, job names
+
+
 def _expand(spec: VariantsFile, source: str) -> dict[str, Variant]:
+    for os_key in spec.oses:
+        if not _KEY_RE.match(os_key):
+            raise ConfigError(f"{source}: oses.{os_key!r}", "an OS key must be lowercase ASCII letters and digits, "
+                              "starting with a letter (it becomes part of variant ids, paths and image tags)",
+                              "rename it, e.g. ubuntu22 or kylin10")
     for i, os_key in enumerate(spec.axes.os):
         if os_key not in spec.oses:
             raise ConfigError(f"{source}: axes.os[{i}]", f"unknown os {os_key!r}",

@@ -31,8 +31,22 @@ class LaxConfig(BaseModel):
 M = TypeVar("M", bound=BaseModel)
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a configuration file; anything bigger is not one
+MAX_ALIASES = 64            # YAML aliases multiply what they point at: bound them (alias bombs)
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML keeps the last of two equal keys silently; a repeated id is a bug to report."""
+    """PyYAML keeps the last of two equal keys silently; a repeated id is a bug to report. Aliases
+    are counted: a handful is a convenience, thousands are an alias bomb."""
+
+    aliases = 0
+
+    def compose_node(self, parent, index):  # noqa: D401 - PyYAML hook
+        if self.check_event(yaml.events.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise _TooManyAliases(self.peek_event().start_mark.line + 1)
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):  # noqa: D401 - PyYAML hook
         seen: set = set()
@@ -49,6 +63,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+class _TooManyAliases(Exception):
+    def __init__(self, line: int) -> None:
+        self.line = line
+
+
 class _DuplicateKey(Exception):
     def __init__(self, key: Any, line: int) -> None:
         self.key, self.line = key, line
@@ -57,6 +76,9 @@ class _DuplicateKey(Exception):
 def read_config(path: Path, missing_fix: str) -> str:
     """The text of a configuration file, or one ConfigError saying what to do."""
     try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(str(path), f"is {path.stat().st_size:,} bytes, more than a configuration file "
+                              f"may be ({MAX_CONFIG_BYTES:,})", "check that this is the right file")
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(str(path), "file not found", missing_fix) from None
@@ -67,6 +89,9 @@ def read_config(path: Path, missing_fix: str) -> str:
 def load_yaml(text: str, source: str) -> Any:
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+    except _TooManyAliases as many:
+        raise ConfigError(f"{source} line {many.line}", f"more than {MAX_ALIASES} YAML aliases (*name)",
+                          "write the values out; so many aliases multiply the document (an alias bomb?)") from None
     except _DuplicateKey as dup:
         raise ConfigError(f"{source} line {dup.line}", f"duplicate key {dup.key!r}",
                           "each key may appear once: merge the two entries") from None
@@ -99,15 +124,21 @@ def validation_error(source: str, err: ValidationError, docs: str, enums: tuple[
     if kind in ("string_type", "int_type", "dict_type", "list_type", "tuple_type", "model_type", "bool_type"):
         hint = " (quote versions: YAML reads 3.10 as the number 3.1)" if kind == "string_type" else ""
         want = kind.split("_")[0].replace("model", "mapping").replace("dict", "mapping")
-        return ConfigError(where, f"expected a {want}, got {value!r}{hint}", f"write a {want} there")
+        return ConfigError(where, f"expected a {want}, got {_short(value)}{hint}", f"write a {want} there")
     if kind == "is_instance_of":  # strict enums: a string that is not a member
         enum = next((e for e in enums if e.__name__ == first.get("ctx", {}).get("class")), None)
         allowed = ", ".join(m.value for m in enum) if enum else first["msg"]
-        return ConfigError(where, f"{value!r} is not one of {allowed}", "use one of the allowed values")
+        return ConfigError(where, f"{_short(value)} is not one of {allowed}", "use one of the allowed values")
     if kind in ("enum", "literal_error"):
-        return ConfigError(where, f"{value!r} is not one of {first.get('ctx', {}).get('expected', '')}",
+        return ConfigError(where, f"{_short(value)} is not one of {first.get('ctx', {}).get('expected', '')}",
                            "use one of the allowed values")
     return ConfigError(where, first["msg"].removeprefix("Value error, "), "correct the value")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """A value as an error message may quote it: one line, bounded."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
 
 
 def parse_model(model: type[M], text: str, source: str, docs: str, enums: tuple[type[Enum], ...] = ()) -> M:

@@ -220,10 +220,36 @@ class Registry:
             raise self._fail(resp, f"upload {digest[:19]} to {repo}")
 
 
-def split_repository(ref: str) -> tuple[str, str]:
-    """'host[:port]/project/image' -> (host, 'project/image')."""
+_HOST = re.compile(r"^(localhost|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+)(:(\d{1,5}))?$", re.IGNORECASE)
+_PATH = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+REGISTRY_FIX = "write HOST[:PORT]/PROJECT, e.g. harbor.example.internal/staging"
+
+
+def redact(value: str) -> str:
+    """A registry value as it may appear in a message: user:password@ and ?query parts hidden."""
+    value = re.sub(r"^([a-z]+://)?[^/@]*@", lambda m: (m.group(1) or "") + "***@", value)
+    return re.sub(r"[?#].*$", "?***", value)
+
+
+def split_repository(ref: str, flag: str = "--registry") -> tuple[str, str]:
+    """'host[:port]/project[/image]' -> (host, 'project[/image]'). Credentials, query strings and
+    schemes are refused (and never echoed): credentials come from the environment, not a flag."""
+    shown = redact(ref)
+    if "@" in ref.split("/", 1)[0] or re.match(r"^[a-z]+://[^/]*@", ref):
+        raise ConfigError(flag, f"{shown} carries credentials", "give them as RAPIDSHIP_REGISTRY_USER / "
+                          "RAPIDSHIP_REGISTRY_PASSWORD (or a docker config), never in a flag; " + REGISTRY_FIX)
+    if "?" in ref or "#" in ref:
+        raise ConfigError(flag, f"{shown} carries a query string (a token?)", "tokens belong in the environment; "
+                          + REGISTRY_FIX)
+    if "://" in ref:
+        raise ConfigError(flag, f"{shown} names a scheme", "drop the scheme; " + REGISTRY_FIX)
     host, _, repo = ref.partition("/")
-    if not repo or not ("." in host or ":" in host or host == "localhost"):
-        raise ConfigError("--registry", f"{ref!r} does not start with a registry host",
-                          "write HOST[:PORT]/PROJECT, e.g. harbor.example.internal/staging")
+    found = _HOST.match(host)
+    if not found or not ("." in host or ":" in host or host == "localhost"):
+        raise ConfigError(flag, f"{shown} does not start with a registry host", REGISTRY_FIX)
+    if found.group(6) and not 0 < int(found.group(6)) < 65536:
+        raise ConfigError(flag, f"{shown}: port {found.group(6)} is not 1-65535", REGISTRY_FIX)
+    if not repo or not _PATH.match(repo):
+        raise ConfigError(flag, f"{shown} names no project (or one with characters a registry refuses)",
+                          REGISTRY_FIX)
     return host, repo

@@ -6,11 +6,15 @@ the lock files, writes the context (Dockerfile, lock/, runtime/) and a render.js
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
-
+import os
 import shutil
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import jinja2
 
@@ -158,28 +162,60 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
     dockerfile = render_dockerfile(variant, ctx, templates)
 
     out = out_root / variant.id
-    for stale in CONTEXT_DIRS:  # the context is remade; build and gate records beside it stay
-        shutil.rmtree(out / stale, ignore_errors=True)
-    (out / "lock").mkdir(parents=True)
-    (out / "Dockerfile").write_text(dockerfile)
-    for name, data in lock_bytes.items():
-        (out / "lock" / name).write_bytes(data)
-    (out / "builder").mkdir()
-    for name in BUILDER_PROGRAMS[variant.flavour]:
-        shutil.copy2(BUILDER_SRC / name, out / "builder" / name)
-    if ctx.prune:  # the pruner runs in the builder as `python -m prune` (stdlib only)
-        (out / "builder" / "prune").mkdir()
-        for name in PRUNER_FILES:
-            shutil.copy2(PRUNER_SRC / name, out / "builder" / "prune" / name)
-    _copy_runtime(out / "runtime")
-
-    files = ["Dockerfile"] + sorted(str(p.relative_to(out)) for d in CONTEXT_DIRS for p in (out / d).rglob("*")
-                                    if p.is_file())
-    record = Rendered(variant=variant.id, out_dir=str(out), dockerfile=str(out / "Dockerfile"),
-                      dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
-                      lock_sha256=ctx.lock_sha256, files=files)
-    save(out / "render.json", record)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ConfigError(str(out), "is a file, where the build context directory goes",
+                          f"move it away (build records live in {out_root}/<variant>/)") from None
+    # One render of a variant at a time (a lock file), each written into a fresh folder first and
+    # swapped in: a concurrent render waits, an interrupted one leaves the old context or none, and
+    # render.json is written last, so it never lists files that are not there.
+    with _exclusive(out / ".render.lock"):
+        staging = Path(tempfile.mkdtemp(prefix=".render-", dir=out))
+        try:
+            files = _write_context(staging, variant, ctx, dockerfile, lock_bytes)
+            (out / "render.json").unlink(missing_ok=True)
+            for name in (*CONTEXT_DIRS, "Dockerfile"):
+                old = out / name
+                if old.is_dir():
+                    old.rename(staging / f"old-{name}")
+                os.replace(staging / name, old)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        record = Rendered(variant=variant.id, out_dir=str(out), dockerfile=str(out / "Dockerfile"),
+                          dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
+                          lock_sha256=ctx.lock_sha256, files=files)
+        save(out / "render.json", record)
     return record
+
+
+def _write_context(dest: Path, variant: Variant, ctx: RenderContext, dockerfile: str,
+                   lock_bytes: dict[str, bytes]) -> list[str]:
+    """The build context (Dockerfile, lock/, builder/, runtime/) in `dest`; its file list."""
+    (dest / "lock").mkdir()
+    (dest / "Dockerfile").write_text(dockerfile)
+    for name, data in lock_bytes.items():
+        (dest / "lock" / name).write_bytes(data)
+    (dest / "builder").mkdir()
+    for name in BUILDER_PROGRAMS[variant.flavour]:
+        shutil.copy2(BUILDER_SRC / name, dest / "builder" / name)
+    if ctx.prune:  # the pruner runs in the builder as `python -m prune` (stdlib only)
+        (dest / "builder" / "prune").mkdir()
+        for name in PRUNER_FILES:
+            shutil.copy2(PRUNER_SRC / name, dest / "builder" / "prune" / name)
+    _copy_runtime(dest / "runtime")
+    return ["Dockerfile"] + sorted(str(p.relative_to(dest)) for d in CONTEXT_DIRS for p in (dest / d).rglob("*")
+                                   if p.is_file())
+
+
+@contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def missing_locks(variant: Variant, locks: Path = LOCKS) -> list[str]:

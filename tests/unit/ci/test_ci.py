@@ -32,7 +32,7 @@ def matrix():
 
 PROFILES = {"production-buildctl": lambda: ci.production(ci.Builder.buildctl),
             "production-kaniko": lambda: ci.production(ci.Builder.kaniko),
-            "local": lambda: ci.local("127.0.0.1:5000")}
+            "local": lambda: ci.local("127.0.0.1:5000/staging")}
 
 
 def _jobs(doc: dict) -> dict:
@@ -221,7 +221,7 @@ def test_local_profile_shares_job_definitions(matrix):
 
 def test_profiles_refuse_what_they_cannot_do(matrix):
     with pytest.raises(ConfigError, match="loopback"):
-        ci.local("harbor.example.internal")
+        ci.local("harbor.example.internal/staging")
     with pytest.raises(ConfigError, match="Debian-family"):
         ci.pipeline(matrix, ci.local(), ["cuda12-kylin10"])
     with pytest.raises(ConfigError, match="none of this profile's arches"):
@@ -244,3 +244,29 @@ def test_ci_job_images_pass_hadolint(name):
 
     report = lint(ROOT / "ci" / "images" / f"{name}.Dockerfile", ROOT / ".hadolint.yaml")
     assert report.passed, report.findings
+
+
+@pytest.mark.parametrize("value,problem", [
+    ("robot:s3cr3t@127.0.0.1:5000/staging", "carries credentials"),
+    ("https://robot:s3cr3t@127.0.0.1:5000/staging", "carries credentials"),
+    ("127.0.0.1:5000/staging?token=s3cr3t", "carries a query string"),
+    ("127.0.0.1:99999/staging", "port 99999 is not 1-65535"),
+    ("127.0.0.1:5000", "names no project"),
+    ("127.0.0.1:5000/Bad Project", "names no project"),
+    ("https://127.0.0.1:5000/staging", "names a scheme"),
+])
+def test_registry_values_are_checked_and_secrets_never_echoed(value, problem):
+    with pytest.raises(ConfigError, match=problem) as err:
+        ci.local(value)
+    assert err.value.where == "--registry" and "s3cr3t" not in err.value.message
+
+
+def test_flags_a_profile_does_not_use_are_refused_not_ignored():
+    with pytest.raises(ConfigError, match="production profile pushes to the Harbor project"):
+        ci.profile_for("production", registry="127.0.0.1:5000/staging")
+    with pytest.raises(ConfigError, match="local profile builds with this machine's Docker engine"):
+        ci.profile_for("local", builder="kaniko")
+    with pytest.raises(ConfigError, match="is not production or local"):
+        ci.profile_for("staging")
+    assert ci.profile_for("production", "kaniko").builder is ci.Builder.kaniko
+    assert ci.profile_for("local").registry == "127.0.0.1:5000/staging"

@@ -218,3 +218,48 @@ def test_invoke_prints_one_message_and_exit_2(tmp_path):
     assert "Traceback" not in proc.stderr
     assert f"{bad}: defaults.python: expected a str" in proc.stderr
     assert "fix:" in proc.stderr
+
+
+@pytest.mark.parametrize("key", ["../../../outside", "Debian 12", "debiän12", "deb/12", "12debian", "a" * 40])
+def test_os_keys_that_would_escape_paths_or_break_names_are_refused(key):
+    # An OS key becomes part of variant ids, build/<id>/ paths, image tags and CI job names.
+    d = doc()
+    d["oses"][key] = d["oses"].pop("debian12")
+    d["axes"]["os"] = [key if o == "debian12" else o for o in d["axes"]["os"]]
+    d["exclude"] = [dict(e, os=key) if e.get("os") == "debian12" else e for e in d["exclude"]]
+    d["overrides"] = {k.replace("debian12", key): v for k, v in d["overrides"].items()}
+    with pytest.raises(ConfigError) as err:
+        parse(d)
+    assert err.value.where.startswith("variants.yaml: oses.") and "lowercase ASCII" in err.value.problem
+
+
+def _bomb(levels: int) -> str:
+    """A billion-laughs document: each level is nine aliases of the one below."""
+    lines = ["defaults:", "  - &l0 ['x','x','x','x','x','x','x','x','x']"]
+    for i in range(1, levels + 1):
+        lines.append(f"  - &l{i} [" + ",".join([f"*l{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once():
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="more than 64 YAML aliases"):
+        parse_matrix(_bomb(9), "variants.yaml")  # 9^10 elements if expanded
+    assert time.monotonic() - started < 2
+
+
+def test_a_small_bomb_under_the_alias_limit_gives_one_short_message():
+    with pytest.raises(ConfigError) as err:
+        parse_matrix(_bomb(6), "variants.yaml")  # 54 aliases, 9^7 leaves
+    assert len(err.value.message) < 400 and "characters)" in err.value.message
+
+
+def test_a_file_too_big_for_a_config_is_refused(tmp_path):
+    from rapidship.config.matrix import load_matrix
+
+    big = tmp_path / "variants.yaml"
+    big.write_text("# " + "x" * (1 << 20) + "\n")
+    with pytest.raises(ConfigError, match="more than a configuration file may be"):
+        load_matrix(big)

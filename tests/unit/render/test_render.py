@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import json
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,48 @@ def test_render_again_keeps_build_records(tmp_path):
     again = Path(render(v, out_root=tmp_path).out_dir)
     assert (again / "build-amd64.json").is_file()
     assert not (again / "runtime" / "stale.txt").exists()
+
+
+def test_concurrent_renders_of_every_variant_never_trip_over_each_other(tmp_path):
+    # Four `invoke render --all` at once, three rounds: each waits for the other on the variant's
+    # lock, and every render.json lists exactly the files that are there.
+    import subprocess
+
+    for _ in range(3):
+        runs = [subprocess.Popen(["invoke", "render", "--all"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        errors = [r.communicate()[1] for r in runs]
+        assert all(r.returncode == 0 for r in runs), errors
+    for record in (ROOT / "build").glob("*/render.json"):
+        doc = json.loads(record.read_text())
+        listed = {record.parent / f for f in doc["files"]}
+        present = {p for d in ("lock", "builder", "runtime") for p in (record.parent / d).rglob("*") if p.is_file()}
+        assert listed == present | {record.parent / "Dockerfile"}
+        assert not list(record.parent.glob(".render-*"))  # no staging folder left behind
+
+
+def test_an_interrupted_render_leaves_the_previous_context_whole(tmp_path, monkeypatch):
+    from rapidship.render import dockerfile as stage
+
+    v = load_matrix(ROOT / "variants.yaml").get("cpu-debian12")
+    first = stage.render(v, out_root=tmp_path)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file() and ".render.lock" not in p.name)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(stage, "_copy_runtime", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        stage.render(v, out_root=tmp_path)
+    after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file() and ".render.lock" not in p.name)
+    assert after == before and json.loads((tmp_path / v.id / "render.json").read_text())["files"] == first.files
+
+
+def test_a_file_where_the_context_goes_is_named(tmp_path):
+    from rapidship.errors import ConfigError
+    from rapidship.render.dockerfile import render
+
+    v = load_matrix(ROOT / "variants.yaml").get("cpu-debian12")
+    (tmp_path / v.id).write_text("not a directory")
+    with pytest.raises(ConfigError, match="is a file, where the build context directory goes"):
+        render(v, out_root=tmp_path)

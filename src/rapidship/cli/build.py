@@ -47,6 +47,8 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
           variants_file="variants.yaml"):
     """Render and build a variant with BuildKit; writes build/<variant>/build-<arch>.json."""
     from rapidship.build.buildkit import BuildSecrets, build as build_image, local_base_args, plan_build, write_record
+    from dataclasses import replace
+
     from rapidship.render.dockerfile import check_locks, render as render_variant
 
     m = load_matrix(variants_file)
@@ -55,8 +57,10 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
     secrets = BuildSecrets.from_flags(ca_bundle, pip_index, conda_channel)
     rendered = render_variant(v)
     revision = c.run("git rev-parse --short HEAD", hide=True, warn=True).stdout.strip()
-    for a in arches_flag(v, arch):
-        plan = plan_build(v, a, rendered, secrets, revision, base_args=local_base_args(v, a), network=network)
+    arches = arches_flag(v, arch)
+    plans = [plan_build(v, a, rendered, secrets, revision, network=network) for a in arches]  # flags first
+    for a, plan in zip(arches, plans):
+        plan = replace(plan, base_args=local_base_args(v, a))  # then the bases, which may be missing
         log = Workspace().build_log(v.id, a.value)
         with console.err.status(f"building {plan.ref}") as status:
             built = build_image(plan, secrets, v, log, on_step=lambda s: status.update(f"{plan.ref}: {s}"))

@@ -95,6 +95,9 @@ def open_volume(source: str | Path) -> Volume:
         label = label or _label_from_name(path.name)
         if isinstance(files, str):
             return Volume(str(source), {}, problem=files, label=label)
+    elif path.exists():
+        raise ConfigError("--from", f"{source} is not a volume directory, an ISO file or a disc drive",
+                          "pass volume directories, ISO files or the drive holding the disc (/dev/sr0)")
     else:
         raise ConfigError("--from", f"{source} does not exist", "pass volume directories or ISO files")
     volume = Volume(str(source), files, label=label)

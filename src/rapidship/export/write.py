@@ -136,7 +136,9 @@ def parse_media(value: str | int) -> Media:
         raise ConfigError("--media", f"{value!r} is not a medium or a size",
                           f"pass one of {', '.join(MEDIA)} or a size in bytes like 4700000000 or 700MB")
     size = int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
-    return Media(f"{size} bytes", size)
+    media = Media(f"{size} bytes", size)
+    plan_layout(media)  # a medium too small for the volume files is a bad flag, found before anything else
+    return media
 
 
 def plan_layout(media: Media) -> Layout:

@@ -43,3 +43,13 @@ def test_without_network_the_engine_default_is_left_alone():
 def test_an_unknown_network_is_refused():
     with pytest.raises(ConfigError, match="--network"):
         _plan("bridge2")
+
+
+@pytest.mark.parametrize("flags,where", [(["--network", "bogus"], "--network: 'bogus' is not one of"),
+                                         (["--variant", "cuda12-debian12", "--arch", "arm64"],
+                                          "--arch: variant cuda12-debian12 is not built for arm64")])
+def test_a_bad_build_flag_is_named_before_any_base_is_looked_for(flags, where):
+    import subprocess
+
+    run = subprocess.run(["invoke", "build", *flags], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert run.returncode == 2 and where in run.stderr and "base" not in run.stderr.split("fix:")[0]

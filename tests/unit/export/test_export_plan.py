@@ -195,3 +195,21 @@ def test_an_export_directory_stands_for_its_isos(tmp_path):
     assert expand_sources([str(tmp_path)]) == [str(tmp_path / "rapidship-abcd1234-01of02.iso"),
                                                str(tmp_path / "rapidship-abcd1234-02of02.iso")]
     assert expand_sources([str(volume), "/dev/sr0"]) == [str(volume), "/dev/sr0"]  # a volume stays a volume
+
+
+@pytest.mark.parametrize("media", ["0", "1000", "1KB"])
+def test_a_medium_too_small_is_the_bad_flag_named_first(media):
+    from rapidship.export.write import parse_media
+
+    with pytest.raises(ConfigError, match="leaves no room for data") as err:
+        parse_media(media)
+    assert err.value.where == "--media"
+
+
+def test_a_source_that_is_neither_volume_nor_iso_nor_drive_is_named():
+    from rapidship.export.verify import open_volume
+
+    with pytest.raises(ConfigError, match="/dev/null is not a volume directory, an ISO file or a disc drive"):
+        open_volume("/dev/null")
+    with pytest.raises(ConfigError, match="does not exist"):
+        open_volume("/nonexistent/volume-01")

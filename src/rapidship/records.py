@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from rapidship.errors import RapidshipError
 
@@ -92,18 +92,99 @@ class Workspace:
 DECISION = "decision.json"
 
 
-# ---- the records stages hand to each other (the others live with the stage that writes them) ----
+# ---- the records stages hand to each other ----
+# Frozen models: a record is what a stage said, not something a later stage edits. (The export,
+# size and smoke reports are still built up by their stages as dataclasses; the workspace validates
+# them the same way when it reads them.)
 
-@dataclass(frozen=True)
-class GateReport:
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Rendered(Record):
+    variant: str
+    out_dir: str
+    dockerfile: str
+    dockerfile_sha256: str
+    lock_sha256: str
+    files: list[str] = []
+
+
+class BuiltImage(Record):
+    variant: str
+    arch: str
+    ref: str
+    image_id: str
+    size_bytes: int
+    zstd_bytes: int
+    layers: int
+    seconds: float
+    lock_sha256: str
+    base: str
+    log: str
+    cached_steps: int = 0
+    total_steps: int = 0
+    extra: dict = {}
+
+
+class StagedImage(Record):
+    """A per-arch image a daemonless builder pushed to a candidate tag for later jobs to pull."""
+
+    variant: str
+    arch: str
+    ref: str      # registry/repository:tag-<arch>-<suffix>
+    digest: str   # sha256:... of what was pushed: later jobs pull exactly this
+    builder: str
+    seconds: float
+    log: str
+
+
+class ArchImage(Record):
+    arch: str
+    tag: str
+    digest: str
+    size: int
+    media_type: str
+    platform: dict
+
+
+class PushRecord(Record):
+    variant: str
+    registry: str          # host
+    repository: str        # project/image inside the registry
+    tag: str
+    index_digest: str
+    index_media_type: str
+    arches: dict[str, ArchImage]
+    gates_skipped: bool
+    pushed_at: str
+    seconds: float
+    retries: int = 0
+
+
+class PromoteRecord(Record):
+    variant: str
+    registry: str
+    source: str
+    target: str
+    tag: str
+    digest: str
+    blobs_mounted: int
+    blobs_copied: int
+    promoted_at: str
+    seconds: float
+
+
+
+class GateReport(Record):
     gate: str
     passed: bool
-    reasons: list[str] = field(default_factory=list)  # why it failed; empty when it passed
-    details: dict = field(default_factory=dict)  # what was measured, for the record
+    reasons: list[str] = []  # why it failed; empty when it passed
+    details: dict = {}  # what was measured, for the record
 
 
-@dataclass(frozen=True)
-class GatesRecord:
+class GatesRecord(Record):
     """build/<variant>/gates-<arch>.json: every image gate of one built image; push reads `passed`."""
 
     ref: str
@@ -113,8 +194,7 @@ class GatesRecord:
     gates: list[GateReport]
 
 
-@dataclass
-class ScanRecord:
+class ScanRecord(Record):
     artifact: str
     variant: str | None
     arch: str | None
@@ -130,7 +210,7 @@ class ScanRecord:
     outputs: dict[str, str | None]
     seconds: float
     decided_on: str
-    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    verdicts: list[dict[str, Any]] = []
 
 
 def read_gates(ws: Workspace, variant: str, arch: str) -> GatesRecord:

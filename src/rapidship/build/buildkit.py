@@ -21,7 +21,7 @@ from rapidship.build.base import resolve_local_base
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Flavour, Variant
-from rapidship.records import Workspace
+from rapidship.records import BuiltImage, Workspace
 from rapidship.render.dockerfile import Rendered
 
 
@@ -58,23 +58,6 @@ class BuildPlan:
     no_cache: bool = False  # rebuild every step (cache mounts such as pip's download cache stay)
     network: str | None = None  # "host": RUN steps reach mirrors on the build machine's loopback
 
-
-@dataclass(frozen=True)
-class BuiltImage:
-    variant: str
-    arch: str
-    ref: str
-    image_id: str
-    size_bytes: int
-    zstd_bytes: int
-    layers: int
-    seconds: float
-    lock_sha256: str
-    base: str
-    log: str
-    cached_steps: int = 0
-    total_steps: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 NETWORKS = ("default", "host", "none")

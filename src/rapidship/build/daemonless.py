@@ -8,14 +8,13 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Variant
-from rapidship.records import Workspace
+from rapidship.records import StagedImage, Workspace
 from rapidship.build.buildkit import BuildPlan, BuildSecrets, BuiltImage, inspect_image, write_secret_files, zstd_size
 
 
@@ -28,18 +27,6 @@ from rapidship.build.buildkit import BuildPlan, BuildSecrets, BuiltImage, inspec
 BUILDCTL = "buildctl-daemonless.sh"
 KANIKO = "/kaniko/executor"
 
-
-@dataclass(frozen=True)
-class StagedImage:
-    """A per-arch image a daemonless builder pushed to a candidate tag for later jobs to pull."""
-
-    variant: str
-    arch: str
-    ref: str      # registry/repository:tag-<arch>-<suffix>
-    digest: str   # sha256:... of what was pushed: later jobs pull exactly this
-    builder: str
-    seconds: float
-    log: str
 
 
 def candidate_ref(variant: Variant, arch: Arch, registry: str, suffix: str) -> str:

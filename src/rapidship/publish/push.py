@@ -34,7 +34,7 @@ from rapidship.build.base import image_exists
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.config.matrix import Variant
 from rapidship.publish.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, Credentials, Registry, split_repository
-from rapidship.records import RecordError, Workspace, read_decision, read_gates
+from rapidship.records import ArchImage, PromoteRecord, PushRecord, RecordError, Workspace, read_decision, read_gates
 from rapidship.publish.retrying import RetryPolicy, backoff
 
 # skopeo output that no retry can fix.
@@ -42,43 +42,7 @@ _PERMANENT = ("unauthorized", "denied", "authentication required", "invalid user
               "manifest invalid", "no such image", "reference does not exist", "x509", "certificate")
 
 
-@dataclass(frozen=True)
-class ArchImage:
-    arch: str
-    tag: str
-    digest: str
-    size: int
-    media_type: str
-    platform: dict
 
-
-@dataclass(frozen=True)
-class PushRecord:
-    variant: str
-    registry: str          # host
-    repository: str        # project/image inside the registry
-    tag: str
-    index_digest: str
-    index_media_type: str
-    arches: dict[str, ArchImage]
-    gates_skipped: bool
-    pushed_at: str
-    seconds: float
-    retries: int = 0
-
-
-@dataclass(frozen=True)
-class PromoteRecord:
-    variant: str
-    registry: str
-    source: str
-    target: str
-    tag: str
-    digest: str
-    blobs_mounted: int
-    blobs_copied: int
-    promoted_at: str
-    seconds: float
 
 
 @dataclass

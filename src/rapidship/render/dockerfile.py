@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -20,7 +20,7 @@ import jinja2
 
 from rapidship.errors import ConfigError
 from rapidship.config.matrix import Flavour, Variant
-from rapidship.records import save
+from rapidship.records import Rendered, save
 
 TEMPLATES = Path("templates")
 LOCKS = Path("locks")
@@ -77,15 +77,6 @@ class RenderContext:
     def prune(self) -> bool:
         return bool(self.gpu_archs)
 
-
-@dataclass(frozen=True)
-class Rendered:
-    variant: str
-    out_dir: str
-    dockerfile: str
-    dockerfile_sha256: str
-    lock_sha256: str
-    files: list[str] = field(default_factory=list)
 
 
 def lock_sources(variant: Variant, locks: Path = LOCKS) -> dict[str, Path]:

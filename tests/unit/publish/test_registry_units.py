@@ -23,7 +23,8 @@ from rapidship.publish.retrying import RetryPolicy, backoff, send  # noqa: E402
 
 
 def child(arch: str, media: str = DOCKER_MANIFEST) -> ArchImage:
-    return ArchImage(arch, f"t-{arch}", "sha256:" + arch[0] * 64, 500, media, {"architecture": arch, "os": "linux"})
+    return ArchImage(arch=arch, tag=f"t-{arch}", digest="sha256:" + arch[0] * 64, size=500, media_type=media,
+                     platform={"architecture": arch, "os": "linux"})
 
 
 def test_index_type_follows_the_children():

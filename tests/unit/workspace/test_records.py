@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -91,9 +90,9 @@ def test_concurrent_writers_never_leave_half_a_record(tmp_path):
     ws = Workspace(tmp_path)
     write_record(ws, BUILT)
     code = ("import sys; sys.path.insert(0, 'src'); from rapidship.build.buildkit import BuiltImage, write_record; "
-            "from rapidship.records import Workspace; from dataclasses import replace; "
+            "from rapidship.records import Workspace; "
             f"b = BuiltImage(**{json.dumps(BUILT.__dict__)}); ws = Workspace({str(tmp_path)!r}); "
-            "[write_record(ws, replace(b, layers=i)) for i in range(200)]")
+            "[write_record(ws, b.model_copy(update={'layers': i})) for i in range(200)]")
     writers = [subprocess.Popen(["python3", "-c", code], cwd=ROOT) for _ in range(2)]
     seen = 0
     while any(w.poll() is None for w in writers):
@@ -127,7 +126,16 @@ def test_the_record_paths_are_what_the_ci_jobs_publish():
     assert os.fspath(WS.gates("cpu-debian12", "amd64")) == "build/cpu-debian12/gates-amd64.json"
 
 
+def test_records_are_frozen_and_refuse_unknown_fields():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        BUILT.layers = 4  # a record is what a stage said
+    with pytest.raises(ValidationError):
+        BuiltImage(**BUILT.model_dump(), surprise=1)
+
+
 def test_replace_keeps_a_record_valid(tmp_path):
     ws = Workspace(tmp_path)
-    write_record(ws, replace(BUILT, extra={"digest": "sha256:cd"}))
+    write_record(ws, BUILT.model_copy(update={"extra": {"digest": "sha256:cd"}}))
     assert read_record(ws, "cpu-debian12", "amd64").extra == {"digest": "sha256:cd"}

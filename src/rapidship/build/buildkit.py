@@ -154,7 +154,8 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
                       zstd_bytes=zstd_size(plan.ref), layers=len(info["RootFS"]["Layers"]), seconds=seconds,
                       lock_sha256=info["Config"]["Labels"].get("io.rapidship.lock.sha256", ""),
                       base=variant.bases.runtime, log=str(log_path),
-                      cached_steps=len(cached & steps), total_steps=len(steps))
+                      cached_steps=len(cached & steps), total_steps=len(steps),
+                      extra={"gpu_archs": variant.gpu_archs_label()})
 
 
 def write_secret_files(secrets: BuildSecrets, tmp: Path) -> dict[str, Path]:

@@ -11,9 +11,10 @@ fails closed.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ SEVERITIES = ("UNKNOWN", "LOW", "MEDIUM", "HIGH", "CRITICAL")
 Severity = Literal["LOW", "MEDIUM", "HIGH", "CRITICAL"]
 Kind = Literal["vulnerability", "secret", "misconfiguration"]
 DEFAULT_POLICY = Path("policy/trivy.yaml")
-
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 class AllowEntry(LaxConfig):
@@ -43,6 +44,20 @@ class AllowEntry(LaxConfig):
         if not value.strip():
             raise ValueError("reason must say why the finding is accepted")
         return value.strip()
+
+    @field_validator("expires", mode="before")
+    @classmethod
+    def _expires(cls, value: Any) -> date:
+        """A calendar day written YYYY-MM-DD, nothing else: pydantic alone would read the number
+        86400 as 1970-01-02 (seconds since the epoch) and a date-time as its day."""
+        if isinstance(value, date) and not isinstance(value, datetime):
+            return value
+        if isinstance(value, str) and _DAY.fullmatch(value.strip()):
+            try:
+                return date.fromisoformat(value.strip())
+            except ValueError as err:
+                raise ValueError(f"{value!r} is not a date ({err})") from None
+        raise ValueError(f"{value!r} is not a date")
 
 
 class Rules(LaxConfig):

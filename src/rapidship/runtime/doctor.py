@@ -10,6 +10,12 @@ A GPU that the kept device code cannot run on is FATAL.
 `--preflight` (run by the entrypoint) prints nothing when all is well and stops the container
 with one FATAL line when spilling cannot work. `--json` prints the whole diagnosis.
 
+Disk spill is required only where something spills to disk: dask workers (`dask worker`,
+`dask-worker`, `dask cuda worker`, `dask-cuda-worker`) and `rapids-smoke`. The entrypoint hands
+the doctor the command it is about to run (`rapids-doctor --preflight -- CMD ...`); for any other
+command (`python job.py`: cuDF spills to host memory and needs no disk) an unusable spill dir is
+a WARNING. RAPIDS_DISK_SPILL=required|optional overrides that choice, `--disk-spill` overrides both.
+
 Shape: `read_*` functions do the I/O and return plain records; `derive`, `findings_for` and
 `render_table` are pure functions over those records (unit-tested on fake cgroup trees).
 Standard library only at import time: the doctor must run in a broken env too.
@@ -21,7 +27,9 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import resource
+import shlex
 import stat
 import sys
 from dataclasses import asdict, dataclass, field
@@ -167,6 +175,27 @@ class Finding:
     level: str      # FATAL, WARNING, OK
     topic: str
     message: str
+    # the finding means nothing can spill to disk: FATAL where disk spill is required, otherwise a
+    # WARNING that --preflight still prints (once, on stderr)
+    disk_spill: bool = False
+
+
+DISK_SPILL_ENV = "RAPIDS_DISK_SPILL"
+DISK_SPILL_CHOICES = ("required", "optional", "auto")
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What the container is about to run, as far as disk spill and memory limits go."""
+
+    command: list[str] = field(default_factory=list)
+    program: str | None = None      # "dask worker", "dask cuda worker", "rapids-smoke"; None: anything else
+    disk_spill: str = "required"    # required | optional
+    why: str = "no command given: the full check"
+    memory_limit: int | None = None  # bytes per worker the command asks for (None: none, auto or a fraction)
+    workers: int = 1                # worker processes that share the container, each with memory_limit
+    limit_source: str = ""          # where memory_limit came from, for the message
+    error: str | None = None        # a bad RAPIDS_DISK_SPILL / --disk-spill value
 
 
 # ---- readers (I/O edge) ----

@@ -42,7 +42,7 @@ def test_pull_staged_fetches_the_pushed_digest(engine, loopback_registry, unique
                                      builder="buildctl", seconds=12.5, log="build/cpu-debian12/build-amd64.log"))
 
         built = pull_staged(ws, "amd64", variant)
-        assert built.ref == local and built.extra == {"staged": candidate, "digest": digest}
+        assert built.ref == local and built.extra == {"staged": candidate, "digest": digest, "gpu_archs": "none"}
         assert built.lock_sha256 == "abc123" and built.layers == 1 and built.seconds == 12.5
         assert built.size_bytes == 7 and built.zstd_bytes > 0
         assert _docker("image", "inspect", local, "--format", "{{.Id}}") == built.image_id

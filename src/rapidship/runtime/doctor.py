@@ -32,7 +32,7 @@ import resource
 import shlex
 import stat
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 FATAL_EXIT = 3
@@ -520,6 +520,168 @@ def collect() -> Facts:
 
 # ---- pure core ----
 
+def parse_bytes(text: str | None) -> int | None:
+    """Pure: a size as the runtime's own flags take it: k/m/g/t and kib/mib/gib/tib binary, kb/mb/gb/tb
+    decimal, a bare number in bytes."""
+    if text in (None, ""):
+        return None
+    t = str(text).strip().lower().replace(" ", "")
+    units = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9,
+             "tb": 10**12, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "b": 1}
+    for unit, mult in units.items():
+        if t.endswith(unit):
+            return int(float(t[: -len(unit)]) * mult)
+    return int(float(t))
+
+
+_DASK_UNITS = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "ki": 2**10, "mi": 2**20, "gi": 2**30,
+               "ti": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "k": 10**3, "m": 10**6,
+               "g": 10**9, "t": 10**12, "b": 1, "": 1}
+
+
+def dask_memory_limit(text: str | None) -> int | None:
+    """Pure: a dask worker's --memory-limit in bytes, read as dask reads it (k/m/g decimal, ki/kib binary).
+    None where it is no absolute size: unset, "auto", 0 (no limit), a fraction of system memory
+    (0 < x <= 1, which dask takes of the container's own limit) or something dask would refuse itself."""
+    if text is None:
+        return None
+    t = str(text).strip().lower().replace(" ", "")
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[0-9]+)?)([a-z]*)", t)
+    if not m or m.group(2) not in _DASK_UNITS:
+        return None
+    value = float(m.group(1))
+    if m.group(2) == "" and value <= 1:
+        return None                 # 0 = no limit, 0 < x <= 1 = a fraction
+    return int(value * _DASK_UNITS[m.group(2)])
+
+
+# programs (by the name they are run as) that hold dask worker data and spill it to disk
+_WORKER_PROGRAMS = {"dask-worker": "dask worker", "dask-cuda-worker": "dask cuda worker",
+                    "rapids-smoke": "rapids-smoke"}
+_WORKER_MODULES = {"distributed.cli.dask_worker": "dask worker", "dask_cuda.cli.dask_cuda_worker": "dask cuda worker",
+                   "rapids_runtime.smoke": "rapids-smoke", "rapidship.runtime.smoke": "rapids-smoke"}
+_PYTHON_OPTS_WITH_VALUE = {"-X", "-W"}
+
+
+def classify(command: list[str]) -> tuple[str | None, list[str]]:
+    """Pure: which disk-spilling program a command line starts, and that program's arguments.
+
+    Knows `dask worker`, `dask cuda worker` (also `dask-worker`, `dask-cuda-worker`, `python -m dask
+    worker`, `python -m distributed.cli.dask_worker`) and `rapids-smoke` (also `python -m
+    rapids_runtime.smoke`), each possibly after `env VAR=value`. `dask scheduler`, `python job.py`
+    and anything else: (None, []). A shell line (`sh -c "..."`) is not looked into: set
+    RAPIDS_DISK_SPILL=required for such a container.
+    """
+    argv = list(command)
+    if argv and os.path.basename(argv[0]) == "env":
+        argv = argv[1:]
+        while argv and (argv[0] in ("-i", "-", "--ignore-environment", "--")
+                        or ("=" in argv[0] and not argv[0].startswith("-"))):
+            argv = argv[1:]
+    if not argv:
+        return None, []
+    prog, rest = os.path.basename(argv[0]), argv[1:]
+    if re.fullmatch(r"python[0-9.]*", prog):
+        i = 0
+        while i < len(rest) and rest[i].startswith("-") and rest[i] != "-m":
+            i += 2 if rest[i] in _PYTHON_OPTS_WITH_VALUE else 1
+        if i + 1 >= len(rest) or rest[i] != "-m":
+            return None, []
+        module, rest = rest[i + 1], rest[i + 2:]
+        if module in _WORKER_MODULES:
+            return _WORKER_MODULES[module], rest
+        if module != "dask":
+            return None, []
+        prog = "dask"
+    if prog in _WORKER_PROGRAMS:
+        return _WORKER_PROGRAMS[prog], rest
+    if prog == "dask":
+        if rest[:2] == ["cuda", "worker"]:
+            return "dask cuda worker", rest[2:]
+        if rest[:1] == ["worker"]:
+            return "dask worker", rest[1:]
+    return None, []
+
+
+def _option(args: list[str], *names: str) -> str | None:
+    """Pure: the value of the last `--name value` / `--name=value` among args."""
+    value = None
+    for i, a in enumerate(args):
+        for n in names:
+            if a == n and i + 1 < len(args):
+                value = args[i + 1]
+            elif a.startswith(n + "="):
+                value = a[len(n) + 1:]
+    return value
+
+
+def _count(text: str | None, default: int) -> int:
+    try:
+        n = int(str(text))
+    except ValueError:
+        return default
+    return n if n > 0 else default
+
+
+def _worker_memory(program: str | None, args: list[str], gpu_count: int, env) -> tuple[int | None, int, str]:
+    """Pure: (memory_limit per worker, workers, where it came from) for a worker command line."""
+    if program == "rapids-smoke":
+        raw = _option(args, "--memory-limit")
+        try:
+            limit = parse_bytes(raw)
+        except ValueError:
+            limit = None            # the smoke refuses a bad size itself
+        mode = _option(args, "--mode") or "cpu"
+        workers = _count(_option(args, "--workers"), 1) if mode == "cpu" else 1
+        return limit, workers, "rapids-smoke --memory-limit"
+    if program == "dask worker":
+        limit = dask_memory_limit(_option(args, "--memory-limit"))
+        return limit, _count(_option(args, "--nworkers", "--nprocs"), 1), "dask worker --memory-limit"
+    if program == "dask cuda worker":   # one worker per visible GPU, each with --memory-limit
+        limit = dask_memory_limit(_option(args, "--memory-limit"))
+        visible = env.get("CUDA_VISIBLE_DEVICES")
+        workers = len([d for d in visible.split(",") if d.strip()]) if visible else gpu_count
+        return limit, max(1, workers), "dask cuda worker --memory-limit"
+    return None, 1, ""
+
+
+def intent_for(command: list[str] | None, environ: dict | None = None, gpu_count: int = 0,
+               override: str | None = None) -> Intent:
+    """Pure: whether disk spill is required for this command, and the memory limit it asks for.
+
+    Order: `override` (--disk-spill), then $RAPIDS_DISK_SPILL, then the command (required for dask
+    workers and rapids-smoke, optional for anything else); with no command at all, required.
+    """
+    env = os.environ if environ is None else environ
+    command = list(command or [])
+    program, args = classify(command)
+    limit, workers, source = _worker_memory(program, args, gpu_count, env)
+    shown = shlex.join(command) if command else ""
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    error = None
+    choice, origin = "auto", ""
+    for raw, name in ((override, "--disk-spill"), (env.get(DISK_SPILL_ENV), DISK_SPILL_ENV)):
+        value = (raw or "").strip().lower()
+        if not value:
+            continue
+        if value not in DISK_SPILL_CHOICES:
+            error = (f"{name}={raw!r} is not one of {', '.join(DISK_SPILL_CHOICES)}: say whether this container "
+                     "needs disk spill (required), may run without it (optional) or decide from the command (auto)")
+            break
+        choice, origin = value, name
+        break
+    if choice != "auto":
+        disk, why = choice, f"{origin}={choice}"
+    elif not command:
+        disk, why = "required", "no command given: the full check"
+    elif program:
+        disk, why = "required", f"`{shown}` is {'the spill smoke' if program == 'rapids-smoke' else 'a ' + program}"
+    else:
+        disk, why = "optional", f"`{shown}` is no dask worker and no rapids-smoke"
+    return Intent(command, program, disk, why, limit, workers, source, error)
+
+
 def memory_budget(cg: CgroupMemory, host_total: int | None) -> tuple[int | None, str]:
     """The memory this container may really use: the tightest of memory.high, the cap and host RAM."""
     options = [(v, name) for v, name in ((cg.high, "cgroup memory.high"),
@@ -584,34 +746,52 @@ def _fraction_off(value) -> bool:
     return value is False or value in ("false", "False", "0", 0)
 
 
-def findings_for(f: Facts, d: Derived) -> list[Finding]:
-    """Pure: what is wrong (FATAL stops the container), what is risky (WARNING)."""
+def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Finding]:
+    """Pure: what is wrong (FATAL stops the container), what is risky (WARNING).
+
+    `intent` is the command about to run (default: none, the full check): where it needs no disk
+    spill, what would stop a disk spill is a WARNING with `disk_spill` set instead of a FATAL.
+    """
+    intent = intent or Intent()
     sd, sc = f.spill_dir, f.spill_config
+    required = intent.disk_spill == "required"
+
+    def disk(message: str, fatal: bool = True) -> Finding:
+        if not fatal:
+            return Finding("WARNING", "spill", message)
+        if required:
+            return Finding("FATAL", "spill", message, disk_spill=True)
+        return Finding("WARNING", "spill", f"{message}; not fatal: {intent.why} (cuDF spills to host memory "
+                       f"without a disk; {DISK_SPILL_ENV}=required insists)", disk_spill=True)
+
     # the GPUs against the device code the image kept: first, since without it nothing can run
     out: list[Finding] = _arch_findings(f)
+    if intent.error:
+        out.append(Finding("FATAL", "spill", intent.error))
     # the spill directory
     if sd.path is None:
-        out.append(Finding("FATAL", "spill", "no spill directory configured: set RAPIDS_SPILL_DIR to a "
-                           "host-mounted directory (docker run -v HOST_DIR:/spill -e RAPIDS_SPILL_DIR=/spill)"))
+        out.append(disk("no spill directory configured: set RAPIDS_SPILL_DIR to a "
+                        "host-mounted directory (docker run -v HOST_DIR:/spill -e RAPIDS_SPILL_DIR=/spill)"))
     elif not sd.exists:
-        out.append(Finding("FATAL", "spill", f"spill dir {sd.path} does not exist: mount a host directory "
-                           f"there (docker run -v HOST_DIR:{sd.path})"))
+        out.append(disk(f"spill dir {sd.path} does not exist: mount a host directory "
+                        f"there (docker run -v HOST_DIR:{sd.path})"))
     elif sd.read_only:
-        out.append(Finding("FATAL", "spill", f"spill dir {sd.path} is on a read-only filesystem: no spill "
-                           f"directory is mounted there; mount a host directory (docker run -v HOST_DIR:{sd.path})"))
+        out.append(disk(f"spill dir {sd.path} is on a read-only filesystem: no spill "
+                        f"directory is mounted there; mount a host directory (docker run -v HOST_DIR:{sd.path})"))
     elif not sd.writable:
-        out.append(Finding("FATAL", "spill", f"spill dir {sd.path} is not writable by uid {f.uid} "
-                           f"(owner {sd.owner_uid}:{sd.owner_gid}, mode {sd.mode:04o}): chown it to the run uid, "
-                           "mode 0700"))
+        out.append(disk(f"spill dir {sd.path} is not writable by uid {f.uid} "
+                        f"(owner {sd.owner_uid}:{sd.owner_gid}, mode {sd.mode:04o}): chown it to the run uid, "
+                        "mode 0700"))
     else:
         out.extend(_spill_dir_notes(f))
     # dask's own spill switches
     if sc.dask_available:
         if _fraction_off(sc.target) and _fraction_off(sc.spill):
-            level = "WARNING" if f.gpu.gpus and sc.dask_cuda_available else "FATAL"
-            out.append(Finding(level, "spill", "dask spilling is disabled (distributed.worker.memory.target and "
-                               ".spill are false): data beyond the worker's memory_limit cannot leave memory; unset "
-                               "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET/__SPILL or set them to 0.6/0.7"))
+            # under dask-cuda with a GPU, DeviceHostFile still spills: never fatal there
+            out.append(disk("dask spilling is disabled (distributed.worker.memory.target and "
+                            ".spill are false): data beyond the worker's memory_limit cannot leave memory; unset "
+                            "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET/__SPILL or set them to 0.6/0.7",
+                            fatal=not (f.gpu.gpus and sc.dask_cuda_available)))
         if sd.path and sc.temporary_directory and os.path.realpath(sc.temporary_directory) != os.path.realpath(sd.path):
             out.append(Finding("WARNING", "spill", f"dask temporary-directory {sc.temporary_directory} is not the "
                                f"spill dir {sd.path}: workers spill where dask says, not where the mount is"))
@@ -628,6 +808,7 @@ def findings_for(f: Facts, d: Derived) -> list[Finding]:
                            "pass LocalCUDACluster(pre_import=['dask_cudf']) / dask cuda worker --pre-import "
                            "dask_cudf, or set RAPIDS_PRE_IMPORT=dask_cudf"))
     # memory
+    out.extend(memory_limit_findings(d, intent))
     if d.memory_budget is None:
         out.append(Finding("WARNING", "memory", "no memory limit found (no cgroup limit, no /proc/meminfo)"))
     elif d.worker_memory_limit is not None and d.worker_memory_limit < MIN_WORKER_MEMORY:
@@ -651,6 +832,31 @@ def findings_for(f: Facts, d: Derived) -> list[Finding]:
         out.append(Finding("WARNING", "memlock", f"memlock ulimit is {_b(f.memlock_soft)}: pinned host buffers "
                            "for device<->host copies need --ulimit memlock=-1"))
     return out
+
+
+def memory_limit_findings(d: Derived, intent: Intent) -> list[Finding]:
+    """Pure: a worker memory_limit the command asks for, against what the container may use.
+
+    Workers x memory_limit above the memory budget: FATAL, since dask spills only once a worker
+    nears its memory_limit and the kernel OOM-kills it first. Within the budget but into the
+    headroom the scheduler, client and nanny need: a WARNING.
+    """
+    if intent.memory_limit is None or d.memory_budget is None:
+        return []
+    total = intent.memory_limit * intent.workers
+    asked = (f"{intent.limit_source} {intent.memory_limit} B ({_b(intent.memory_limit)})"
+             + (f" x {intent.workers} workers = {total} B ({_b(total)})" if intent.workers > 1 else ""))
+    fit = max(0, d.memory_budget - (d.headroom or 0)) // max(1, intent.workers)
+    if total > d.memory_budget:
+        return [Finding("FATAL", "memory-limit", f"worker memory limit above the container's memory budget: {asked} > "
+                        f"{d.memory_budget} B ({_b(d.memory_budget)}, {d.budget_source}); the kernel OOM-kills a "
+                        f"worker before it spills; give each worker at most {fit} B ({_b(fit)}) or the container "
+                        "more memory (--memory)")]
+    if d.headroom and total > d.memory_budget - d.headroom:
+        return [Finding("WARNING", "memory-limit", f"{asked} leaves less than {_b(d.headroom)} of the memory "
+                        f"budget {_b(d.memory_budget)} ({d.budget_source}) to the scheduler, client and nanny; "
+                        f"{fit} B ({_b(fit)}) per worker fits")]
+    return []
 
 
 def _spill_dir_notes(f: Facts) -> list[Finding]:
@@ -677,12 +883,16 @@ def _spill_dir_notes(f: Facts) -> list[Finding]:
     return out
 
 
-def diagnose(f: Facts, n_workers: int = 1) -> dict:
-    """Pure: the whole report as JSON-ready data."""
+def diagnose(f: Facts, n_workers: int = 1, intent: Intent | None = None) -> dict:
+    """Pure: the whole report as JSON-ready data. `warnings` are what --preflight prints besides a
+    FATAL: what stops a disk spill where the command needs none."""
+    intent = intent or Intent()
     d = derive(f, n_workers)
-    findings = findings_for(f, d)
-    return {"facts": asdict(f), "derived": asdict(d), "findings": [asdict(x) for x in findings],
+    findings = findings_for(f, d, intent)
+    return {"facts": asdict(f), "derived": asdict(d), "intent": asdict(intent),
+            "findings": [asdict(x) for x in findings],
             "fatal": [x.message for x in findings if x.level == "FATAL"],
+            "warnings": [x.message for x in findings if x.level == "WARNING" and x.disk_spill],
             "ok": not any(x.level == "FATAL" for x in findings)}
 
 
@@ -747,6 +957,12 @@ def render_table(report: dict) -> str:
         add("spill", "dask", "not installed")
     if sc["cudf_available"]:
         add("spill", "workers pre-import", ",".join(sc["pre_import"] + sc["preload"]) or "-")
+    intent = report.get("intent") or asdict(Intent())
+    add("command", "command", shlex.join(intent["command"]) if intent["command"] else "- (none given)")
+    add("command", "disk spill", f"{intent['disk_spill']} ({intent['why']})")
+    if intent["memory_limit"] is not None:
+        add("command", "worker memory_limit", f"{_b(intent['memory_limit'])} x {intent['workers']} worker(s) "
+            f"({intent['limit_source']})")
     add("derived", "memory budget", f"{_b(d['memory_budget'])} ({d['budget_source']})")
     add("derived", "dask worker memory_limit", f"{_b(d['worker_memory_limit'])} x {d['n_workers']} worker(s), "
         f"headroom {_b(d['headroom'])}")
@@ -767,17 +983,40 @@ def render_table(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rapids-doctor", description=__doc__.splitlines()[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = None
+    if "--" in argv:                    # rapids-doctor [options] -- CMD ...: judge for that command
+        cut = argv.index("--")
+        argv, command = argv[:cut], argv[cut + 1:]
+    parser = argparse.ArgumentParser(prog="rapids-doctor", description=__doc__.splitlines()[0],
+                                     usage="%(prog)s [options] [-- COMMAND ...]")
     parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
-    parser.add_argument("--preflight", action="store_true", help="quiet unless something is fatal")
+    parser.add_argument("--preflight", action="store_true",
+                        help="quiet unless something is fatal (or would stop a disk spill the command does "
+                             "not need: one WARNING line each)")
     parser.add_argument("--workers", type=int, default=int(os.environ.get("RAPIDS_WORKERS", "1")),
                         help="dask workers that share the container's memory (default 1)")
+    parser.add_argument("--disk-spill", choices=DISK_SPILL_CHOICES, default=None,
+                        help=f"is disk spill required (default: ${DISK_SPILL_ENV}, else decided from the command "
+                             "after --: required for dask workers and rapids-smoke, optional for anything else; "
+                             "required when no command is given)")
+    parser.add_argument("--memory-limit", type=parse_bytes, default=None,
+                        help="check this memory_limit per worker (x --workers) against the container's budget "
+                             "(a dask worker command after -- is read for its own --memory-limit)")
     args = parser.parse_args(argv)
-    report = diagnose(collect(), args.workers)
+    facts = collect()
+    intent = intent_for(command, gpu_count=len(facts.gpu.gpus), override=args.disk_spill)
+    if args.memory_limit is not None:
+        intent = replace(intent, memory_limit=args.memory_limit, workers=max(1, args.workers),
+                         limit_source="rapids-doctor --memory-limit")
+    report = diagnose(facts, args.workers, intent)
     if args.json:
         print(json.dumps(report, indent=2))
     elif not args.preflight:
         print(render_table(report))
+    if args.preflight:
+        for line in report["warnings"]:
+            print(f"rapids-doctor: WARNING: {line}", file=sys.stderr)
     if args.preflight or args.json:
         for line in report["fatal"][:1]:
             print(f"rapids-doctor: FATAL: {line}", file=sys.stderr)

@@ -13,6 +13,12 @@ The report (JSON on stdout; logs on stderr) gives bytes per tier, spill files an
 memory, durations, the result check and a verdict. Data that exceeded the limits but never left
 the device / memory tier is a FAILURE, however "successful" the job looked.
 
+The result check is exact at any size: each chunk (array chunk, dataframe partition, cuDF frame)
+is summed where it lives and the chunk sums are added as Python ints (see `exact_chunk_len`).
+Every cluster is bounded at both ends: no worker within --worker-timeout seconds fails the stage
+at once; closing is bounded by --close-timeout and what goes wrong there is a note in the report,
+which is always written. Leftover worker processes are stopped and exit never waits on them.
+
 Standard library at import time; dask, numpy, cupy and cudf are imported by the mode that needs them.
 """
 
@@ -20,12 +26,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import multiprocessing
 import os
 import resource
 import shutil
 import sys
 import tempfile
+import threading
 import time
+import traceback
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -33,6 +44,12 @@ from . import doctor
 
 FAIL_EXIT = 1
 MiB = 2**20
+INT64_MAX = 2**63 - 1
+
+WORKER_TIMEOUT_ENV = "RAPIDS_SMOKE_WORKER_TIMEOUT"
+DEFAULT_WORKER_TIMEOUT = 60.0     # seconds a cluster may take to have its workers (CUDA context, imports)
+DEFAULT_CLOSE_TIMEOUT = 15.0      # seconds closing the client, and then the cluster, may take each
+CLOSE_SLACK = 5.0                 # on top of the timeout handed to close(): its own last kill and join
 
 
 # ---- records and the pure verdict ----
@@ -121,20 +138,49 @@ def dir_usage(path: str, only_storage: bool = True) -> tuple[int, int]:
     return files, total
 
 
-def parse_bytes(text: str | None) -> int | None:
-    if text in (None, ""):
-        return None
-    t = str(text).strip().lower().replace(" ", "")
-    units = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9,
-             "tb": 10**12, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "b": 1}
-    for unit, mult in units.items():
-        if t.endswith(unit):
-            return int(float(t[: -len(unit)]) * mult)
-    return int(float(t))
+parse_bytes = doctor.parse_bytes   # the runtime's one size syntax (k/m/g binary, kb/mb/gb decimal)
 
 
 def _log(msg: str) -> None:
     print(f"rapids-smoke: {msg}", file=sys.stderr, flush=True)
+
+
+# ---- the exact result check (pure) ----
+#
+# The data are the integers 0 .. n-1 (int64) and the check is their sum, n(n-1)/2. One int64 sum
+# over all of them overflows once n(n-1)/2 > 2**63 - 1, that is above n = 4.29e9 values (34 GB of
+# data), and then reads as WRONG RESULT though the data came back intact. So no int64 sum ever
+# spans more than one chunk: each chunk (array chunk, dataframe partition, cuDF frame) is summed
+# where it lives and the chunk sums are added as Python ints, which do not overflow. A chunk holds
+# at most INT64_MAX // (n - 1) values (`exact_chunk_len`); all values are >= 0 and below n, so the
+# chunk's sum, and every partial sum inside whatever reduction order the library picks, stays at
+# or below INT64_MAX. The expected value is the closed form, in Python ints. Exact at any size.
+
+def arange_sum(start: int, stop: int) -> int:
+    """Pure: the exact sum of start .. stop-1."""
+    n = stop - start
+    return (start + stop - 1) * n // 2 if n > 0 else 0
+
+
+def exact_chunk_len(total: int, want: int) -> int:
+    """Pure: the longest chunk (at most `want` values) of 0 .. total-1 whose int64 sum cannot overflow."""
+    return max(1, min(want, INT64_MAX // (total - 1))) if total > 1 else max(1, want)
+
+
+def exact_partition_rows(parts: int, want: int) -> int:
+    """Pure: rows per partition (at most `want`) so that `parts` partitions of 0 .. parts*rows-1 each sum exactly."""
+    # rows * (parts * rows - 1) < parts * rows**2 <= INT64_MAX
+    return max(1, min(want, math.isqrt(INT64_MAX // max(1, parts))))
+
+
+def chunk_bounds(total: int, chunk_len: int) -> list[tuple[int, int]]:
+    """Pure: [start, stop) of each chunk of 0 .. total-1."""
+    return [(start, min(start + chunk_len, total)) for start in range(0, total, chunk_len)]
+
+
+def combine(chunk_sums) -> int:
+    """Pure: the total of per-chunk sums, as a Python int (numpy / CuPy scalars are converted first)."""
+    return sum(int(v) for v in chunk_sums)
 
 
 # ---- workloads (run inside worker processes: module-level, picklable) ----
@@ -147,6 +193,13 @@ def _int_chunk(chunk_elems: int, total: int, xp_name: str, block_info=None):
     start = block_info[None]["array-location"][0][0]
     stop = min(start + chunk_elems, total)
     return xp.arange(start, stop, dtype="int64")
+
+
+def _piece_sum(piece, column: str | None = None) -> int:
+    """On the worker: one chunk's (or one partition column's) sum as a Python int. The library sums
+    in int64; exact because a piece is at most `exact_chunk_len` values long."""
+    data = piece if column is None else piece[column]
+    return int(data.sum())
 
 
 def _cudf_part(i: int, rows: int):
@@ -204,14 +257,24 @@ def _has_dask_cudf(dask_worker=None) -> bool:
 
 # ---- modes ----
 
+def _sum_pieces(client, pieces, timeout: float, column: str | None = None) -> list[int]:
+    """Read every piece back: one task per chunk or partition, each returning its sum as a Python int."""
+    import dask
+    from distributed import wait
+
+    futures = client.compute([dask.delayed(_piece_sum)(piece, column) for piece in pieces])
+    wait(futures, timeout=timeout)
+    return [f.result() for f in futures]
+
+
 def _array_stage(client, name: str, xp_name: str, data_bytes: int, chunk_bytes: int, limits: dict,
                  spill_dir: str, tier_fn, timeout: float) -> Stage:
     import dask.array as da
 
     total = data_bytes // 8
-    chunk_elems = max(1, chunk_bytes // 8)
-    chunks = tuple(min(chunk_elems, total - s) for s in range(0, total, chunk_elems))
-    stage = Stage(name, total * 8, limits, expected=total * (total - 1) // 2)
+    chunk_elems = exact_chunk_len(total, max(1, chunk_bytes // 8))
+    chunks = tuple(stop - start for start, stop in chunk_bounds(total, chunk_elems))
+    stage = Stage(name, total * 8, limits, expected=arange_sum(0, total))
     meta = __import__(xp_name).empty((0,), dtype="int64")
     x = da.map_blocks(_int_chunk, chunk_elems, total, xp_name, chunks=(chunks,), dtype="int64", meta=meta)
     t0 = time.monotonic()
@@ -221,8 +284,7 @@ def _array_stage(client, name: str, xp_name: str, data_bytes: int, chunk_bytes: 
         stage.seconds["persist"] = round(time.monotonic() - t0, 2)
         _observe(client, stage, spill_dir, tier_fn)
         t1 = time.monotonic()
-        got = client.compute(x.sum()).result(timeout=timeout)
-        stage.got = int(got.get() if hasattr(got, "get") else got)
+        stage.got = combine(_sum_pieces(client, x.to_delayed().ravel().tolist(), timeout))
         stage.seconds["read_back"] = round(time.monotonic() - t1, 2)
         stage.result_ok = stage.got == stage.expected
     except Exception as err:  # noqa: BLE001 - reported in the JSON, judged as a failure
@@ -236,13 +298,134 @@ class WorkerDied(RuntimeError):
     pass
 
 
+class NoWorker(RuntimeError):
+    """No worker joined the cluster within --worker-timeout."""
+
+
+class Unfinished(RuntimeError):
+    """A bounded call was still running at its deadline; it is left to a daemon thread."""
+
+
+# What was left running in a daemon thread (a start or close that did not return in time):
+# then exit must not wait for the interpreter's shutdown, which could wait on it forever.
+_ABANDONED: list[str] = []
+
+
+def bounded(fn, timeout: float, what: str, on_late=None):
+    """fn() in a daemon thread, waited for at most `timeout` seconds: its value, or its exception
+    re-raised, or Unfinished. A value that arrives after the deadline goes to on_late (to close it)."""
+    box: dict = {}
+    lock = threading.Lock()
+
+    def target():
+        try:
+            value = fn()
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
+            with lock:
+                box["error"] = err
+            return
+        with lock:
+            late = box.get("late", False)
+            box["value"] = value
+        if late and on_late is not None:
+            try:
+                on_late(value)
+            except Exception:  # noqa: BLE001 - nobody is waiting any more
+                pass
+
+    thread = threading.Thread(target=target, name=f"rapids-smoke: {what}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    with lock:
+        done = "value" in box or "error" in box
+        if not done:
+            box["late"] = True
+    if not done:
+        _ABANDONED.append(what)
+        raise Unfinished(f"{what} did not finish within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def wait_for_workers(client, n_workers: int, deadline: float, clock=time.monotonic, sleep=time.sleep) -> int:
+    """Poll the scheduler until n_workers have joined; NoWorker at the deadline."""
+    while True:
+        have = len(client.scheduler_info()["workers"])
+        if have >= n_workers:
+            return have
+        if clock() >= deadline:
+            raise NoWorker(f"{have} of {n_workers} worker(s) joined the scheduler")
+        sleep(0.2)
+
+
+def _client_for(cluster, timeout: float):
+    from distributed import Client
+
+    return Client(cluster, timeout=timeout)
+
+
+def _close_quietly(obj, timeout: float) -> None:
+    try:
+        obj.close(timeout=timeout)
+    except Exception:  # noqa: BLE001 - a late cluster nobody waits for
+        pass
+
+
+def shutdown(client, cluster, timeout: float, notes: list[str]) -> None:
+    """Close the client, then the cluster, each bounded; what goes wrong is a note, never an exception
+    (dask-cuda's close may raise TimeoutError: "Worker process still alive after 4.0 seconds")."""
+    for what, obj in (("client", client), ("cluster", cluster)):
+        if obj is None:
+            continue
+        try:
+            bounded(lambda obj=obj: obj.close(timeout=timeout), timeout + CLOSE_SLACK, f"closing the {what}")
+        except Unfinished:
+            notes.append(f"shutdown: closing the {what} did not finish within {timeout + CLOSE_SLACK:g} s "
+                         "(--close-timeout); its worker processes are stopped before exit")
+        except Exception as err:  # noqa: BLE001
+            notes.append(f"shutdown: closing the {what} failed: {type(err).__name__}: {err}")
+
+
+@contextmanager
+def cluster_session(make_cluster, n_workers: int, worker_timeout: float, close_timeout: float, notes: list[str],
+                    make_client=None):
+    """A cluster and a client with n_workers joined, within worker_timeout seconds all told, else
+    NoWorker; closed (bounded, problems as notes) however the body ends. Yields the client."""
+    make_client = make_client or _client_for
+    deadline = time.monotonic() + worker_timeout
+    try:
+        cluster = bounded(make_cluster, worker_timeout, "starting the cluster",
+                          on_late=lambda c: _close_quietly(c, close_timeout))
+    except Unfinished:
+        raise NoWorker(f"no worker started within {worker_timeout:g} s (--worker-timeout): the cluster was still "
+                       "starting its worker (stuck creating a CUDA context, importing a module, or killed and "
+                       "restarted?)") from None
+    client = None
+    try:
+        try:
+            client = bounded(lambda: make_client(cluster, worker_timeout), worker_timeout, "connecting the client")
+        except Unfinished:
+            raise NoWorker(f"the client did not connect to the scheduler within {worker_timeout:g} s") from None
+        try:
+            wait_for_workers(client, n_workers, deadline)
+        except NoWorker as err:
+            raise NoWorker(f"no worker started within {worker_timeout:g} s (--worker-timeout): {err}") from None
+        yield client
+    finally:
+        shutdown(client, cluster, close_timeout, notes)
+
+
 def _held(collection, timeout: float) -> None:
     """Wait until every piece is held. A worker that dies meanwhile (its nanny restarts it and the
-    lost pieces are recomputed, possibly forever) or a piece that erred fails the wait at once."""
+    lost pieces are recomputed, possibly forever), no worker at all, or a piece that erred fails
+    the wait at once."""
     from distributed import futures_of, get_client, wait
 
     client = get_client()
     workers = set(client.scheduler_info()["workers"])
+    if not workers:
+        raise NoWorker("no worker is connected to the scheduler: nothing can hold the data")
     deadline = time.monotonic() + timeout
     futures = futures_of(collection)
     if not futures:                      # nothing to watch: a plain wait with the deadline
@@ -269,6 +452,8 @@ def _held(collection, timeout: float) -> None:
 
 def _describe(err: BaseException, timeout: float) -> str:
     name = type(err).__name__
+    if isinstance(err, NoWorker):
+        return f"NoWorker: {err}"
     if name in ("KilledWorker", "WorkerDied"):
         return f"KilledWorker: a worker died holding the data (OOM-killed?): {err}"
     if isinstance(err, TimeoutError) or "Timeout" in name:
@@ -300,26 +485,47 @@ def _observe(client, stage: Stage, spill_dir: str, tier_fn) -> None:
     stage.extra["worker_rss_peak"] = max(peaks) if peaks else None
 
 
-def run_cpu(args, limits) -> list[Stage]:
+def _in_cluster(args, notes: list[str], make_cluster, n_workers: int, failed: Stage, work) -> Stage:
+    """work(client) -> Stage inside a bounded cluster session; `failed`, with the reason, when the
+    cluster never had its workers."""
+    try:
+        with cluster_session(make_cluster, n_workers, args.worker_timeout, args.close_timeout, notes) as client:
+            return work(client)
+    except Exception as err:  # noqa: BLE001 - the stage says why
+        failed.error = _describe(err, args.timeout)
+        return failed
+
+
+def _local_cluster(args, worker_limit: int):
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, memory_limit=worker_limit,
+                        local_directory=args.spill_dir, dashboard_address=None)
+
+
+def run_cpu(args, limits, notes: list[str]) -> list[Stage]:
     import dask
-    from distributed import Client, LocalCluster
 
     worker_limit = limits["worker"]
     data = args.data_bytes or 2 * (limits["container"] or worker_limit)
-    _log(f"cpu: LocalCluster(1 worker, memory_limit={worker_limit}), dataset {data} B, spill dir {args.spill_dir}")
+    memory = {"memory": worker_limit * args.workers}
+    _log(f"cpu: LocalCluster({args.workers} worker(s), memory_limit={worker_limit}), dataset {data} B, "
+         f"spill dir {args.spill_dir}")
+
+    def work(client) -> Stage:
+        before = set(client.scheduler_info()["workers"])
+        stage = _array_stage(client, "cpu-array", "numpy", data, args.chunk_bytes or 32 * MiB, memory,
+                             args.spill_dir, _host_tiers, args.timeout)
+        after = set(client.scheduler_info()["workers"])
+        if before != after:
+            stage.error = stage.error or f"a worker was restarted (killed?): {sorted(before ^ after)}"
+        return stage
+
     # Spilled bytes are the bytes written: no compression, so the disk tier reads true.
     with dask.config.set({"distributed.worker.memory.spill-compression": False,
                           "distributed.comm.compression": False, **STRICT}):
-        with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                          memory_limit=worker_limit, local_directory=args.spill_dir,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
-            before = set(client.scheduler_info()["workers"])
-            stage = _array_stage(client, "cpu-array", "numpy", data, args.chunk_bytes or 32 * MiB,
-                                 {"memory": worker_limit * args.workers}, args.spill_dir, _host_tiers, args.timeout)
-            after = set(client.scheduler_info()["workers"])
-            if before != after:
-                stage.error = stage.error or f"a worker was restarted (killed?): {sorted(before ^ after)}"
-    return [stage]
+        return [_in_cluster(args, notes, lambda: _local_cluster(args, worker_limit), args.workers,
+                            Stage("cpu-array", data // 8 * 8, memory), work)]
 
 
 def _cuda_cluster(args, device_limit: int, host_limit: int, pre_import: list[str]):
@@ -337,20 +543,22 @@ def _cuda_cluster(args, device_limit: int, host_limit: int, pre_import: list[str
                                 pre_import=pre_import or None, threads_per_worker=1)
 
 
-def run_gpu(args, limits) -> list[Stage]:
-    from distributed import Client
-
+def run_gpu(args, limits, notes: list[str]) -> list[Stage]:
     dev, host = limits["device"], limits["host"]
     data = args.data_bytes or 2 * (dev + host)
+    tiers = {"device": dev, "host": host}
     _log(f"gpu: LocalCUDACluster(device_memory_limit={dev}, memory_limit={host}), CuPy dataset {data} B")
-    with _cuda_cluster(args, dev, host, args.pre_import) as cluster, Client(cluster) as client:
-        stage = _array_stage(client, "gpu-cupy", "cupy", data, args.chunk_bytes or 128 * MiB,
-                             {"device": dev, "host": host}, args.spill_dir, _device_tiers, args.timeout)
-    return [stage]
+
+    def work(client) -> Stage:
+        return _array_stage(client, "gpu-cupy", "cupy", data, args.chunk_bytes or 128 * MiB, tiers,
+                            args.spill_dir, _device_tiers, args.timeout)
+
+    return [_in_cluster(args, notes, lambda: _cuda_cluster(args, dev, host, args.pre_import), 1,
+                        Stage("gpu-cupy", data // 8 * 8, tiers), work)]
 
 
-def run_cudf(args, limits) -> list[Stage]:
-    return [cudf_own_spilling(args, limits), dask_cudf_stage(args, limits)]
+def run_cudf(args, limits, notes: list[str]) -> list[Stage]:
+    return [cudf_own_spilling(args, limits), dask_cudf_stage(args, limits, notes)]
 
 
 def cudf_own_spilling(args, limits) -> Stage:
@@ -371,7 +579,7 @@ def cudf_own_spilling(args, limits) -> Stage:
         import cupy
         from cudf.core.buffer.spill_manager import get_global_manager
 
-        rows = frame_bytes // 8
+        rows = exact_partition_rows(frames, frame_bytes // 8)    # the whole frame (3.2e8 values): no cut
         from rmm.allocators.cupy import rmm_cupy_allocator
 
         cupy.cuda.set_allocator(rmm_cupy_allocator)   # CuPy's temporaries count against the limit too
@@ -380,8 +588,8 @@ def cudf_own_spilling(args, limits) -> Stage:
                 for i in range(frames)]
         stage.seconds["persist"] = round(time.monotonic() - t0, 2)
         total = frames * rows
-        stage.expected = total * (total - 1) // 2
-        stage.got = int(sum(int(f["a"].sum()) for f in held))
+        stage.expected = arange_sum(0, total)
+        stage.got = combine(_piece_sum(f, "a") for f in held)     # one int64 sum per frame, added as Python ints
         stage.result_ok = stage.got == stage.expected
         totals = {f"{src}->{dst}": nbytes for (src, dst), (nbytes, _) in
                   get_global_manager().statistics.spill_totals.items()}
@@ -402,22 +610,22 @@ def cudf_own_spilling(args, limits) -> Stage:
     return stage
 
 
-def dask_cudf_stage(args, limits) -> Stage:
-    import dask.dataframe as dd
-    from distributed import Client
-
+def dask_cudf_stage(args, limits, notes: list[str]) -> Stage:
     dev, host = limits["device"], limits["host"]
     parts, part_bytes = args.partitions, 128 * MiB
-    rows = part_bytes // 16          # two int64 columns
+    rows = exact_partition_rows(parts, part_bytes // 16)     # two int64 columns
     stage = Stage("dask-cudf", parts * rows * 16, {"device": dev, "host": host})
     stage.extra["pre_import"] = args.pre_import
     total = parts * rows
-    stage.expected = total * (total - 1) // 2
+    stage.expected = arange_sum(0, total)
     _log(f"cudf: LocalCUDACluster(device_memory_limit={dev}, memory_limit={host}, pre_import={args.pre_import}), "
-         f"{parts} partitions of {part_bytes} B")
+         f"{parts} partitions of {rows * 16} B")
     t0 = time.monotonic()
-    try:
-        with _cuda_cluster(args, dev, host, args.pre_import) as cluster, Client(cluster) as client:
+
+    def work(client) -> Stage:
+        import dask.dataframe as dd
+
+        try:
             stage.extra["workers_have_dask_cudf"] = all(client.run(_has_dask_cudf).values())
             import cudf
             import cupy
@@ -429,12 +637,15 @@ def dask_cudf_stage(args, limits) -> Stage:
             stage.seconds["persist"] = round(time.monotonic() - t0, 2)
             _observe(client, stage, args.spill_dir, _device_tiers)
             t1 = time.monotonic()
-            stage.got = int(client.compute(ddf["a"].sum()).result(timeout=args.timeout))
+            stage.got = combine(_sum_pieces(client, ddf.to_delayed(), args.timeout, column="a"))
             stage.seconds["read_back"] = round(time.monotonic() - t1, 2)
             stage.result_ok = stage.got == stage.expected
             del ddf
-    except Exception as err:  # noqa: BLE001
-        stage.error = _describe(err, args.timeout)
+        except Exception as err:  # noqa: BLE001
+            stage.error = _describe(err, args.timeout)
+        return stage
+
+    _in_cluster(args, notes, lambda: _cuda_cluster(args, dev, host, args.pre_import), 1, stage, work)
     stage.seconds["total"] = round(time.monotonic() - t0, 2)
     return stage
 
@@ -452,11 +663,49 @@ def plan_limits(report: dict, args) -> dict:
             "device": args.device_memory_limit or d["device_memory_limit"]}
 
 
+def smoke_intent(args) -> doctor.Intent:
+    """What this run asks of the container: disk spill, and --memory-limit for each of its workers
+    (cpu: --workers of them; gpu and cudf: one LocalCUDACluster worker)."""
+    return doctor.Intent(["rapids-smoke", "spill", "--mode", args.mode], "rapids-smoke", "required",
+                         "rapids-smoke spill writes to disk", args.memory_limit,
+                         max(1, args.workers) if args.mode == "cpu" else 1, "--memory-limit")
+
+
+def plan_problems(report: dict, args, limits: dict) -> list[str]:
+    """Pure: why this run cannot start (empty = it can)."""
+    problems = [f"refused before starting: {x['message']}" for x in report["findings"]
+                if x["level"] == "FATAL" and x["topic"] == "memory-limit"]
+    if not args.spill_dir:
+        problems.append("no spill directory: set RAPIDS_SPILL_DIR or pass --spill-dir")
+    if args.mode == "cpu" and not limits["worker"]:
+        problems.append("no memory limit known: pass --memory-limit")
+    if args.mode != "cpu" and not limits["device"]:
+        problems.append("no GPU seen by NVML and no --device-memory-limit: cannot size the device tier")
+    return problems
+
+
 def cgroup_peak() -> int | None:
     return doctor.read_cgroup().peak
 
 
-def main(argv: list[str] | None = None) -> int:
+def _reap_children(before: set, timeout: float, notes: list[str]) -> None:
+    """Stop the processes this run started and left behind (a worker whose close gave up): exit
+    would otherwise wait on them (multiprocessing joins its children at exit)."""
+    left = [c for c in multiprocessing.active_children() if c not in before]
+    for child in left:
+        child.terminate()
+    deadline = time.monotonic() + timeout
+    for child in left:
+        child.join(max(0.1, deadline - time.monotonic()))
+        if child.is_alive():
+            child.kill()
+            child.join(1)
+    if left:
+        notes.append(f"shutdown: stopped {len(left)} worker process(es) left running: "
+                     f"{', '.join(str(c.pid) for c in left)}")
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rapids-smoke", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("spill", help="spill a dataset larger than the limits and check it comes back")
@@ -465,7 +714,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="dataset size (default: 2 x the container limit; gpu: 2 x (device + host limit))")
     s.add_argument("--chunk-bytes", type=parse_bytes, default=None, help="array chunk size (cpu 32 MiB, gpu 128 MiB)")
     s.add_argument("--memory-limit", type=parse_bytes, default=None,
-                   help="host memory per worker (default: the doctor's derived memory_limit)")
+                   help="host memory per worker (default: the doctor's derived memory_limit); refused above "
+                        "the container's memory budget")
     s.add_argument("--device-memory-limit", type=parse_bytes, default=None,
                    help="device memory per worker (default: the doctor's derived device_memory_limit)")
     s.add_argument("--spill-dir", default=doctor.spill_path_from_env(), help="default $RAPIDS_SPILL_DIR")
@@ -475,51 +725,115 @@ def main(argv: list[str] | None = None) -> int:
                    default=doctor._as_list(os.environ.get("RAPIDS_PRE_IMPORT", "")),
                    help="modules workers import first (default $RAPIDS_PRE_IMPORT), e.g. dask_cudf")
     s.add_argument("--timeout", type=float, default=300, help="seconds each step may take (default 300)")
+    s.add_argument("--worker-timeout", type=float,
+                   default=os.environ.get(WORKER_TIMEOUT_ENV) or str(DEFAULT_WORKER_TIMEOUT),
+                   help=f"seconds a cluster may take to have its workers, else the stage fails at once "
+                        f"(default ${WORKER_TIMEOUT_ENV}, else {DEFAULT_WORKER_TIMEOUT:g})")
+    s.add_argument("--close-timeout", type=float, default=DEFAULT_CLOSE_TIMEOUT,
+                   help=f"seconds closing the client and the cluster may take, each (default {DEFAULT_CLOSE_TIMEOUT:g})")
     s.add_argument("--out", help="also write the JSON report to this file")
-    args = p.parse_args(argv)
+    return p
 
+
+# how long the interpreter's own shutdown may take after the report (set from --close-timeout)
+_EXIT = {"grace": DEFAULT_CLOSE_TIMEOUT}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _ABANDONED.clear()
+    _EXIT["grace"] = args.close_timeout
     t0 = time.monotonic()
-    report = doctor.diagnose(doctor.collect(), args.workers)
-    limits = plan_limits(report, args)
-    result: dict = {"mode": args.mode, "spill_dir": args.spill_dir, "limits": limits,
-                    "doctor": {"findings": report["findings"], "derived": report["derived"]}}
+    result: dict = {"mode": args.mode, "spill_dir": args.spill_dir, "limits": None, "doctor": None}
     problems: list[str] = []
-    if not args.spill_dir:
-        problems.append("no spill directory: set RAPIDS_SPILL_DIR or pass --spill-dir")
-    if args.mode == "cpu" and not limits["worker"]:
-        problems.append("no memory limit known: pass --memory-limit")
-    if args.mode != "cpu" and not limits["device"]:
-        problems.append("no GPU seen by NVML and no --device-memory-limit: cannot size the device tier")
+    notes: list[str] = []
     stages: list[Stage] = []
-    if not problems:
-        # a fresh folder of our own: counts see only this run's spill files, and it is removed after
-        base = args.spill_dir
-        try:
-            args.spill_dir = tempfile.mkdtemp(prefix="rapids-smoke-", dir=base)
-        except OSError as err:
-            problems.append(f"cannot write to the spill dir {base}: {err.strerror}")
-    if not problems:
-        try:
-            stages = MODES[args.mode](args, limits)
-        finally:
+    base = args.spill_dir
+    children = set(multiprocessing.active_children())
+    try:
+        report = doctor.diagnose(doctor.collect(), args.workers, smoke_intent(args))
+        limits = plan_limits(report, args)
+        result["limits"] = limits
+        result["doctor"] = {"findings": report["findings"], "derived": report["derived"]}
+        problems = plan_problems(report, args, limits)
+        if not problems:
+            # a fresh folder of our own: counts see only this run's spill files, and it is removed after
+            try:
+                args.spill_dir = tempfile.mkdtemp(prefix="rapids-smoke-", dir=base)
+            except OSError as err:
+                problems.append(f"cannot write to the spill dir {base}: {err.strerror}")
+        if not problems:
+            stages = MODES[args.mode](args, limits, notes)
+            _, problems = verdict(stages)
+    except Exception as err:  # noqa: BLE001 - whatever happened, the report says it
+        traceback.print_exc(file=sys.stderr)
+        problems.append(f"the smoke itself failed: {type(err).__name__}: {err}")
+    finally:
+        if args.spill_dir != base:
             shutil.rmtree(args.spill_dir, ignore_errors=True)
             args.spill_dir = base
-        _, problems = verdict(stages)
+        try:
+            _reap_children(children, args.close_timeout, notes)
+        except Exception as err:  # noqa: BLE001
+            notes.append(f"shutdown: stopping leftover processes failed: {type(err).__name__}: {err}")
+        notes += [f"shutdown: left running in the background: {what}" for what in _ABANDONED]
+        code = _report(result, stages, problems, notes, t0, args.out)
+    return code
+
+
+def _report(result: dict, stages: list[Stage], problems: list[str], notes: list[str], t0: float,
+            out: str | None) -> int:
+    """Print (and write) the report; never raises."""
     result["stages"] = [asdict(s) for s in stages]
-    result["peak"] = {"cgroup_bytes": cgroup_peak(),
+    try:
+        peak_cgroup = cgroup_peak()
+    except Exception:  # noqa: BLE001
+        peak_cgroup = None
+    result["peak"] = {"cgroup_bytes": peak_cgroup,
                       "self_rss_bytes": peak_rss(),
                       "workers_rss_bytes": max((s.extra.get("worker_rss_peak") or 0 for s in stages), default=None)}
     result["seconds"] = round(time.monotonic() - t0, 2)
     result["problems"] = problems
+    result["notes"] = notes
     result["verdict"] = "PASS" if stages and not problems else "FAIL"
-    text = json.dumps(result, indent=2)
+    text = json.dumps(result, indent=2, default=str)
     print(text, flush=True)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    if out:
+        try:
+            Path(out).write_text(text + "\n")
+        except OSError as err:
+            _log(f"cannot write the report to {out}: {err}")
+    for line in notes:
+        _log(f"note: {line}")
     for line in problems:
         _log(f"FAIL: {line}")
     return 0 if result["verdict"] == "PASS" else FAIL_EXIT
 
 
+def _force_exit(grace: float, code: int) -> None:
+    time.sleep(grace)
+    _log(f"exit still not done {grace:g} s after the report (threads or processes left by the cluster): forcing it")
+    os._exit(code)
+
+
+def finish(code: int) -> None:
+    """Exit with `code`, never hanging: at once when something was left running, else the normal
+    way with a daemon watchdog that forces the exit after the grace time."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    if _ABANDONED:
+        os._exit(code)
+    threading.Thread(target=_force_exit, args=(_EXIT["grace"], code), name="rapids-smoke: exit watchdog",
+                     daemon=True).start()
+    sys.exit(code)
+
+
+def run(argv: list[str] | None = None) -> None:
+    finish(main(argv))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

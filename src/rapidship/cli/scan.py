@@ -112,18 +112,55 @@ def _policy(path, variant, m):
     return load_policy(path, variant, list(m.variants))
 
 
+MAX_LINES = 20  # failing findings (and notes) printed; decision.json keeps every one
+LINE_CHARS = 300  # a report's title can be megabytes long
+
+
 def _verdict(record):
     from rapidship.gates.scan import summary_rows
 
-    console.err.print(f"trivy {record.trivy_version}: {record.artifact} ({record.os or 'no OS detected'}, "
-                      f"{record.packages} packages), policy {record.policy['source']} threshold {record.policy['threshold']}")
+    console.err.print(_shown(f"trivy {record.trivy_version}: {record.artifact} ({record.os or 'no OS detected'}, "
+                             f"{record.packages} packages), policy {record.policy['source']} "
+                             f"threshold {record.policy['threshold']}"), emoji=False)
     console.table("findings by severity", ["severity", "found", "failing", "allowlisted", "ignored"], summary_rows(record))
-    for note in record.notes:
-        console.err.print(f"[yellow]note:[/] {note}")
-    for reason in record.reasons:
-        console.err.print(f"[red]FAIL[/] {reason}")
+    _print_capped("[yellow]note:[/]", record.notes, "notes", record)
+    _print_capped("[red]FAIL[/]", _worst_first(record), "failing findings", record)
     outputs = ", ".join(v for v in record.outputs.values() if v)
-    console.err.print(f"{'PASS' if record.passed else 'FAIL'} {record.artifact} -> {outputs}")
+    console.err.print(_shown(f"{'PASS' if record.passed else 'FAIL'} {record.artifact} -> {outputs}", 4 * LINE_CHARS),
+                      emoji=False)
     if not record.passed:
         raise GateFailure("scan", f"{len(record.reasons)} finding(s) fail the policy {record.policy['source']}",
                           "fix the image, or accept a finding with an allowlist entry (id, reason, expires)")
+
+
+def _worst_first(record) -> list[str]:
+    """The reasons to fail: scan-level problems first, then failing findings by severity
+    (CRITICAL first, report order within a severity)."""
+    from rapidship.gates.policy import SEVERITIES
+
+    failing = [v for v in record.verdicts if v.get("outcome") == "fail"]
+    problems = record.reasons[:len(record.reasons) - len(failing)]
+    rank = {sev: i for i, sev in enumerate(SEVERITIES)}
+    failing.sort(key=lambda v: -rank.get(v.get("severity"), 0))
+    return problems + [v.get("reason", "") for v in failing]
+
+
+def _print_capped(label: str, lines: list[str], what: str, record) -> None:
+    """The first MAX_LINES lines, then one saying how many were left out and where they all are."""
+    for line in lines[:MAX_LINES]:
+        console.err.print(f"{label} {_shown(line)}", emoji=False)
+    if len(lines) > MAX_LINES:
+        where = record.outputs.get("decision") or "decision.json"
+        console.err.print(_shown(f"... and {len(lines) - MAX_LINES} more {what} (all {len(lines)} are in {where})"),
+                          emoji=False)
+
+
+def _shown(text: str, limit: int = LINE_CHARS) -> str:
+    """Text from a report as one terminal line: cut to `limit`, control characters (newlines,
+    escape sequences) written out, rich markup escaped so `[/]` in a title is printed, not parsed."""
+    from rich.markup import escape
+
+    cut = text[:limit] + ("..." if len(text) > limit else "")
+    visible = "".join(ch if ch.isprintable() else ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+                      for ch in cut)
+    return escape(visible)

@@ -16,12 +16,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from pydantic import Field, ValidationError, field_validator
 
 from rapidship.errors import ConfigError, RapidshipError
-from rapidship.config.yamlconf import LaxConfig, load_yaml, read_config, validation_error
+from rapidship.config.yamlconf import LaxConfig, load_yaml, read_config, validation_error, yaml_path
 
 SEVERITIES = ("UNKNOWN", "LOW", "MEDIUM", "HIGH", "CRITICAL")
 Severity = Literal["LOW", "MEDIUM", "HIGH", "CRITICAL"]
@@ -50,7 +50,9 @@ class AllowEntry(LaxConfig):
     def _expires(cls, value: Any) -> date:
         """A calendar day written YYYY-MM-DD, nothing else: pydantic alone would read the number
         86400 as 1970-01-02 (seconds since the epoch) and a date-time as its day."""
-        if isinstance(value, date) and not isinstance(value, datetime):
+        if isinstance(value, datetime):
+            raise ValueError(f"{value.isoformat()!r} is not a date (a day, without a time)")
+        if isinstance(value, date):
             return value
         if isinstance(value, str) and _DAY.fullmatch(value.strip()):
             try:
@@ -98,7 +100,12 @@ class Policy:
 
 def parse_policy(text: str, source: str, known_variants: list[str] | None = None) -> PolicyFile:
     """Policy yaml -> PolicyFile, or one ConfigError naming the file and yaml path."""
-    doc = load_yaml(text, source)
+    try:
+        doc = load_yaml(text, source)
+    except ValueError:  # PyYAML reads `2027-13-45` as a date and fails to build it
+        raise _unbuildable_value(text, source) from None
+    except RecursionError:
+        raise ConfigError(source, "nested too deeply to be a policy file", "see policy/trivy.yaml for the layout") from None
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -116,17 +123,60 @@ def parse_policy(text: str, source: str, known_variants: list[str] | None = None
     return spec
 
 
+def _unbuildable_value(text: str, source: str) -> ConfigError:
+    """The scalar PyYAML recognised by its form but could not build (a date like 2027-13-45, an
+    `!!int` that is no number), as a ConfigError naming its yaml path and line."""
+    import yaml
+
+    def walk(node: Any, path: tuple, seen: set[int]):
+        if id(node) in seen:  # anchors and aliases may share nodes
+            return None
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                yaml.SafeLoader("").construct_object(node)
+            except ValueError as err:
+                return node, path, str(err)
+            return None
+        if isinstance(node, yaml.SequenceNode):
+            children = ((i, child) for i, child in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            children = ((key.value if isinstance(key, yaml.ScalarNode) else "?", child)
+                        for key, value in node.value for child in (key, value))
+        else:
+            return None
+        for part, child in children:
+            if found := walk(child, (*path, part), seen):
+                return found
+        return None
+
+    found = walk(yaml.compose(text, Loader=yaml.SafeLoader), (), set())
+    if found is None:
+        return ConfigError(source, "a value cannot be read", "check the file's dates (YYYY-MM-DD) and numbers")
+    node, path, why = found
+    where = f"{source}: {yaml_path(path)} (line {node.start_mark.line + 1})"
+    if node.tag.endswith(":timestamp"):
+        return ConfigError(where, f"{node.value!r} is not a date ({why})",
+                           "write dates as YYYY-MM-DD, a real calendar day (e.g. expires: 2027-03-31)")
+    return ConfigError(where, f"{node.value!r} cannot be read as {node.tag.rsplit(':', 1)[-1]} ({why})",
+                       "correct the value")
+
+
 def _policy_error(source: str, err: ValidationError) -> ConfigError:
     first = err.errors()[0]
-    loc = first["loc"]
-    if loc and loc[-1] in ("reason", "expires") and first["type"] in ("missing", "string_too_short", "value_error"):
-        entry = ".".join(str(p) for p in loc[:-1])
-        return ConfigError(f"{source}: {entry}", f"allowlist entry needs a `{loc[-1]}`"
-                           + (" of at least 10 characters" if first["type"] == "string_too_short" else ""),
+    loc = tuple(first["loc"])
+    key, kind = (loc[-1] if loc else None), first["type"]
+    if (key in ("reason", "expires") and kind == "missing"
+            or key == "reason" and kind in ("string_too_short", "value_error")):
+        article = "an" if key == "expires" else "a"
+        return ConfigError(f"{source}: {yaml_path(loc[:-1])}", f"allowlist entry needs {article} `{key}`"
+                           + (" of at least 10 characters" if key == "reason" else " date"),
                            "every accepted finding says why (reason) and until when (expires: YYYY-MM-DD)")
-    if loc and loc[-1] == "expires":
-        return ConfigError(f"{source}: {'.'.join(str(p) for p in loc)}",
-                           f"{first.get('input')!r} is not a date", "write expires: YYYY-MM-DD")
+    if key == "expires":
+        problem = (first["msg"].removeprefix("Value error, ") if kind == "value_error"
+                   else f"{first.get('input')!r} is not a date")
+        return ConfigError(f"{source}: {yaml_path(loc)}", problem,
+                           "write expires: YYYY-MM-DD, a real calendar day (e.g. 2027-03-31)")
     return validation_error(source, err, "policy/trivy.yaml")
 
 
@@ -179,70 +229,228 @@ class ScanFacts:
 
 
 HARBOR_MIME = "application/vnd.security.vulnerability.report; version=1.1"
+REPORT_FIX = ("pass the report as `trivy image --format json --output FILE` wrote it "
+              "(this one was edited, cut short or made by another tool)")
+HARBOR_FIX = "save the body of GET .../artifacts/{reference}/additions/vulnerabilities as it came"
+_PACKED = {b"\x1f\x8b": "gzip-compressed", b"\x28\xb5\x2f\xfd": "zstd-compressed", b"PK\x03\x04": "a zip archive",
+           b"\xfd7zXZ": "xz-compressed", b"BZh": "bzip2-compressed"}
 
 
 def read_report(raw: bytes | str, source: str) -> dict[str, Any]:
-    """Parse trivy JSON (or Harbor's vulnerability report, turned into the same shape); anything
-    else fails closed with one message."""
-    import json
-
-    try:
-        report = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise RapidshipError(source, f"not a trivy JSON report ({err.__class__.__name__}: {str(err)[:80]})",
-                             "pass the file written by `trivy ... --format json`") from None
+    """Parse trivy JSON (or Harbor's vulnerability report, turned into the same shape) and check,
+    in one pass, every part of it that findings() and scan_facts() read. Anything else fails
+    closed with one RapidshipError naming the file and the JSON path of the first bad part."""
+    report = _parse_json(raw, source)
     if isinstance(report, dict) and (HARBOR_MIME in report or "vulnerabilities" in report and "scanner" in report):
         return from_harbor(report.get(HARBOR_MIME, report), source)
-    if not isinstance(report, dict) or report.get("SchemaVersion") != 2 or not isinstance(report.get("Results", []), list):
+    if not isinstance(report, dict) or report.get("SchemaVersion") != 2:
         raise RapidshipError(source, "not a trivy JSON report of schema version 2",
                              "pass the file written by `trivy ... --format json` (trivy 0.20 or newer)")
+    _check_trivy(report, _Shape(source, "not a trivy JSON report", REPORT_FIX))
     return report
+
+
+def _parse_json(raw: bytes | str, source: str) -> Any:
+    import json
+
+    text = _decode(raw, source) if isinstance(raw, (bytes, bytearray)) else raw
+    if not text or text.isspace():
+        raise RapidshipError(source, "not a trivy JSON report (the file is empty)",
+                             "the scan that wrote it did not finish: scan again")
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise RapidshipError(source, "not a trivy JSON report (nested too deeply: trivy's reports are a few levels "
+                             "deep)", REPORT_FIX) from None
+    except ValueError as err:  # JSONDecodeError, NaN/Infinity, integers past Python's 4300 digits
+        why = "a number too long to be one trivy writes" if "integer string conversion" in str(err) else str(err)[:120]
+        raise RapidshipError(source, f"not a trivy JSON report (not valid JSON: {why})",
+                             "pass the file written by `trivy ... --format json`") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _decode(raw: bytes | bytearray, source: str) -> str:
+    """Trivy writes UTF-8 without a byte order mark, and `trivy convert` (the SBOM) reads nothing
+    else: anything different is named, with the command that converts it."""
+    import json
+
+    encoding = json.detect_encoding(raw)
+    if encoding != "utf-8":
+        try:
+            looks_like_json = raw.decode(encoding).lstrip("\ufeff \t\r\n")[:1] in ("{", "[")
+        except UnicodeDecodeError:
+            looks_like_json = False
+        if looks_like_json and encoding == "utf-8-sig":
+            raise RapidshipError(source, "not a trivy JSON report as trivy writes it (UTF-8 with a byte order mark, "
+                                 "which `trivy convert` cannot read)",
+                                 f"remove the first 3 bytes (tail -c +4 {source} > report.json), or write the report "
+                                 "with trivy's --output FILE instead of an editor or a shell redirect")
+        if looks_like_json:
+            name = encoding.split("-")[0].upper() + "-" + encoding.split("-")[1]
+            raise RapidshipError(source, f"not a trivy JSON report as trivy writes it ({name} text, not UTF-8)",
+                                 f"convert it (iconv -f {encoding.upper()} -t UTF-8 {source} > report.json), or write "
+                                 "the report with trivy's --output FILE (a PowerShell `>` redirect writes UTF-16)")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        packed = next((what for magic, what in _PACKED.items() if raw.startswith(magic)), None)
+        what = packed or f"not UTF-8 text: byte 0x{raw[err.start]:02x} at offset {err.start}"
+        fix = "decompress it first" if packed else "pass the JSON file trivy wrote, not a binary or damaged copy"
+        raise RapidshipError(source, f"not a trivy JSON report ({what})", fix) from None
+
+
+class _Shape:
+    """Checks parts of a parsed report; the first one of the wrong type (or missing) is one
+    RapidshipError naming the file and its JSON path, e.g. `Results[0].Vulnerabilities[3].Severity`."""
+
+    def __init__(self, source: str, what: str, fix: str) -> None:
+        self.source, self.what, self.fix = source, what, fix
+
+    def fail(self, path: tuple, problem: str) -> NoReturn:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+        raise RapidshipError(f"{self.source}: {where}" if where else self.source, f"{self.what} ({problem})", self.fix)
+
+    def mapping(self, value: Any, path: tuple) -> dict[str, Any]:
+        """A mapping, or {} for null / absent."""
+        if isinstance(value, dict):
+            return value
+        if value is None:
+            return {}
+        self.fail(path, f"expected a mapping, got {_kind(value)}")
+
+    def entries(self, value: Any, path: tuple) -> list[dict[str, Any]]:
+        """A list of mappings, or [] for null / absent."""
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.fail(path, f"expected a list, got {_kind(value)}")
+        for i, item in enumerate(value):
+            if not isinstance(item, dict):
+                self.fail((*path, i), f"expected a mapping, got {_kind(item)}")
+        return value
+
+    def texts(self, obj: dict[str, Any], keys: tuple[str, ...], path: tuple) -> None:
+        """Each key a string that is text (no unpaired surrogate such as "\\ud800", which JSON
+        allows and UTF-8 cannot hold), or null / absent."""
+        for key in keys:
+            value = obj.get(key)
+            if isinstance(value, str):
+                if value.isascii():
+                    continue
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as err:
+                    self.fail((*path, key), f"a string with the unpaired surrogate {value[err.start]!r}, which is no "
+                              "character: trivy never writes one")
+            elif value is not None:
+                self.fail((*path, key), f"expected a string, got {_kind(value)}")
+
+    def named(self, obj: dict[str, Any], keys: tuple[str, ...], path: tuple, what: str) -> None:
+        """At least one of the keys a non-empty string: what the finding is called."""
+        if not any(isinstance(obj.get(key), str) and obj[key].strip() for key in keys):
+            self.fail(path, f"{what} without its `{'` or `'.join(keys)}`")
+
+
+_VULN_TEXT = ("VulnerabilityID", "PkgName", "InstalledVersion", "FixedVersion", "Status", "Severity", "Title")
+_SECRET_TEXT = ("RuleID", "Severity", "Title")
+_MISCONF_TEXT = ("ID", "AVDID", "Status", "Severity", "Title")
+
+
+def _check_trivy(report: dict[str, Any], shape: _Shape) -> None:
+    """Every part of a trivy report that the gate reads: what findings(), scan_facts() and the
+    gate's record rely on."""
+    shape.texts(report, ("ArtifactName", "ArtifactType"), ())
+    meta = shape.mapping(report.get("Metadata"), ("Metadata",))
+    shape.texts(shape.mapping(meta.get("OS"), ("Metadata", "OS")), ("Family", "Name"), ("Metadata", "OS"))
+    shape.texts(shape.mapping(report.get("Trivy"), ("Trivy",)), ("Version",), ("Trivy",))
+    if "Results" in report and not isinstance(report["Results"], list):
+        shape.fail(("Results",), f"expected a list, got {_kind(report['Results'])}")
+    for r, result in enumerate(shape.entries(report.get("Results"), ("Results",))):
+        shape.texts(result, ("Target",), ("Results", r))
+        shape.entries(result.get("Packages"), ("Results", r, "Packages"))
+        for i, v in enumerate(shape.entries(result.get("Vulnerabilities"), ("Results", r, "Vulnerabilities"))):
+            at = ("Results", r, "Vulnerabilities", i)
+            shape.texts(v, _VULN_TEXT, at)
+            shape.named(v, ("VulnerabilityID",), at, "a vulnerability")
+            shape.texts(shape.mapping(v.get("Layer"), (*at, "Layer")), ("DiffID",), (*at, "Layer"))
+        for i, sec in enumerate(shape.entries(result.get("Secrets"), ("Results", r, "Secrets"))):
+            at = ("Results", r, "Secrets", i)
+            shape.texts(sec, _SECRET_TEXT, at)
+            shape.texts(shape.mapping(sec.get("Layer"), (*at, "Layer")), ("DiffID",), (*at, "Layer"))
+        for i, m in enumerate(shape.entries(result.get("Misconfigurations"), ("Results", r, "Misconfigurations"))):
+            at = ("Results", r, "Misconfigurations", i)
+            shape.texts(m, _MISCONF_TEXT, at)
+            shape.named(m, ("Status",), at, "a check result")  # without it a failed check would pass unseen
+            if m["Status"] == "FAIL":
+                shape.named(m, ("ID", "AVDID"), at, "a failed check")
+
+
+def _kind(value: Any) -> str:
+    import reprlib
+
+    shown = reprlib.Repr()
+    shown.maxstring = shown.maxother = 40
+    shown.maxlist = shown.maxdict = 3
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "true/false", type(None): "null"}
+    name = names.get(type(value), "a number")
+    return f"{name} ({shown.repr(value)})" if value is not None else name
 
 
 def from_harbor(report: Any, source: str) -> dict[str, Any]:
     """Harbor's report (GET .../artifacts/{ref}/additions/vulnerabilities, scanner adapter format
     1.1) -> the trivy JSON shape. It names no OS and lists no packages: no SBOM, no OS check."""
     vulns = report.get("vulnerabilities") if isinstance(report, dict) else None
-    if not isinstance(vulns, list) or not all(isinstance(v, dict) and v.get("id") for v in vulns):
-        raise RapidshipError(source, "a Harbor vulnerability report without a readable `vulnerabilities` list",
-                             "save the body of GET .../artifacts/{reference}/additions/vulnerabilities as it came")
-    artifact = report.get("artifact") or {}
+    if not isinstance(vulns, list):
+        raise RapidshipError(source, "a Harbor vulnerability report without a readable `vulnerabilities` list", HARBOR_FIX)
+    shape = _Shape(source, "not a Harbor vulnerability report", HARBOR_FIX)
+    for i, v in enumerate(shape.entries(vulns, ("vulnerabilities",))):
+        shape.texts(v, ("id", "package", "version", "fix_version", "severity", "description"), ("vulnerabilities", i))
+        shape.named(v, ("id",), ("vulnerabilities", i), "a vulnerability")
+    artifact = shape.mapping(report.get("artifact"), ("artifact",))
+    shape.texts(artifact, ("repository", "digest"), ("artifact",))
+    scanner = shape.mapping(report.get("scanner"), ("scanner",))
+    shape.texts(scanner, ("version",), ("scanner",))
     name = "@".join(p for p in (artifact.get("repository"), artifact.get("digest")) if p) or source
-    scanner = report.get("scanner") or {}
     return {"SchemaVersion": 2, "ArtifactName": name, "ArtifactType": "harbor_report",
-            "Trivy": {"Version": str(scanner.get("version", "")).lstrip("v")},
+            "Trivy": {"Version": (scanner.get("version") or "").lstrip("v")},
             "Results": [{"Target": name, "Vulnerabilities": [
-                {"VulnerabilityID": v["id"], "PkgName": v.get("package", ""), "InstalledVersion": v.get("version", ""),
-                 "FixedVersion": v.get("fix_version", ""), "Severity": v.get("severity", ""),
+                {"VulnerabilityID": v["id"], "PkgName": v.get("package") or "", "InstalledVersion": v.get("version") or "",
+                 "FixedVersion": v.get("fix_version") or "", "Severity": v.get("severity") or "",
                  "Title": (v.get("description") or "")[:200]} for v in vulns]}]}
 
 
 def scan_facts(report: dict[str, Any]) -> ScanFacts:
+    """What the report says about the scan; `report` is what read_report returned."""
     os_meta = (report.get("Metadata") or {}).get("OS") or {}
-    os_name = f"{os_meta.get('Family', '')} {os_meta.get('Name', '')}".strip()
-    packages = sum(len(r.get("Packages") or []) for r in report.get("Results") or [])
-    return ScanFacts(artifact=str(report.get("ArtifactName", "")), artifact_type=str(report.get("ArtifactType", "")),
-                     os=os_name, packages=packages, results=len(report.get("Results") or []))
+    os_name = f"{os_meta.get('Family') or ''} {os_meta.get('Name') or ''}".strip()
+    results = report.get("Results") or []
+    packages = sum(len(r.get("Packages") or []) for r in results)
+    return ScanFacts(artifact=report.get("ArtifactName") or "", artifact_type=report.get("ArtifactType") or "",
+                     os=os_name, packages=packages, results=len(results))
 
 
 def findings(report: dict[str, Any]) -> list[Finding]:
-    """Every vulnerability, secret and failed misconfiguration in a trivy report."""
+    """Every vulnerability, secret and failed misconfiguration in a trivy report (as read_report
+    returned it: every part read here has the right type)."""
     out: list[Finding] = []
     for result in report.get("Results") or []:
-        target = str(result.get("Target", ""))
+        target = result.get("Target") or ""
         for v in result.get("Vulnerabilities") or []:
             out.append(Finding(kind="vulnerability", id=v["VulnerabilityID"], severity=_severity(v.get("Severity")),
-                               target=target, title=v.get("Title", ""), package=v.get("PkgName", ""),
-                               installed=v.get("InstalledVersion", ""), fixed=v.get("FixedVersion", "") or "",
-                               status=v.get("Status", ""), layer=(v.get("Layer") or {}).get("DiffID", "")))
+                               target=target, title=v.get("Title") or "", package=v.get("PkgName") or "",
+                               installed=v.get("InstalledVersion") or "", fixed=v.get("FixedVersion") or "",
+                               status=v.get("Status") or "", layer=(v.get("Layer") or {}).get("DiffID") or ""))
         for s in result.get("Secrets") or []:
-            out.append(Finding(kind="secret", id=s.get("RuleID", "secret"), severity=_severity(s.get("Severity")),
-                               target=target, title=s.get("Title", ""),
-                               layer=(s.get("Layer") or {}).get("DiffID", "")))
+            out.append(Finding(kind="secret", id=s.get("RuleID") or "secret", severity=_severity(s.get("Severity")),
+                               target=target, title=s.get("Title") or "",
+                               layer=(s.get("Layer") or {}).get("DiffID") or ""))
         for m in result.get("Misconfigurations") or []:
             if m.get("Status") == "FAIL":
-                out.append(Finding(kind="misconfiguration", id=m.get("ID") or m.get("AVDID", ""),
-                                   severity=_severity(m.get("Severity")), target=target, title=m.get("Title", "")))
+                out.append(Finding(kind="misconfiguration", id=m.get("ID") or m.get("AVDID") or "",
+                                   severity=_severity(m.get("Severity")), target=target, title=m.get("Title") or ""))
     return out
 
 
@@ -288,9 +496,10 @@ def decide(report_findings: list[Finding], facts: ScanFacts, policy: Policy, tod
     rules = policy.rules
     threshold = SEVERITIES.index(rules.threshold)
     used: set[int] = set()
-    verdicts = []
-    for f in report_findings:
-        verdicts.append(_judge(f, rules, threshold, today, used))
+    by_id: dict[str, list[tuple[int, AllowEntry]]] = {}  # one look-up per finding, not a walk of the allowlist
+    for i, entry in enumerate(rules.allowlist):
+        by_id.setdefault(entry.id, []).append((i, entry))
+    verdicts = [_judge(f, rules, threshold, today, used, by_id) for f in report_findings]
     problems = _empty_scan(facts)
     if rules.require_os and facts.artifact_type == "container_image" and not facts.os:
         problems.append(f"trivy detected no operating system in {facts.artifact}: its OS packages were not "
@@ -324,7 +533,8 @@ def _empty_scan(facts: ScanFacts) -> list[str]:
     return []
 
 
-def _judge(f: Finding, rules: Rules, threshold: int, today: date, used: set[int]) -> Verdict:
+def _judge(f: Finding, rules: Rules, threshold: int, today: date, used: set[int],
+           by_id: dict[str, list[tuple[int, AllowEntry]]]) -> Verdict:
     what = _name(f)
     if f.kind == "secret":
         fails = rules.fail_on_secrets
@@ -341,8 +551,8 @@ def _judge(f: Finding, rules: Rules, threshold: int, today: date, used: set[int]
     if f.kind == "vulnerability" and rules.ignore_unfixed and not f.fixable:
         return Verdict(f, "unfixed-ignored", f"{what}: no fixed version published and ignore_unfixed is on")
     expired = None
-    for i, entry in enumerate(rules.allowlist):
-        if entry.id != f.id or (entry.package and not fnmatch.fnmatchcase(f.package, entry.package)):
+    for i, entry in by_id.get(f.id, ()):
+        if entry.package and not fnmatch.fnmatchcase(f.package, entry.package):
             continue
         if entry.expires >= today:
             used.add(i)

@@ -33,13 +33,13 @@ def test_committed_policy_is_valid_and_defaults_to_medium():
 
 
 @pytest.mark.parametrize("text, where, words", [
-    ("defaults: {allowlist: [{id: CVE-1, expires: 2027-01-01}]}", "defaults.allowlist.0", "needs a `reason`"),
-    ("defaults: {allowlist: [{id: CVE-1, reason: accepted because unreachable}]}", "defaults.allowlist.0",
-     "needs a `expires`"),
-    ("defaults: {allowlist: [{id: CVE-1, reason: short, expires: 2027-01-01}]}", "defaults.allowlist.0",
+    ("defaults: {allowlist: [{id: CVE-1, expires: 2027-01-01}]}", "defaults.allowlist[0]", "needs a `reason`"),
+    ("defaults: {allowlist: [{id: CVE-1, reason: accepted because unreachable}]}", "defaults.allowlist[0]",
+     "needs an `expires` date"),
+    ("defaults: {allowlist: [{id: CVE-1, reason: short, expires: 2027-01-01}]}", "defaults.allowlist[0]",
      "at least 10 characters"),
     ("defaults: {allowlist: [{id: CVE-1, reason: accepted because unreachable, expires: soon}]}",
-     "defaults.allowlist.0.expires", "not a date"),
+     "defaults.allowlist[0].expires", "not a date"),
     ("defaults: {threshold: SEVERE}", "defaults.threshold", "is not one of"),
     ("defaults: {treshold: HIGH}", "defaults.treshold", "unknown key"),
     ("variants: {cpu-debain12: {threshold: HIGH}}", "variants.cpu-debain12", "no such variant"),

@@ -95,11 +95,52 @@ def load_yaml(text: str, source: str) -> Any:
     except _DuplicateKey as dup:
         raise ConfigError(f"{source} line {dup.line}", f"duplicate key {dup.key!r}",
                           "each key may appear once: merge the two entries") from None
+    except ValueError:  # PyYAML builds dates itself: 2027-13-45 raises from datetime
+        raise unbuildable_value(text, source) from None
+    except RecursionError:
+        raise ConfigError(source, "nested too deeply to be a configuration file", "flatten the document") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{source} line {mark.line + 1}" if mark else source
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ConfigError(where, f"not valid YAML: {problem}", "fix the syntax at that line") from None
+
+
+def unbuildable_value(text: str, source: str) -> ConfigError:
+    """The scalar PyYAML recognised by its form but could not build (a date like 2027-13-45, an
+    `!!int` that is no number), as a ConfigError naming its yaml path and line."""
+    def walk(node: Any, path: tuple, seen: set[int]):
+        if id(node) in seen:  # anchors and aliases may share nodes
+            return None
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                yaml.SafeLoader("").construct_object(node)
+            except ValueError as err:
+                return node, path, str(err)
+            return None
+        if isinstance(node, yaml.SequenceNode):
+            children = ((i, child) for i, child in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            children = ((key.value if isinstance(key, yaml.ScalarNode) else "?", child)
+                        for key, value in node.value for child in (key, value))
+        else:
+            return None
+        for part, child in children:
+            if found := walk(child, (*path, part), seen):
+                return found
+        return None
+
+    found = walk(yaml.compose(text, Loader=yaml.SafeLoader), (), set())
+    if found is None:
+        return ConfigError(source, "a value cannot be read", "check the file's dates (YYYY-MM-DD) and numbers")
+    node, path, why = found
+    where = f"{source}: {yaml_path(path)} (line {node.start_mark.line + 1})"
+    if node.tag.endswith(":timestamp"):
+        return ConfigError(where, f"{node.value!r} is not a date ({why})",
+                           "write dates as YYYY-MM-DD, a real calendar day (e.g. expires: 2027-03-31)")
+    return ConfigError(where, f"{node.value!r} cannot be read as {node.tag.rsplit(':', 1)[-1]} ({why})",
+                       "correct the value")
 
 
 def yaml_path(loc: tuple | list) -> str:

@@ -100,12 +100,7 @@ class Policy:
 
 def parse_policy(text: str, source: str, known_variants: list[str] | None = None) -> PolicyFile:
     """Policy yaml -> PolicyFile, or one ConfigError naming the file and yaml path."""
-    try:
-        doc = load_yaml(text, source)
-    except ValueError:  # PyYAML reads `2027-13-45` as a date and fails to build it
-        raise _unbuildable_value(text, source) from None
-    except RecursionError:
-        raise ConfigError(source, "nested too deeply to be a policy file", "see policy/trivy.yaml for the layout") from None
+    doc = load_yaml(text, source)  # dates YAML cannot build, nesting too deep: one ConfigError
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -121,45 +116,6 @@ def parse_policy(text: str, source: str, known_variants: list[str] | None = None
                 raise ConfigError(f"{source}: variants.{vid}", "no such variant in the matrix",
                                   f"use one of: {', '.join(known_variants)}")
     return spec
-
-
-def _unbuildable_value(text: str, source: str) -> ConfigError:
-    """The scalar PyYAML recognised by its form but could not build (a date like 2027-13-45, an
-    `!!int` that is no number), as a ConfigError naming its yaml path and line."""
-    import yaml
-
-    def walk(node: Any, path: tuple, seen: set[int]):
-        if id(node) in seen:  # anchors and aliases may share nodes
-            return None
-        seen.add(id(node))
-        if isinstance(node, yaml.ScalarNode):
-            try:
-                yaml.SafeLoader("").construct_object(node)
-            except ValueError as err:
-                return node, path, str(err)
-            return None
-        if isinstance(node, yaml.SequenceNode):
-            children = ((i, child) for i, child in enumerate(node.value))
-        elif isinstance(node, yaml.MappingNode):
-            children = ((key.value if isinstance(key, yaml.ScalarNode) else "?", child)
-                        for key, value in node.value for child in (key, value))
-        else:
-            return None
-        for part, child in children:
-            if found := walk(child, (*path, part), seen):
-                return found
-        return None
-
-    found = walk(yaml.compose(text, Loader=yaml.SafeLoader), (), set())
-    if found is None:
-        return ConfigError(source, "a value cannot be read", "check the file's dates (YYYY-MM-DD) and numbers")
-    node, path, why = found
-    where = f"{source}: {yaml_path(path)} (line {node.start_mark.line + 1})"
-    if node.tag.endswith(":timestamp"):
-        return ConfigError(where, f"{node.value!r} is not a date ({why})",
-                           "write dates as YYYY-MM-DD, a real calendar day (e.g. expires: 2027-03-31)")
-    return ConfigError(where, f"{node.value!r} cannot be read as {node.tag.rsplit(':', 1)[-1]} ({why})",
-                       "correct the value")
 
 
 def _policy_error(source: str, err: ValidationError) -> ConfigError:

@@ -225,8 +225,16 @@ def _day(stamp: Any) -> date | None:
         return None
 
 
+MAX_REPORT_BYTES = 1 << 30  # a trivy report of a whole RAPIDS image is tens of MB
+
+
 def _read_bytes(path: Path, flag: str) -> bytes:
     try:
+        if path.exists() and not path.is_file():  # a FIFO or /dev/zero would never end
+            raise RapidshipError(f"{flag} {path}", "is not a regular file", "pass the trivy JSON report the scan wrote")
+        if path.exists() and path.stat().st_size > MAX_REPORT_BYTES:
+            raise RapidshipError(f"{flag} {path}", f"is {path.stat().st_size:,} bytes, more than a report may be "
+                                 f"({MAX_REPORT_BYTES:,})", "pass the trivy JSON report the scan wrote")
         return path.read_bytes()
     except OSError as err:
         raise RapidshipError(f"{flag} {path}", f"cannot be read ({err.strerror or err.__class__.__name__})",

@@ -263,3 +263,8 @@ def test_a_file_too_big_for_a_config_is_refused(tmp_path):
     big.write_text("# " + "x" * (1 << 20) + "\n")
     with pytest.raises(ConfigError, match="more than a configuration file may be"):
         load_matrix(big)
+
+
+def test_a_date_yaml_cannot_build_is_one_config_error():
+    with pytest.raises(ConfigError, match=r"when \(line [0-9]+\).*is not a date"):
+        parse_matrix(GOOD + "\nwhen: 2027-13-45\n", "variants.yaml")

@@ -256,3 +256,13 @@ def test_invoke_gate_names_a_bad_expiry(tmp_path):
     proc = invoke("gate", "--report", str(report), "--policy", str(policy), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert f"{policy}: defaults.allowlist[0].expires" in proc.stderr and "YYYY-MM-DD" in proc.stderr
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "/dev/null"])
+def test_a_report_that_is_not_a_regular_file_is_refused_not_read_forever(tmp_path, source):
+    from pathlib import Path
+
+    from rapidship.gates.scan import _read_bytes
+
+    with pytest.raises(RapidshipError, match="is not a regular file"):
+        _read_bytes(Path(source), "--report")

@@ -82,14 +82,28 @@ def test_random_uid_writes_home_and_spill(engine, cpu_image):
     assert out.split() == ["918273", "wrote"]
 
 
-def test_entrypoint_stops_a_container_that_cannot_spill(engine, cpu_image):
-    """Read-only root and no spill mount: the doctor's preflight refuses with one clear line."""
-    container = engine.containers.run(cpu_image.ref, ["true"], detach=True, read_only=True, **HARDENED)
+def _run_read_only(engine, ref, command):
+    container = engine.containers.run(ref, command, detach=True, read_only=True, **HARDENED)
     try:
         status = container.wait(timeout=120)
         log = container.logs().decode()
     finally:
         container.remove(force=True)
-    assert status["StatusCode"] != 0
+    return status["StatusCode"], log
+
+
+def test_entrypoint_stops_a_dask_worker_that_cannot_spill(engine, cpu_image):
+    """Read-only root and no spill mount: a dask worker needs the disk tier, so the preflight
+    refuses it with one clear line before the worker starts."""
+    code, log = _run_read_only(engine, cpu_image.ref, ["dask", "worker", "tcp://127.0.0.1:8786"])
+    assert code == 3
     assert "spill dir /spill is on a read-only filesystem" in log and "mount a host directory" in log
     assert "Traceback" not in log
+
+
+def test_entrypoint_lets_a_read_only_job_run_with_a_warning(engine, cpu_image):
+    """The usual hardened run of a job that needs no disk tier (--read-only, no spill mount) runs,
+    with the spill-dir problem as one warning."""
+    code, log = _run_read_only(engine, cpu_image.ref, ["python", "-c", "print('job ran')"])
+    assert code == 0 and "job ran" in log
+    assert "WARNING" in log and "read-only" in log and "FATAL" not in log

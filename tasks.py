@@ -13,7 +13,9 @@ sys.path.insert(0, str(Path(__file__).parent / "src"))  # run from a checkout wi
 from invoke import Collection, Task  # noqa: E402
 
 from rapidship.cli import build, ci, export, harbor, prepare, prune, publish, scan, smoke  # noqa: E402
+from rapidship.cli.options import bad_flags_exit_2  # noqa: E402
 
+bad_flags_exit_2()
 ns = Collection()
 for module in (prepare, build, prune, scan, publish, smoke, export):
     for value in vars(module).values():

@@ -49,5 +49,14 @@ def exits_cleanly(fn: F) -> F:
             return fn(*args, **kwargs)
         except RapidshipError as err:
             raise Exit(f"error: {err.message}", code=err.exit_code) from None
+        except OSError as err:  # a path the user named (or build/) cannot be read or written
+            where = err.filename or "a file"
+            what = {IsADirectoryError: "is a directory where a file is expected",
+                    NotADirectoryError: "is (inside) a file where a directory is expected",
+                    FileExistsError: "is in the way (a file where a directory goes, or the reverse)",
+                    PermissionError: "cannot be written or read with this user's permissions",
+                    FileNotFoundError: "does not exist"}.get(type(err), err.strerror or type(err).__name__)
+            raise Exit(f"error: {where}: {what}\n  fix: check the path, its parent folders and their "
+                       "permissions (flags like --out name it)", code=2) from None
 
     return wrapper  # type: ignore[return-value]

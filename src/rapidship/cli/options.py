@@ -48,3 +48,24 @@ def on_retry(attempt, fault, delay):
     from rapidship import console
 
     console.err.print(f"[yellow]retry {attempt} in {delay:.1f}s: {fault}[/]")
+
+
+def bad_flags_exit_2() -> None:
+    """invoke answers a flag it cannot parse (unknown, missing value, not an int) with exit 1; the
+    tasks promise 2 for bad input and 1 for a gate that said no. invoke parses a task's flags only
+    after loading tasks.py, so this wraps that one step of its Program."""
+    from invoke import program
+    from invoke.exceptions import Exit, ParseError
+
+    parse = program.Program.parse_tasks
+    if getattr(parse, "bad_flags_exit_2", False):
+        return
+
+    def parse_tasks(self):
+        try:
+            parse(self)
+        except ParseError as err:
+            raise Exit(f"error: {err}\n  fix: see `invoke --help TASK` for its flags", code=2) from None
+
+    parse_tasks.bad_flags_exit_2 = True
+    program.Program.parse_tasks = parse_tasks

@@ -147,6 +147,10 @@ def render_dockerfile(variant: Variant, ctx: RenderContext, templates: Path = TE
 
 def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES, locks: Path = LOCKS) -> Rendered:
     """Write build/<variant>/ : Dockerfile, lock/, runtime/, render.json."""
+    spec = locks.parent / "envs" / f"{variant.env}.yaml"  # envs/ and locks/ sit side by side
+    if not spec.is_file():
+        raise ConfigError(f"variants.yaml: env of {variant.id}", f"{variant.env!r} has no env spec ({spec})",
+                          "correct the env name, or add the spec and run invoke lock --env NAME")
     sources = lock_sources(variant, locks)
     lock_bytes = {name: path.read_bytes() for name, path in sources.items() if path.is_file()}
     ctx = make_context(variant, lock_bytes)

@@ -144,3 +144,12 @@ def test_a_file_where_the_context_goes_is_named(tmp_path):
     (tmp_path / v.id).write_text("not a directory")
     with pytest.raises(ConfigError, match="is a file, where the build context directory goes"):
         render(v, out_root=tmp_path)
+
+
+def test_an_env_without_a_spec_is_named_not_rendered_as_unlocked(tmp_path):
+    from rapidship.errors import ConfigError
+    from rapidship.render.dockerfile import render
+
+    v = load_matrix(ROOT / "variants.yaml").get("cpu-debian12").model_copy(update={"env": "no-such-env"})
+    with pytest.raises(ConfigError, match="'no-such-env' has no env spec"):
+        render(v, out_root=tmp_path)

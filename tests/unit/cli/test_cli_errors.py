@@ -1,0 +1,33 @@
+"""The task layer's own promises: bad input is exit 2 with one message, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from support.commands import ROOT
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["invoke", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["build", "--no-such-flag"], "No idea what '--no-such-flag' is"),
+    (["prune", "--keep"], "needed value and was not given one"),
+    (["no-such-task"], "No idea what 'no-such-task' is"),
+])
+def test_flags_invoke_cannot_parse_exit_2(args, message):
+    run = invoke(*args)
+    assert run.returncode == 2 and message in run.stderr and "fix:" in run.stderr
+
+
+def test_an_output_path_in_the_way_is_named_not_a_traceback(tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    base = ["ci.generate", "--profile", "local", "--variant", "cpu-debian12"]
+    run = invoke(*base, "--out", str(blocker / "pipeline.yml"))
+    assert run.returncode == 2 and f"{blocker}: is in the way" in run.stderr and "Traceback" not in run.stderr
+    run = invoke(*base, "--out", str(tmp_path))
+    assert run.returncode == 2 and "is a directory where a file is expected" in run.stderr

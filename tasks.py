@@ -15,7 +15,7 @@ from invoke import Collection, Task  # noqa: E402
 from rapidship.cli import build, ci, export, harbor, prepare, prune, publish, scan, smoke  # noqa: E402
 from rapidship.cli.options import bad_flags_exit_2  # noqa: E402
 
-bad_flags_exit_2()
+bad_flags_exit_2(Path(__file__).parent)
 ns = Collection()
 for module in (prepare, build, prune, scan, publish, smoke, export):
     for value in vars(module).values():

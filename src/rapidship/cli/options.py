@@ -50,10 +50,12 @@ def on_retry(attempt, fault, delay):
     console.err.print(f"[yellow]retry {attempt} in {delay:.1f}s: {fault}[/]")
 
 
-def bad_flags_exit_2() -> None:
+def bad_flags_exit_2(project_root=None) -> None:
     """invoke answers a flag it cannot parse (unknown, missing value, not an int) with exit 1; the
     tasks promise 2 for bad input and 1 for a gate that said no. invoke parses a task's flags only
-    after loading tasks.py, so this wraps that one step of its Program."""
+    after loading tasks.py, so this wraps that one step of its Program. It also refuses to run
+    from another folder than the project root (invoke finds tasks.py in a parent folder, but the
+    tasks read variants.yaml, templates/ and build/ where they are started)."""
     from invoke import program
     from invoke.exceptions import Exit, ParseError
 
@@ -62,6 +64,11 @@ def bad_flags_exit_2() -> None:
         return
 
     def parse_tasks(self):
+        from pathlib import Path
+
+        if project_root is not None and Path.cwd().resolve() != Path(project_root).resolve():
+            raise Exit(f"error: invoke runs in {Path.cwd()}, not in the project root {project_root}\n"
+                       f"  fix: cd {project_root} (the tasks read variants.yaml, templates/ and build/ there)", code=2)
         try:
             parse(self)
         except ParseError as err:

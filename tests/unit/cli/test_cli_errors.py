@@ -31,3 +31,11 @@ def test_an_output_path_in_the_way_is_named_not_a_traceback(tmp_path):
     assert run.returncode == 2 and f"{blocker}: is in the way" in run.stderr and "Traceback" not in run.stderr
     run = invoke(*base, "--out", str(tmp_path))
     assert run.returncode == 2 and "is a directory where a file is expected" in run.stderr
+
+
+def test_running_from_a_subfolder_says_where_to_run_instead_of_a_wrong_reason():
+    # invoke finds tasks.py in a parent folder; the tasks read variants.yaml, templates/ and build/
+    # where they start, so a subfolder would otherwise end in "template not found" or the like.
+    run = subprocess.run(["invoke", "render", "--variant", "cpu-debian12"], cwd=ROOT / "docs",
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 2 and "not in the project root" in run.stderr and f"cd {ROOT}" in run.stderr

@@ -50,8 +50,10 @@ def test_a_200k_finding_report_prints_a_bounded_summary_and_records_everything(t
     failing = [v for v in record["verdicts"] if v["outcome"] == "fail"]
     assert len(record["verdicts"]) == N and len(record["reasons"]) == len(failing) == 160_000 - 50
     assert sum(v["outcome"] == "allowlisted" for v in record["verdicts"]) == 50
-    assert (f"... and {len(failing) - MAX_LINES} more failing findings (all {len(failing)} are in "
-            f"{tmp_path / 'out' / 'decision.json'})") in " ".join(printed.split())
+    expected = (f"... and {len(failing) - MAX_LINES} more failing findings (all {len(failing)} are in "
+                f"{tmp_path / 'out' / 'decision.json'})")
+    # rich wraps long lines where it likes (inside a long tmp path too): compare without whitespace
+    assert "".join(expected.split()) in "".join(printed.split())
 
 
 def test_decide_is_linear_in_the_findings_whatever_the_allowlist_length():

@@ -7,29 +7,21 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from support.doctor_facts import facts
+
 from rapidship.runtime import doctor
-from rapidship.runtime.doctor import (CgroupMemory, Facts, GpuView, Intent, SpillConfig, SpillDir, classify,
-                                      dask_memory_limit, derive, diagnose, findings_for, intent_for)
+from rapidship.runtime.doctor import (Facts, Intent, SpillConfig, SpillDir, classify, dask_memory_limit, derive,
+                                      diagnose, findings_for, intent_for)
 
 GiB, MiB = 2**30, 2**20
 SRC = Path(__file__).resolve().parents[3] / "src"
 BIN = SRC / "rapidship" / "runtime" / "bin"
 
 READ_ONLY = SpillDir("/spill", True, False, True, 0o755, 0, 0, "overlay", "/", 9 * GiB)
-
-
-def facts(**over) -> Facts:
-    base = Facts(uid=1001, gid=0, groups=[0], cgroup=CgroupMemory(1, GiB, None, GiB), host_total=24 * GiB,
-                 host_available=20 * GiB, shm_bytes=GiB, memlock_soft=None, cpus=2,
-                 gpu=GpuView(False, "pynvml (nvidia-ml-py) is not installed"),
-                 spill_dir=SpillDir("/spill", True, True, False, 0o700, 1001, 0, "ext4", "/spill", 50 * GiB),
-                 spill_config=SpillConfig(True, None, None, None, None, "/spill"))
-    return replace(base, **over)
 
 
 def levels(f: Facts, intent: Intent | None = None) -> dict[str, list[str]]:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from support.doctor_facts import facts
+
 from rapidship.runtime import doctor
 from rapidship.runtime.doctor import (CgroupMemory, Facts, Gpu, GpuView, PruneRecord, SpillConfig, SpillDir, derive,
                                       diagnose, findings_for, mount_for, parse_mountinfo, read_cgroup,
@@ -113,15 +115,6 @@ def test_read_spill_dir_real_directory(tmp_path):
 
 
 # ---- derivations and findings ----
-
-def facts(**over) -> Facts:
-    base = Facts(uid=1001, gid=0, groups=[0], cgroup=CgroupMemory(1, GiB, None, GiB), host_total=24 * GiB,
-                 host_available=20 * GiB, shm_bytes=GiB, memlock_soft=None, cpus=2,
-                 gpu=GpuView(False, "pynvml (nvidia-ml-py) is not installed"),
-                 spill_dir=SpillDir("/spill", True, True, False, 0o700, 1001, 0, "ext4", "/spill", 50 * GiB),
-                 spill_config=SpillConfig(True, None, None, None, None, "/spill"))
-    return replace(base, **over)
-
 
 def levels(f: Facts) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}

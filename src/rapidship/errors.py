@@ -49,6 +49,9 @@ def exits_cleanly(fn: F) -> F:
             return fn(*args, **kwargs)
         except RapidshipError as err:
             raise Exit(f"error: {err.message}", code=err.exit_code) from None
+        except UnicodeDecodeError as err:  # a file a task reads as text is binary or another encoding
+            raise Exit(f"error: a file is not UTF-8 text ({err.reason} at byte {err.start})\n"
+                       "  fix: check the files the flags name (reports, configs) and their encoding", code=2) from None
         except OSError as err:  # a path the user named (or build/) cannot be read or written
             where = err.filename or "a file"
             what = {IsADirectoryError: "is a directory where a file is expected",

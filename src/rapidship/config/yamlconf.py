@@ -82,8 +82,12 @@ def read_config(path: Path, missing_fix: str) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(str(path), "file not found", missing_fix) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(str(path), f"cannot be read ({err.__class__.__name__})", "check the file") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(str(path), f"is not UTF-8 text ({err.reason} at byte {err.start}): a binary file, or "
+                          "another encoding", "pass the YAML file itself, saved as UTF-8") from None
+    except OSError as err:
+        raise ConfigError(str(path), f"cannot be read ({err.strerror or err.__class__.__name__})",
+                          "check the file and its permissions") from None
 
 
 def load_yaml(text: str, source: str) -> Any:

@@ -130,12 +130,10 @@ def _iso(when: datetime) -> str:
 
 def load_advisories(path: Path) -> list[Advisory]:
     """A yaml list of {source, package, id, severity, fixed?, title?} -> advisories (demo DBs)."""
-    import yaml
+    from rapidship.config.yamlconf import load_yaml, read_config
 
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(str(path), f"cannot be read as yaml ({err.__class__.__name__})", "check the file") from None
+    # the shared loader: unreadable, binary or oversized files, alias bombs, bad YAML: one ConfigError
+    doc = load_yaml(read_config(Path(path), "pass the advisories file (--advisories)"), str(path))
     if not isinstance(doc, list):
         raise ConfigError(str(path), "expected a list of advisories",
                           "write entries like - {source: debian 12, package: zlib, id: CVE-2099-0001, severity: HIGH, fixed: 1:1.3-1}")

@@ -73,3 +73,14 @@ def test_advisory_rejects_unknown_severity_and_source():
         Advisory("debian 12", "zlib", "CVE-1", "SEVERE")
     with pytest.raises(ConfigError, match="data source"):
         Advisory("kylin 10", "zlib", "CVE-1", "LOW")
+
+
+@pytest.mark.parametrize("content", [b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4, b"\xff\xfe- {x: 1}"])
+def test_a_binary_or_utf16_advisories_file_is_one_clear_error(tmp_path, content):
+    from rapidship.errors import ConfigError
+    from rapidship.gates.trivydb import load_advisories
+
+    path = tmp_path / "advisories.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        load_advisories(path)

@@ -3,14 +3,13 @@ policy to Harbor's report."""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 
 from rapidship.errors import GateFailure
-from rapidship.gates.policy import findings as policy_findings, read_report
+from rapidship.gates.policy import check_report, findings as policy_findings
 from rapidship.publish.harbor.client import HarborClient
 
 
@@ -29,8 +28,8 @@ class HarborScan:
 
 
 def findings(report: dict, where: str) -> list[dict]:
-    """Pure: Harbor's report read by the policy's own parser (policy.read_report), as plain dicts."""
-    parsed = read_report(json.dumps(report), where)
+    """Pure: Harbor's report checked by the policy's own parser (policy.check_report), as plain dicts."""
+    parsed = check_report(report, where)
     return [{k: v for k, v in asdict(f).items() if v} for f in policy_findings(parsed)]
 
 

@@ -196,7 +196,12 @@ def read_report(raw: bytes | str, source: str) -> dict[str, Any]:
     """Parse trivy JSON (or Harbor's vulnerability report, turned into the same shape) and check,
     in one pass, every part of it that findings() and scan_facts() read. Anything else fails
     closed with one RapidshipError naming the file and the JSON path of the first bad part."""
-    report = _parse_json(raw, source)
+    return check_report(_parse_json(raw, source), source)
+
+
+def check_report(report: Any, source: str) -> dict[str, Any]:
+    """A report already parsed (Harbor's client hands over JSON it decoded) -> the checked trivy
+    shape, or one RapidshipError, exactly as read_report."""
     if isinstance(report, dict) and (HARBOR_MIME in report or "vulnerabilities" in report and "scanner" in report):
         return from_harbor(report.get(HARBOR_MIME, report), source)
     if not isinstance(report, dict) or report.get("SchemaVersion") != 2:
@@ -535,10 +540,8 @@ def _describe(policy: Policy) -> dict[str, Any]:
 def report_decider(policy: Policy, today: date, source: str = "harbor report"):
     """The same decision over a report as Harbor serves it (keyed by MIME type) or as trivy writes
     it: what the Harbor-side gate calls after each scan. Returns a JSON-able verdict record."""
-    import json
-
     def decide_report(report: dict[str, Any]) -> dict[str, Any]:
-        parsed = read_report(json.dumps(report), source)
+        parsed = check_report(report, source)
         decision = decide(findings(parsed), scan_facts(parsed), policy, today)
         return {"passed": decision.passed, "reasons": decision.reasons, "notes": decision.notes,
                 "counts": decision.counts()}

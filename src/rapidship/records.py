@@ -235,8 +235,8 @@ def as_document(value: Any) -> dict:
         doc = dict(value)
     else:
         raise TypeError(f"not a record: {type(value).__name__}")
-    doc.pop("schema_version", None)
-    return {"schema_version": SCHEMA_VERSION, **doc}
+    version = doc.pop("schema_version", SCHEMA_VERSION)  # a record with its own schema (prune) keeps it
+    return {"schema_version": version, **doc}
 
 
 def save(path: Path, value: Any) -> Path:

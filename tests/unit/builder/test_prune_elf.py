@@ -219,3 +219,19 @@ def test_small_device_code_is_not_worth_a_rewrite(tmp_path):
                         layout="segment-end")
     result = files.prune_file(lib, (90,))
     assert result["status"] == "unchanged" and "too small" in result["reason"]
+
+
+@pytest.mark.parametrize("section,at", [(".text", 4), (".rela.dyn", 4), (".nvFatBinSegment", 20)])
+def test_prove_catches_a_byte_changed_outside_the_fields_the_rewrite_owns(tmp_path, section, at):
+    import io
+
+    lib = build_library(tmp_path, CONTAINERS, layout="split")
+    data = lib.read_bytes()
+    plan = core.plan_file(data, KEEP)
+    out = io.BytesIO()
+    core.write(data, plan, out)
+    new = bytearray(out.getvalue())
+    assert core.prove(data, bytes(new), KEEP) == []
+    s = E.parse(new).section(section)
+    new[s.offset + at] ^= 1  # not a wrapper data pointer nor a relocation addend (byte 20: a wrapper's 4th field)
+    assert f"section {section} changed beyond the wrapper pointers" in core.prove(data, bytes(new), KEEP)

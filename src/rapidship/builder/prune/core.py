@@ -222,8 +222,7 @@ def prove(old, new, keep: tuple[int, ...]) -> list[str]:
     fat_a, fat_b = a.section, b.section
     if len(a.elf.sections) != len(b.elf.sections):
         return problems + ["section count changed"]
-    rela_a = {r.file_offset: r for r in E.relocations(a.elf, old)}
-    wrapper_relocs = {w.reloc.file_offset for w in a.wrappers if w.reloc}
+    owned = _owned_fields(a)
     for sa, sb in zip(a.elf.sections, b.elf.sections):
         if (sa.name, sa.type, sa.flags, sa.addr) != (sb.name, sb.type, sb.flags, sb.addr):
             problems.append(f"section {sa.name} changed its name, type, flags or address")
@@ -243,7 +242,7 @@ def prove(old, new, keep: tuple[int, ...]) -> list[str]:
         after = bytes(new[sb.offset:sb.offset + sb.size])
         if before == after:
             continue
-        if not _only_pointer_changes(sa, before, after, rela_a, wrapper_relocs, a):
+        if not _only_owned_fields_differ(sa, before, after, owned):
             problems.append(f"section {sa.name} changed beyond the wrapper pointers")
     if len(a.wrappers) != len(b.wrappers) or len(a.containers) != len(b.containers):
         return problems + ["wrapper or container count changed"]
@@ -274,18 +273,22 @@ def _entry_bytes(data, section: E.Section, entry: F.Entry | F.Container) -> byte
     return bytes(data[start:start + entry.size])
 
 
-def _only_pointer_changes(section: E.Section, before: bytes, after: bytes, rela: dict, wrapper_relocs: set,
-                          layout: Layout) -> bool:
-    """Differences limited to the 8-byte fields the rewrite owns: wrapper data pointers, their
-    relocation addends and debug symbol values."""
-    allowed = set()
-    for w in layout.wrappers:
-        allowed.add(w.file_offset)
-        if w.reloc:
-            allowed.add(w.reloc.file_offset + 16)
-    if section.type == E.SHT_SYMTAB:
-        allowed.update(range(section.offset + 8, section.offset + section.size, E.SYM.size))
-    for pos in range(0, len(before), 8):
-        if before[pos:pos + 8] != after[pos:pos + 8] and section.offset + pos not in allowed:
-            return False
-    return len(before) % 8 == 0 or before[-(len(before) % 8):] == after[-(len(before) % 8):]
+def _owned_fields(layout: Layout) -> set[int]:
+    """Old file offsets of the 8-byte fields the rewrite may change: each wrapper's data pointer
+    and the addend of the relocation that writes it."""
+    owned = {w.file_offset for w in layout.wrappers}
+    owned.update(w.reloc.file_offset + 16 for w in layout.wrappers if w.reloc)
+    return owned
+
+
+def _only_owned_fields_differ(section: E.Section, before: bytes, after: bytes, owned: set[int]) -> bool:
+    """The section as the rewrite left it equals the original with only the owned fields (and, in
+    .symtab, symbol values) taken from the new file."""
+    fields = set(range(section.offset + 8, section.offset + section.size, E.SYM.size)) \
+        if section.type == E.SHT_SYMTAB else owned
+    expected = bytearray(before)
+    for at in fields:
+        pos = at - section.offset
+        if 0 <= pos <= len(before) - 8:
+            expected[pos:pos + 8] = after[pos:pos + 8]
+    return expected == after

@@ -68,7 +68,8 @@ def prune_file(path: Path, keep: tuple[int, ...], dest: Path | None = None,
         except core.Refused as err:
             return _copied(path, dest, entry | {"status": "refused", "reason": str(err)})
         if plan is None:
-            has_code = data.find(b".nv_fatbin") >= 0
+            fatbin = E.parse(data).section(core.FATBIN)  # headers only: plan_file parsed them fine
+            has_code = fatbin is not None and fatbin.size > 0
             reason = "device code too small to shrink" if has_code else "no device code"
             return _copied(path, dest, entry | {"reason": reason, "device_code": has_code})
         target = dest or path

@@ -5,7 +5,6 @@ Not copied into build contexts (it needs rapidship and rich); the builder runs `
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from rapidship.errors import ConfigError
+from rapidship.records import save
 
 from . import fatbin, files
 
@@ -80,9 +80,5 @@ def run(paths: list[str], keep: str | None, out: str | None, record_path: str, c
     roots, target = check_paths(paths, out)
     tool = find_cuobjdump(cuobjdump) if verify else None
     record = files.prune_paths(roots, keep_archs, target, tool, max(1, jobs), on_file)
-    dest = Path(record_path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n")
-    tmp.replace(dest)
+    save(Path(record_path), record)  # atomic, like every record
     return record

@@ -259,6 +259,13 @@ def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws
     corrupt build record is an error, not a silent fallback to the tag."""
     from rapidship.build.buildkit import read_record
 
+    inspected: dict[str, dict | None] = {}
+
+    def inspect(ref: str) -> dict | None:  # each ref asked of the engine once
+        if ref not in inspected:
+            inspected[ref] = ENGINE.try_inspect(ref)
+        return inspected[ref]
+
     wanted: list[tuple[str, str, str]] = []  # (ref, variant, flag)
     for v in variants:
         arches = [arch] if arch else [a.value for a in v.arches]
@@ -268,13 +275,13 @@ def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws
             if ws.build(v.id, a).is_file():
                 built = read_record(ws, v.id, a)
                 ref = built.ref
-                tagged = _inspect(ref)
+                tagged = inspect(ref)
                 if tagged is not None and tagged["Id"] != built.image_id:  # a later build moved the tag
                     raise ConfigError(str(ws.build(v.id, a)), f"{ref} is now image {tagged['Id'][:19]}, not the "
                                       f"{built.image_id[:19]} this build record gated",
                                       f"rebuild and gate it (invoke build --variant {v.id} --arch {a}), or export "
                                       f"the tag as it is with --image {ref}")
-            if arch or _inspect(ref) is not None:
+            if arch or inspect(ref) is not None:
                 found.append((ref, v.id, f"--variant {v.id}" + (f" --arch {arch}" if arch else "")))
         if not found:
             raise ConfigError(f"--variant {v.id}", "no image of this variant is in the engine",
@@ -285,17 +292,13 @@ def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws
         raise ConfigError("invoke export", "no image named", "pass --variant ID or --image REF")
     images: list[ImageRecord] = []
     for ref, variant, flag in wanted:
-        info = _inspect(ref)
+        info = inspect(ref)
         if info is None:
             raise ConfigError(flag, f"{ref} is not in the engine",
                               f"build it first (invoke build --variant {variant})" if variant else "build or load it first")
         if ref not in {i.ref for i in images}:
             images.append(image_record(info, ref, variant))
     return images
-
-
-def _inspect(ref: str) -> dict | None:
-    return ENGINE.try_inspect(ref)
 
 
 # ---- edge: save | zstd | split -----------------------------------------------------------------

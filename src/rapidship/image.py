@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Callable, Iterator
 
 from rapidship.engine import ENGINE
@@ -79,14 +80,32 @@ class ImageSnapshot:
     history: list[str]
     files: list[FileEntry]
     contents: dict[str, bytes]
+    digests: dict[str, str] = field(default_factory=dict)  # path -> sha256 hex, for files under `hash_under`
+    links: dict[str, str] = field(default_factory=dict)    # path -> symlink target, under `hash_under`
 
 
-def snapshot(ref: str, keep: Callable[[str], bool] = lambda _: False) -> ImageSnapshot:
-    """Inspect, history and one export stream of `ref`; the bytes of files where keep(path)."""
+def snapshot(ref: str, keep: Callable[[str], bool] = lambda _: False,
+             hash_under: tuple[str, ...] = ()) -> ImageSnapshot:
+    """Inspect, history and one export stream of `ref`; the bytes of files where keep(path), and
+    the sha256 of every file (the target of every symlink) under the `hash_under` folders."""
     config = ENGINE.inspect(ref)
-    files, contents = [], {}
-    for entry, content in final_files(ref):
+    files, contents, digests, links = [], {}, {}, {}
+    for f, archive in exported_members(ref):
+        entry = FileEntry(layer="final", path="/" + f.name.lstrip("./"), mode=f.mode, size=f.size, is_file=f.isfile())
         files.append(entry)
-        if content is not None and keep(entry.path):
-            contents[entry.path] = content.read()
-    return ImageSnapshot(ref, config, ENGINE.history(ref), files, contents)
+        hashed = entry.path.startswith(hash_under) if hash_under else False
+        if f.issym() and hashed:
+            links[entry.path] = f.linkname
+        if not f.isfile() or not (hashed or keep(entry.path)):
+            continue
+        stream = archive.extractfile(f)
+        assert stream is not None
+        if keep(entry.path):
+            contents[entry.path] = data = stream.read()
+            digests.update({entry.path: hashlib.sha256(data).hexdigest()} if hashed else {})
+        else:
+            digest = hashlib.sha256()
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+            digests[entry.path] = digest.hexdigest()
+    return ImageSnapshot(ref, config, ENGINE.history(ref), files, contents, digests, links)

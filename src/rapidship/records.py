@@ -67,6 +67,19 @@ class Workspace:
     def promote(self, variant: str) -> Path:
         return self.variant_dir(variant) / "promote.json"
 
+    def content(self, variant: str, arch: str) -> Path:
+        return self.variant_dir(variant) / f"content-{arch}.json"
+
+    def sign(self, variant: str) -> Path:
+        return self.variant_dir(variant) / "sign.json"
+
+    def signed_dir(self, variant: str, digest: str) -> Path:
+        """The .sig / .att objects of one digest as they were attached (export carries them)."""
+        return self.variant_dir(variant) / "signed" / digest.replace(":", "-")
+
+    def sign_records(self) -> list[Path]:
+        return sorted(self.root.glob("*/sign.json"))
+
     def smoke_dir(self) -> Path:
         return self.root / "smoke"
 
@@ -174,7 +187,54 @@ class PromoteRecord(Record):
     blobs_copied: int
     promoted_at: str
     seconds: float
+    verified_with: str = ""     # the public key's fingerprint; "" = promoted with --no-verify
+    signed_objects: int = 0     # .sig / .att manifests copied with the digests
 
+
+
+class ContentEntry(Record):
+    path: str
+    mode: str          # octal permission bits, or "link"
+    size: int
+    sha256: str = ""   # files
+    link: str = ""     # symlinks: the target
+
+
+class ContentRecord(Record):
+    """build/<variant>/content-<arch>.json: every file of the image's env, hashed (gates writes it)."""
+
+    variant: str
+    arch: str
+    image_id: str
+    roots: list[str]
+    digest: str
+    files: int
+    bytes: int
+    entries: list[ContentEntry]
+
+
+class SignedDigest(Record):
+    digest: str
+    signature: str            # digest of the .sig manifest
+    attestations: str = ""    # digest of the .att manifest ("" for the index: signed only)
+    image_id: str = ""        # per-arch images: the config digest = the engine's image id
+    predicates: dict[str, str] = {}  # predicate type -> sha256 of the signed statement
+
+
+class SignRecord(Record):
+    """build/<variant>/sign.json: what `invoke sign` attached, and with which key (its fingerprint)."""
+
+    variant: str
+    registry: str
+    repository: str
+    tag: str
+    key_fingerprint: str
+    key_reference: str
+    index: SignedDigest
+    arches: dict[str, SignedDigest]
+    content_digests: dict[str, str]
+    signed_at: str
+    seconds: float
 
 
 class GateReport(Record):
@@ -221,6 +281,15 @@ def read_gates(ws: Workspace, variant: str, arch: str) -> GatesRecord:
 def read_decision(ws: Workspace, variant: str, arch: str) -> ScanRecord:
     return ws.load(ws.decision(variant, arch), ScanRecord, f"invoke scan --variant {variant} --arch {arch}",
                    "scan decision")
+
+
+def read_content(ws: Workspace, variant: str, arch: str) -> ContentRecord:
+    return ws.load(ws.content(variant, arch), ContentRecord, f"invoke gates --variant {variant} --arch {arch}",
+                   "content manifest")
+
+
+def read_sign(ws: Workspace, variant: str) -> SignRecord:
+    return ws.load(ws.sign(variant), SignRecord, f"invoke sign --variant {variant}", "sign record")
 
 
 def as_document(value: Any) -> dict:

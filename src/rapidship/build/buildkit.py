@@ -155,7 +155,20 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
                       lock_sha256=info["Config"]["Labels"].get("io.rapidship.lock.sha256", ""),
                       base=variant.bases.runtime, log=str(log_path),
                       cached_steps=len(cached & steps), total_steps=len(steps),
-                      extra={"gpu_archs": variant.gpu_archs_label()})
+                      extra={"gpu_archs": variant.gpu_archs_label(), "bases": base_digests(variant, plan),
+                             "build_args": dict(plan.base_args), "secret_ids": list(plan.secret_ids),
+                             "target": plan.target})
+
+
+def base_digests(variant: Variant, plan: BuildPlan) -> dict[str, dict]:
+    """Each stage's base as the engine had it when this build ran: ref, image id, repo digests
+    (the provenance lists them; a base rebuilt later under the same name shows as another id)."""
+    out = {}
+    for key, ref in (("BUILDER_BASE", variant.bases.builder), ("RUNTIME_BASE", variant.bases.runtime)):
+        used = plan.base_args.get(key, ref)
+        info = ENGINE.try_inspect(used) or {}
+        out[key] = {"ref": used, "id": info.get("Id", ""), "repo_digests": list(info.get("RepoDigests") or [])}
+    return out
 
 
 def write_secret_files(secrets: BuildSecrets, tmp: Path) -> dict[str, Path]:

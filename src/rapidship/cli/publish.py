@@ -24,14 +24,19 @@ def _registry_defaults(config_dir, project_key):
             "of harbor/harbor.yaml)", "ca-cert": "PEM CA bundle that signs the registry's certificate "
             "(default $RAPIDSHIP_REGISTRY_CA)", "skip-gates": "push even without passing gate records (LOUD; "
             "the record says so and promote refuses it)", "build-dir": "where build/<variant>/ records live",
-            "harbor-config": "harbor configuration directory", **VARIANTS_HELP})
+            "harbor-config": "harbor configuration directory", "key": "sign after the push with this key "
+            "(default $RAPIDSHIP_SIGNING_KEY; see invoke --help sign)", "no-sign": "push without signing (LOUD)",
+            **VARIANTS_HELP})
 @exits_cleanly
 def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="build", harbor_config="harbor",
-         variants_file="variants.yaml"):
-    """Push every arch of a variant, then one manifest list under its tag; writes build/<variant>/push.json.
+         key=None, no_sign=False, variants_file="variants.yaml"):
+    """Push every arch of a variant, then one manifest list under its tag, then sign it when a key is configured.
 
     Credentials: RAPIDSHIP_REGISTRY_USER / RAPIDSHIP_REGISTRY_PASSWORD, else docker config."""
     import os
+
+    from rapidship.cli.sign import sign_pushed, signer_for
+    from rapidship.sign.keys import KEY_ENV, configured_key
 
     from rapidship.publish.oci import credentials_for, split_repository
     from rapidship.publish.push import push as push_variant, write_record
@@ -41,30 +46,58 @@ def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="b
     target = registry or _registry_defaults(harbor_config, "staging")
     host, _ = split_repository(target)
     ws = Workspace(build_dir)
+    key = key or configured_key()
+    signer = signer_for(key) if key and not no_sign else None  # a wrong password stops before anything is pushed
     record = push_variant(v, target, ws, credentials_for(host),
                           ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"), skip_gates, RetryPolicy.from_env(),
                           log=console.err.print)
     path = write_record(ws, record)
     console.err.print(f"pushed {host}/{record.repository}:{record.tag}@{record.index_digest} "
                       f"({len(record.arches)} arches, {record.retries} retries, {record.seconds}s) -> {path}")
+    if signer is None:
+        why = "--no-sign" if no_sign else f"no signing key configured ({KEY_ENV} or --key)"
+        console.err.print(f"[bold red]WARNING: NOT SIGNED: {why}. promote, Harbor's cosign enforcement and the "
+                          f"disc import refuse unsigned digests: run invoke sign --variant {variant}.[/]")
+        return
+    sign_pushed(ws, record, signer, ca_cert)
 
 
 @task(help={"variant": "variant id", "to": "HOST/PROJECT to release into (default: the release project of "
             "harbor/harbor.yaml)", "ca-cert": "PEM CA bundle (default $RAPIDSHIP_REGISTRY_CA)",
+            "key": "cosign.pub the staged objects must verify with (default $RAPIDSHIP_SIGNING_PUBLIC_KEY)",
+            "no-verify": "promote without verifying signatures (LOUD; the record says so)",
             "build-dir": "where build/<variant>/push.json lives", "harbor-config": "harbor configuration directory"})
 @exits_cleanly
-def promote(c, variant, to=None, ca_cert=None, build_dir="build", harbor_config="harbor"):
-    """Copy the staged index of a variant into the release project by digest (no rebuild)."""
+def promote(c, variant, to=None, ca_cert=None, key=None, no_verify=False, build_dir="build", harbor_config="harbor"):
+    """Verify the staged index of a variant, then copy it with its signatures into the release project by digest."""
     import os
 
+    from rapidship.cli.sign import registry_for
+    from rapidship.errors import ConfigError
     from rapidship.publish.oci import credentials_for, split_repository
     from rapidship.publish.push import promote as promote_record, read_push_record, write_record
     from rapidship.publish.retrying import RetryPolicy
+    from rapidship.sign.attach import promote_signed, verify_staged
+    from rapidship.sign.keys import fingerprint, load_public
 
     ws = Workspace(build_dir)
     record = read_push_record(ws, variant)
     target = to or f"{record.registry}/{_registry_defaults(harbor_config, 'release').split('/', 1)[1]}"
     host, _ = split_repository(target)
-    done = promote_record(record, target, credentials_for(host), ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"),
-                          RetryPolicy.from_env(), log=console.err.print)
-    console.err.print(f"release record -> {write_record(ws, done)}")
+    key = key or os.environ.get("RAPIDSHIP_SIGNING_PUBLIC_KEY")
+    if not key and not no_verify:
+        raise ConfigError("--key", "promote verifies the staged signatures and no public key is given",
+                          "pass --key cosign.pub (or set RAPIDSHIP_SIGNING_PUBLIC_KEY); --no-verify skips it loudly")
+    public = load_public(key) if key and not no_verify else None
+    ca = ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA")
+    reg = registry_for(host, ca)
+    if public is not None:
+        verify_staged(reg, record, public)
+        console.err.print(f"verified {host}/{record.repository}@{record.index_digest[:19]} with {fingerprint(public)[:19]}")
+    else:
+        console.err.print("[bold red]WARNING: --no-verify: promoting WITHOUT checking signatures; the record says so.[/]")
+    done = promote_record(record, target, credentials_for(host), ca, RetryPolicy.from_env(), log=console.err.print)
+    signed = promote_signed(reg, record, done.target)
+    done = done.model_copy(update={"verified_with": fingerprint(public) if public is not None else "",
+                                   "signed_objects": signed})
+    console.err.print(f"{signed} signature/attestation objects copied; release record -> {write_record(ws, done)}")

@@ -14,7 +14,8 @@ from rapidship.gates.suid import check_suid
 from rapidship.gates.user import check_user
 from rapidship.image import snapshot
 from rapidship.config.matrix import Variant
-from rapidship.records import Workspace
+from rapidship.records import ContentRecord, Workspace
+from rapidship.sign import content
 
 GATES = ("size", "labels", "user", "suid", "secrets")
 
@@ -29,9 +30,11 @@ def secret_values(secrets: BuildSecrets) -> dict[str, str]:
 
 
 def run_gates(v: Variant, built: BuiltImage, secrets: BuildSecrets,
-              on_gate: Callable[[str], None] = lambda _: None) -> list[GateReport]:
-    on_gate("reading the image (inspect, history, one export)")
-    image = snapshot(built.ref, keep=is_trust_store)  # one read of the image for every gate
+              on_gate: Callable[[str], None] = lambda _: None) -> tuple[list[GateReport], ContentRecord]:
+    """Every gate's report, and the env's content manifest hashed from the same read (provenance
+    names its digest; two builds from one lock must agree on it)."""
+    on_gate("reading the image (inspect, history, one export, env files hashed)")
+    image = snapshot(built.ref, keep=is_trust_store, hash_under=content.ROOTS)  # one read for every gate
     config = image.config["Config"]
     steps: list[tuple[str, Callable[[], GateReport]]] = [
         ("size", lambda: check_size(built.size_bytes, built.zstd_bytes, v.budget_bytes)),
@@ -44,7 +47,11 @@ def run_gates(v: Variant, built: BuiltImage, secrets: BuildSecrets,
     for name, step in steps:
         on_gate(name)
         reports.append(step())
-    return reports
+    return reports, content.manifest(image, built.variant, built.arch, image.config.get("Id", built.image_id))
+
+
+def write_content_record(ws: Workspace, record: ContentRecord) -> Path:
+    return ws.save(ws.content(record.variant, record.arch), record)
 
 
 def write_gates_record(ws: Workspace, built: BuiltImage, reports: list[GateReport]) -> Path:

@@ -42,9 +42,6 @@ _PERMANENT = ("unauthorized", "denied", "authentication required", "invalid user
               "manifest invalid", "no such image", "reference does not exist", "x509", "certificate")
 
 
-
-
-
 @dataclass
 class RetryCounter:
     count: int = 0

@@ -188,7 +188,8 @@ def test_gates_fail_closed_and_skip_is_loud(registry, tiny, env, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "WARNING: --skip-gates" in proc.stderr
     assert json.loads((build / VARIANT / "push.json").read_text())["gates_skipped"] is True
-    proc = run(env, "promote", "--variant", VARIANT, "--to", f"{registry.host}/release-x", "--build-dir", str(build))
+    proc = run(env, "promote", "--variant", VARIANT, "--to", f"{registry.host}/release-x", "--build-dir", str(build),
+               "--no-verify")
     assert proc.returncode == 1 and "skipped its gates" in proc.stderr
 
 
@@ -269,14 +270,16 @@ def test_promote_copies_the_staged_digest(registry, proxy, faults, tiny, env, tm
     # list: one message, and no release tag at all
     faults.append(Fault("POST", r"/blobs/uploads/$", "status", status=503))
     faults.append(Fault("PUT", rf"/{release}/.*/manifests/26\.10-cpu-debian12-py3\.11$", "status", times=None))
-    proc = run(env, "promote", "--variant", VARIANT, "--to", f"{proxy.host}/{release}", "--build-dir", str(build))
+    proc = run(env, "promote", "--variant", VARIANT, "--to", f"{proxy.host}/{release}", "--build-dir", str(build),
+               "--no-verify")
     assert proc.returncode == 2 and "gave up after 4 attempts" in proc.stderr, proc.stderr
     assert faults[0].fired and "retry 1" in proc.stderr
     assert direct(registry).head_manifest(f"{release}/{name}", pushed["tag"]) is None
     assert not (build / VARIANT / "promote.json").exists()
 
     faults.clear()  # the fault is gone: promote again, it resumes (blobs are already there)
-    proc = run(env, "promote", "--variant", VARIANT, "--to", f"{proxy.host}/{release}", "--build-dir", str(build))
+    proc = run(env, "promote", "--variant", VARIANT, "--to", f"{proxy.host}/{release}", "--build-dir", str(build),
+               "--no-verify")
     assert proc.returncode == 0, proc.stderr
     promoted = json.loads((build / VARIANT / "promote.json").read_text())
     assert promoted["digest"] == pushed["index_digest"] and promoted["blobs_mounted"] == 0
@@ -340,14 +343,16 @@ def test_bearer_token_auth_as_harbor_uses(tiny, env, tmp_path_factory, tmp_path)
         gates(build, amd64=True, arm64=True)
         proc = run(env, *push_args(variants, f"{reg.host}/staging", build))
         assert proc.returncode == 0, proc.stderr
-        proc = run(env, "promote", "--variant", VARIANT, "--to", f"{reg.host}/release", "--build-dir", str(build))
+        proc = run(env, "promote", "--variant", VARIANT, "--to", f"{reg.host}/release", "--build-dir", str(build),
+                   "--no-verify")
         assert proc.returncode == 0, proc.stderr
         assert json.loads((build / VARIANT / "promote.json").read_text())["blobs_mounted"] >= 3
         scopes = {s for r in tokens.requests if r["ok"] for s in r["scopes"]}
         assert f"repository:release/{name}:pull,push" in scopes and f"repository:staging/{name}:pull" in scopes
 
         bad = dict(env, RAPIDSHIP_REGISTRY_PASSWORD="wrong-pass-7f3a")
-        proc = run(bad, "promote", "--variant", VARIANT, "--to", f"{reg.host}/release2", "--build-dir", str(build))
+        proc = run(bad, "promote", "--variant", VARIANT, "--to", f"{reg.host}/release2", "--build-dir", str(build),
+                   "--no-verify")
         assert proc.returncode == 2 and "token service refused the credentials" in proc.stderr
         assert "wrong-pass-7f3a" not in proc.stderr  # the secret itself never shows
     finally:

@@ -1,0 +1,165 @@
+"""Tasks for signatures: make a key pair, sign a pushed variant, verify an image against a key."""
+
+from __future__ import annotations
+
+from invoke import Collection, task
+
+from rapidship import console
+from rapidship.errors import exits_cleanly
+from rapidship.records import Workspace
+
+KEY_HELP = ("cosign.key path, or a pkcs11:/awskms:// ... URI through $RAPIDSHIP_SIGNER_COMMAND "
+            "(default $RAPIDSHIP_SIGNING_KEY); the password comes from $RAPIDSHIP_SIGNING_PASSWORD")
+
+
+@exits_cleanly
+def _generate(c, out):
+    """Make an ECDSA P-256 key pair in cosign's format; the password comes from $RAPIDSHIP_SIGNING_PASSWORD."""
+    from pathlib import Path
+
+    from rapidship.sign.keys import fingerprint, generate as make, load_public
+
+    key, pub = make(Path(out))
+    console.err.print(f"private key -> {key} (encrypted, mode 0600: keep it off images and discs)")
+    console.err.print(f"public key  -> {pub} (give it to the sites out of band)")
+    console.print_json({"private_key": str(key), "public_key": str(pub), "fingerprint": fingerprint(load_public(pub))})
+
+
+keys_tasks = Collection("keys")  # `invoke keys.generate`; kept off the top level
+keys_tasks.add_task(task(name="generate", help={"out": "directory for cosign.key (0600, encrypted) and cosign.pub"})(
+    _generate))
+
+
+def signer_for(key):
+    from rapidship.errors import ConfigError
+    from rapidship.sign.keys import KEY_ENV, configured_key, open_signer
+
+    ref = key or configured_key()
+    if not ref:
+        raise ConfigError("--key", "no signing key", f"pass --key cosign.key or set {KEY_ENV}")
+    return open_signer(ref)
+
+
+def registry_for(host, ca_cert):
+    import os
+
+    from rapidship.cli.options import on_retry
+    from rapidship.publish.oci import Registry, credentials_for
+    from rapidship.publish.retrying import RetryPolicy
+
+    return Registry(host, credentials_for(host), ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"),
+                    RetryPolicy.from_env(), on_retry=on_retry)
+
+
+def sign_pushed(ws, record, signer, ca_cert=None):
+    """Sign what push recorded; writes build/<variant>/sign.json. Shared by `sign` and `push`."""
+    from rapidship.sign.attach import sign_variant
+
+    done = sign_variant(ws, record, signer, registry_for(record.registry, ca_cert), log=console.err.print)
+    path = ws.save(ws.sign(record.variant), done)
+    console.err.print(f"signed {record.registry}/{record.repository}@{record.index_digest[:19]} and "
+                      f"{len(done.arches)} arch image(s) with {done.key_fingerprint[:19]} ({done.seconds}s) -> {path}")
+    return done
+
+
+@task(help={"variant": "variant id (signs what `invoke push` recorded for it)",
+            "image": "or HOST/REPO:TAG|@DIGEST that this workspace pushed", "key": KEY_HELP,
+            "ca-cert": "PEM CA bundle of the registry (default $RAPIDSHIP_REGISTRY_CA)",
+            "build-dir": "where build/<variant>/ records live"})
+@exits_cleanly
+def sign(c, variant=None, image=None, key=None, ca_cert=None, build_dir="build"):
+    """Sign the index and every arch of a pushed variant; attach SBOM and SLSA provenance attestations."""
+    from rapidship.errors import ConfigError
+    from rapidship.publish.push import read_push_record
+
+    ws = Workspace(build_dir)
+    if bool(variant) == bool(image):
+        raise ConfigError("--variant / --image", "name exactly one", "pass --variant ID or --image HOST/REPO:TAG")
+    signer = signer_for(key)
+    record = read_push_record(ws, variant) if variant else pushed_record(ws, image, ca_cert)
+    sign_pushed(ws, record, signer, ca_cert)
+
+
+def pushed_record(ws, image, ca_cert):
+    """The push record of the workspace that pushed `image` (the provenance is made from its records)."""
+    from rapidship.errors import ConfigError
+    from rapidship.publish.push import read_push_record
+
+    host, repo, ref = split_image(image)
+    found = registry_for(host, ca_cert).head_manifest(repo, ref)
+    if found is None:
+        raise ConfigError("--image", f"{image} is not in the registry", "push it first (invoke push)")
+    for path in sorted(ws.root.glob("*/push.json")):
+        record = read_push_record(ws, path.parent.name)
+        if (record.registry, record.repository, record.index_digest) == (host, repo, found.digest):
+            return record
+    raise ConfigError("--image", f"{image} ({found.digest[:19]}) was not pushed from {ws.root}",
+                      "sign runs on what this workspace pushed: its provenance comes from the build records")
+
+
+def split_image(image):
+    from rapidship.errors import ConfigError
+    from rapidship.publish.oci import split_repository
+
+    name, ref = (image.split("@", 1) if "@" in image else
+                 (image.rsplit(":", 1) if ":" in image.rsplit("/", 1)[-1] else (image, "")))
+    if not ref:
+        raise ConfigError("--image", f"{image} names no tag or digest", "write HOST/REPO:TAG or HOST/REPO@sha256:...")
+    host, repo = split_repository(name, "--image")
+    return host, repo, ref
+
+
+@task(help={"image": "HOST/REPO:TAG or HOST/REPO@sha256:... to verify", "key": "cosign.pub (required)",
+            "policy": "trivy policy file the scan must have been decided under (its rules for the variant)",
+            "ca-cert": "PEM CA bundle of the registry (default $RAPIDSHIP_REGISTRY_CA)"})
+@exits_cleanly
+def verify(c, image, key=None, policy=None, ca_cert=None):
+    """Check signature, SBOM and provenance attestations of an image (and every arch under an index)."""
+    from rapidship.errors import ConfigError
+    from rapidship.sign.keys import load_public
+    from rapidship.sign.sources import RegistrySource
+
+    if not key:
+        raise ConfigError("--key", "no public key", "pass --key cosign.pub (verification never trusts the registry)")
+    public = load_public(key)
+    host, repo, ref = split_image(image)
+    reg = registry_for(host, ca_cert)
+    found = reg.head_manifest(repo, ref)
+    if found is None:
+        raise ConfigError("--image", f"{image} is not in the registry", "check the name and tag")
+    report(verify_digest(RegistrySource(reg, repo), found.digest, public, policy), image)
+
+
+def verify_digest(src, digest, public, policy_file):
+    from rapidship.sign.verify import verify_image
+
+    return verify_image(src, digest, public, None) if policy_file is None else _with_policy(src, digest, public, policy_file)
+
+
+def _with_policy(src, digest, public, policy_file):
+    """The policy's rules as they apply to the variant the provenance names."""
+    from rapidship.gates.policy import load_policy
+    from rapidship.sign import formats as f
+    from rapidship.sign.verify import verify_image
+
+    first = verify_image(src, digest, public, None)
+    variants = {(v.predicates.get(f.SLSA_PROVENANCE, {}).get("buildDefinition") or {})
+                .get("externalParameters", {}).get("variant") for v in first if v.kind == "image"}
+    variants.discard(None)
+    rules = {v: load_policy(policy_file, v).rules.model_dump(mode="json") for v in variants}
+    if len(rules) > 1:
+        return first  # one image per variant: an index never mixes variants
+    return verify_image(src, digest, public, next(iter(rules.values()), None))
+
+
+def report(verdicts, what):
+    from rapidship.errors import GateFailure
+
+    rows = [(v.kind, v.digest[:19], "PASS" if v.ok else "FAIL", "; ".join(v.problems or v.checked)) for v in verdicts]
+    console.table(f"verify {what}", ["object", "digest", "result", "details"], rows)
+    console.print_json({"image": what, "passed": all(v.ok for v in verdicts),
+                        "verdicts": [{"digest": v.digest, "kind": v.kind, "passed": v.ok, "problems": v.problems,
+                                      "checked": v.checked} for v in verdicts]})
+    problems = [p for v in verdicts for p in v.problems]
+    if problems:
+        raise GateFailure(f"verify {what}", "\n  ".join(problems), "do not use this image; re-sign only what was built here")

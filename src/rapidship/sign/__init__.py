@@ -1,0 +1,1 @@
+"""Signatures and attestations in cosign's key-based format: keys, payloads, attach, verify."""

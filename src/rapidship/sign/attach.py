@@ -1,0 +1,184 @@
+"""Sign a pushed variant: a cosign signature on the index and on every per-arch digest, and on each
+per-arch digest two attestations (CycloneDX SBOM from the scan, SLSA v1 provenance from the records).
+
+Before anything is signed, the records must agree with what the registry holds: each pushed
+manifest's config digest is the gated image's id (gates, scan, content manifest and build record
+name the same image) and the rendered lock is the image's lock label. So a signature can only
+vouch for the image that was built, gated and scanned here. Objects are attached under cosign's
+tags (`sha256-<hex>.sig` / `.att`), with `subject` set and the referrers tag-schema index updated,
+and kept under build/<variant>/signed/ for the disc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from rapidship.errors import RapidshipError
+from rapidship.publish.oci import Registry
+from rapidship.records import (PushRecord, Rendered, RecordError, SignedDigest, SignRecord, Workspace, read_content,
+                               read_decision, read_gates)
+from rapidship.sign import formats as f
+from rapidship.sign.keys import Signer, fingerprint
+from rapidship.sign.provenance import predicate
+from rapidship.sign.sources import keep, push_artifact, update_referrers
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+def source_info() -> dict[str, str]:
+    """The commit being built and where it lives (credentials in a remote URL are dropped)."""
+    env = os.environ
+    commit, uri = env.get("CI_COMMIT_SHA", ""), env.get("CI_PROJECT_URL", "")
+    if not commit:
+        proc = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+        commit = proc.stdout.strip() if proc.returncode == 0 else ""
+    if not uri:
+        proc = subprocess.run(["git", "remote", "get-url", "origin"], capture_output=True, text=True, check=False)
+        uri = proc.stdout.strip() if proc.returncode == 0 else ""
+    uri = re.sub(r"^([a-z+]+://)[^/@]*@", r"\1", uri)
+    return {"commit": commit, "uri": f"git+{uri}" if uri else ""}
+
+
+def builder_id() -> str:
+    env = os.environ
+    if env.get("RAPIDSHIP_BUILDER_ID"):
+        return env["RAPIDSHIP_BUILDER_ID"]
+    if env.get("CI_SERVER_URL") and env.get("CI_RUNNER_ID"):
+        return f"{env['CI_SERVER_URL']}/{env.get('CI_PROJECT_PATH', '')}/-/runners/{env['CI_RUNNER_ID']}"
+    return f"urn:rapidship:builder:{socket.gethostname()}"
+
+
+def _read_bytes(path: Path, writer: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        raise RecordError(str(path), "cannot be read", f"run {writer}") from None
+
+
+def _sbom(ws: Workspace, variant: str, arch: str) -> dict:
+    from rapidship.gates.scan import SBOM
+
+    path = ws.scan_dir(variant, arch) / SBOM
+    writer = f"invoke scan --variant {variant} --arch {arch}"
+    try:
+        doc = json.loads(_read_bytes(path, writer))
+    except ValueError:
+        raise RecordError(str(path), "the SBOM is not JSON", f"run {writer} again") from None
+    if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX":
+        raise RecordError(str(path), "not a CycloneDX SBOM", f"run {writer} again")
+    return doc
+
+
+def sign_variant(ws: Workspace, record: PushRecord, signer: Signer, reg: Registry,
+                 log: Callable[[str], None] = lambda _: None) -> SignRecord:
+    start = time.monotonic()
+    variant, repo = record.variant, record.repository
+    reference = f"{record.registry}/{repo}"
+    rendered = ws.load(ws.render(variant), Rendered, f"invoke render --variant {variant}", "render record")
+    from rapidship.build.buildkit import read_record
+
+    signed_at, source, builder = _now(), source_info(), builder_id()
+    arches, contents = {}, {}
+    for arch, pushed in sorted(record.arches.items()):
+        built, gates, decision = read_record(ws, variant, arch), read_gates(ws, variant, arch), read_decision(ws, variant, arch)
+        content = read_content(ws, variant, arch)
+        manifest, _ = reg.get_manifest(repo, pushed.digest)
+        config_digest = json.loads(manifest)["config"]["digest"]
+        names = {"build record": built.image_id, "gate record": gates.image_id, "content manifest": content.image_id}
+        stale = [f"{what} names {value[:19]}" for what, value in names.items() if value != config_digest]
+        if stale:
+            raise RapidshipError(f"sign {variant} {arch}", f"the registry's {pushed.digest[:19]} is image "
+                                 f"{config_digest[:19]}, but the " + ", ".join(stale),
+                                 "gate, scan and push the same build again, then sign")
+        if built.lock_sha256 != rendered.lock_sha256:
+            raise RapidshipError(f"sign {variant} {arch}", "the image's lock label differs from the rendered lock",
+                                 f"render and build {variant} again")
+        if gates.passed is not True or decision.passed is not True or record.gates_skipped:
+            raise RapidshipError(f"sign {variant} {arch}", "its gates or scan did not pass (or push skipped them)",
+                                 "only gated images are signed: fix the gates, push again, then sign")
+        config = reg.get_blob(repo, config_digest)
+        subject = {"mediaType": pushed.media_type, "digest": pushed.digest, "size": pushed.size}
+        pred = predicate(rendered=rendered, built=built, gates=gates,
+                         gates_bytes=_read_bytes(ws.gates(variant, arch), "invoke gates"), decision=decision,
+                         decision_bytes=_read_bytes(ws.decision(variant, arch), "invoke scan"), content=content,
+                         image_id=config_digest, source=source, builder_id=builder, signed_at=signed_at)
+        statements = {f.CYCLONEDX: f.statement(reference, pushed.digest, f.CYCLONEDX, _sbom(ws, variant, arch)),
+                      f.SLSA_PROVENANCE: f.statement(reference, pushed.digest, f.SLSA_PROVENANCE, pred)}
+        sig = f.signature_artifact(reference, subject, signer.sign)
+        att = f.attestation_artifact({k: f.envelope(v, signer.sign) for k, v in statements.items()}, subject)
+        log(f"{arch}: signing {reference}@{pushed.digest[:19]} (signature, SBOM, provenance)")
+        attach(reg, repo, pushed.digest, sig, att)
+        keep(ws.variant_dir(variant) / "signed", pushed.digest, manifest, config, {"sig": sig, "att": att})
+        arches[arch] = SignedDigest(digest=pushed.digest, signature=sig.digest, attestations=att.digest,
+                                    image_id=config_digest,
+                                    predicates={k: f.sha256(v) for k, v in statements.items()})
+        contents[arch] = content.digest
+    index_manifest, desc = reg.get_manifest(repo, record.index_digest)
+    index_sig = f.signature_artifact(reference, {"mediaType": desc.media_type, "digest": record.index_digest,
+                                                 "size": desc.size}, signer.sign)
+    log(f"index: signing {reference}@{record.index_digest[:19]}")
+    attach(reg, repo, record.index_digest, index_sig, None)
+    keep(ws.variant_dir(variant) / "signed", record.index_digest, index_manifest, None, {"sig": index_sig})
+    return SignRecord(variant=variant, registry=record.registry, repository=repo, tag=record.tag,
+                      key_fingerprint=fingerprint(signer.public_key()), key_reference=signer.reference,
+                      index=SignedDigest(digest=record.index_digest, signature=index_sig.digest), arches=arches,
+                      content_digests=contents, signed_at=signed_at, seconds=round(time.monotonic() - start, 1))
+
+
+def attach(reg: Registry, repo: str, digest: str, sig: f.Artifact, att: f.Artifact | None) -> None:
+    push_artifact(reg, repo, sig, f.tag_for(digest, "sig"))
+    added = [(sig, f.SIMPLE_SIGNING)]
+    if att is not None:
+        push_artifact(reg, repo, att, f.tag_for(digest, "att"))
+        added.append((att, f.DSSE))
+    update_referrers(reg, repo, digest, added)
+
+
+def copy_signed(reg: Registry, src_repo: str, dst_repo: str, digest: str) -> int:
+    """Promote's part: the .sig / .att objects (and their referrers index) of `digest` from src to
+    dst, byte for byte. Returns how many objects were copied."""
+    copied = []
+    for suffix, kind in (("sig", f.SIMPLE_SIGNING), ("att", f.DSSE)):
+        tag = f.tag_for(digest, suffix)
+        if reg.head_manifest(src_repo, tag) is None:
+            continue
+        data, desc = reg.get_manifest(src_repo, tag)
+        doc = json.loads(data)
+        for blob in [doc["config"], *doc["layers"]]:
+            if not reg.blob_exists(dst_repo, blob["digest"]) and not reg.mount_blob(dst_repo, blob["digest"], src_repo):
+                reg.upload_blob(dst_repo, reg.get_blob(src_repo, blob["digest"]), blob["digest"])
+        reg.put_manifest(dst_repo, tag, data, desc.media_type)
+        copied.append((f.Artifact(data, ()), kind))
+    if copied:
+        update_referrers(reg, dst_repo, digest, copied)
+    return len(copied)
+
+
+def verify_staged(reg: Registry, record: PushRecord, key) -> None:
+    """Promote's first step: every staged object verifies with the release key, or nothing moves."""
+    from rapidship.errors import GateFailure
+    from rapidship.sign.sources import RegistrySource
+    from rapidship.sign.verify import verify_image
+
+    problems = [p for v in verify_image(RegistrySource(reg, record.repository), record.index_digest, key)
+                for p in v.problems]
+    if problems:
+        raise GateFailure(f"promote {record.variant}", f"{record.registry}/{record.repository}@"
+                          f"{record.index_digest[:19]} does not verify:\n  " + "\n  ".join(problems),
+                          "sign the staged push (invoke sign) with the release key; nothing was copied")
+
+
+def promote_signed(reg: Registry, record: PushRecord, dst_repo: str) -> int:
+    """Promote's last step: the signed objects of the index and of every arch, copied with them."""
+    digests = [record.index_digest, *(a.digest for a in record.arches.values())]
+    return sum(copy_signed(reg, record.repository, dst_repo, d) for d in digests)

@@ -1,0 +1,194 @@
+"""Check one image's signature and attestations against a public key; every failure is one line.
+
+Pure over a `Source` (where manifests and blobs come from: the registry, or a disc's folder), so
+the registry check, promote and the offline import run the same rules:
+  1. a cosign signature (.sig) made by this key whose payload names exactly this digest;
+  2. for per-arch images, attestations (.att) made by this key over in-toto statements whose
+     subject is this digest: a CycloneDX SBOM and a SLSA v1 provenance;
+  3. the provenance matches the image: its config digest, the lock label, the variant label;
+  4. the gates and the trivy decision in it passed, under the given policy when one is given.
+A missing object is a failure (fail closed), never "nothing to check".
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from rapidship.sign import formats as f
+from rapidship.sign.keys import fingerprint, verify_signature
+from rapidship.sign.provenance import LOCK_LABEL, VARIANT_LABEL, byproduct
+
+INDEX_TYPES = (f.OCI_INDEX, "application/vnd.docker.distribution.manifest.list.v2+json")
+NAMES = {f.CYCLONEDX: "SBOM", f.SLSA_PROVENANCE: "provenance"}
+
+
+class Source(Protocol):
+    where: str
+
+    def manifest(self, ref: str) -> bytes | None: ...  # by digest or tag; None when absent
+
+    def blob(self, digest: str) -> bytes | None: ...   # content checked against digest by the source
+
+
+@dataclass
+class Verdict:
+    digest: str
+    kind: str  # "index" or "image"
+    problems: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    image_id: str = ""
+    predicates: dict[str, dict] = field(default_factory=dict)  # type -> statement predicate
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _json(data: bytes | None) -> Any:
+    try:
+        return json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+
+
+def check_signature(src: Source, digest: str, key: ec.EllipticCurvePublicKey, v: Verdict) -> None:
+    tag = f.tag_for(digest, "sig")
+    doc = _json(src.manifest(tag))
+    if not isinstance(doc, dict):
+        v.problems.append(f"{digest[:19]}: no signature ({src.where}:{tag} is missing or not a manifest)")
+        return
+    layers = [x for x in doc.get("layers") or [] if isinstance(x, dict) and x.get("mediaType") == f.SIMPLE_SIGNING]
+    other_digest = other_key = False
+    for layer in layers:
+        payload = src.blob(str(layer.get("digest", "")))
+        sig_text = (layer.get("annotations") or {}).get(f.SIGNATURE_ANNOTATION, "")
+        try:
+            signature = base64.b64decode(sig_text, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if payload is None or not verify_signature(key, signature, payload):
+            other_key = True
+            continue
+        critical = (_json(payload) or {}).get("critical") or {}
+        if critical.get("type") != f.SIGNATURE_TYPE or (critical.get("image") or {}).get("docker-manifest-digest") != digest:
+            other_digest = True
+            continue
+        v.checked.append(f"signature by {fingerprint(key)[:19]} over {digest[:19]}")
+        return
+    if other_digest:
+        v.problems.append(f"{digest[:19]}: signed by this key, but the signed payload names another digest")
+    elif other_key or layers:
+        v.problems.append(f"{digest[:19]}: signature does not verify with key {fingerprint(key)[:19]} "
+                          "(signed by another key, or the signature or its payload was changed)")
+    else:
+        v.problems.append(f"{digest[:19]}: the signature object holds no cosign signature")
+
+
+def check_attestations(src: Source, digest: str, key: ec.EllipticCurvePublicKey, v: Verdict) -> None:
+    tag = f.tag_for(digest, "att")
+    doc = _json(src.manifest(tag))
+    if not isinstance(doc, dict):
+        v.problems.append(f"{digest[:19]}: no attestations ({src.where}:{tag} is missing)")
+        return
+    for layer in doc.get("layers") or []:
+        if not isinstance(layer, dict) or layer.get("mediaType") != f.DSSE:
+            continue
+        kind = (layer.get("annotations") or {}).get(f.PREDICATE_ANNOTATION, "?")
+        problem, statement = open_envelope(src.blob(str(layer.get("digest", ""))), key, digest)
+        if problem:
+            v.problems.append(f"{digest[:19]}: {NAMES.get(kind, kind)} attestation: {problem}")
+        elif statement.get("predicateType") != kind:
+            v.problems.append(f"{digest[:19]}: attestation says {statement.get('predicateType')}, labelled {kind}")
+        else:
+            v.predicates[kind] = statement.get("predicate") or {}
+    for kind, what in NAMES.items():
+        if kind not in v.predicates and not any(p.startswith(f"{digest[:19]}: {what} attestation") for p in v.problems):
+            v.problems.append(f"{digest[:19]}: no {what} attestation ({kind})")
+    if f.CYCLONEDX in v.predicates:
+        if v.predicates[f.CYCLONEDX].get("bomFormat") != "CycloneDX":
+            v.problems.append(f"{digest[:19]}: the SBOM attestation holds no CycloneDX document")
+        else:
+            v.checked.append(f"SBOM ({len(v.predicates[f.CYCLONEDX].get('components') or [])} components)")
+
+
+def open_envelope(data: bytes | None, key: ec.EllipticCurvePublicKey, digest: str) -> tuple[str, dict]:
+    """(problem, statement): the DSSE envelope's signature over PAE and its statement's subject."""
+    env = _json(data)
+    if not isinstance(env, dict):
+        return "missing or not a DSSE envelope", {}
+    if env.get("payloadType") != f.IN_TOTO:
+        return f"payloadType {env.get('payloadType')!r} is not {f.IN_TOTO}", {}
+    try:
+        payload = base64.b64decode(env.get("payload", ""), validate=True)
+        sigs = [base64.b64decode(s.get("sig", ""), validate=True) for s in env.get("signatures") or []]
+    except (binascii.Error, ValueError, AttributeError):
+        return "envelope is not valid base64", {}
+    if not any(verify_signature(key, sig, f.pae(f.IN_TOTO, payload)) for sig in sigs):
+        return f"no signature by key {fingerprint(key)[:19]} (changed after signing, or another key)", {}
+    statement = _json(payload)
+    if not isinstance(statement, dict) or statement.get("_type") != f.STATEMENT:
+        return "signed payload is not an in-toto Statement v1", {}
+    algo, _, hexpart = digest.partition(":")
+    if not any(isinstance(s, dict) and (s.get("digest") or {}).get(algo) == hexpart for s in statement.get("subject") or []):
+        return f"its subject is not {digest[:19]}", {}
+    return "", statement
+
+
+def check_provenance(v: Verdict, config_digest: str, labels: dict, policy: dict | None) -> None:
+    pred = v.predicates.get(f.SLSA_PROVENANCE)
+    if pred is None:
+        return
+    params = (pred.get("buildDefinition") or {}).get("externalParameters") or {}
+    image = byproduct(pred, "image-config") or {}
+    if (image.get("digest") or {}).get("sha256") != config_digest.partition(":")[2]:
+        v.problems.append(f"{v.digest[:19]}: provenance is for image {image.get('digest')}, this image's config is "
+                          f"{config_digest[:19]}")
+    lock = (params.get("lock") or {}).get("sha256")
+    if lock != labels.get(LOCK_LABEL):
+        v.problems.append(f"{v.digest[:19]}: provenance lock sha256 {str(lock)[:12]} differs from the image label "
+                          f"{LOCK_LABEL}={str(labels.get(LOCK_LABEL))[:12]}")
+    if params.get("variant") != labels.get(VARIANT_LABEL):
+        v.problems.append(f"{v.digest[:19]}: provenance variant {params.get('variant')!r} differs from the label "
+                          f"{labels.get(VARIANT_LABEL)!r}")
+    for name in ("gates", "trivy-decision"):
+        item = byproduct(pred, name)
+        if item is None or (item.get("annotations") or {}).get("passed") is not True:
+            v.problems.append(f"{v.digest[:19]}: provenance shows no passing {name}")
+    decision = (byproduct(pred, "trivy-decision") or {}).get("annotations") or {}
+    if policy is not None:
+        recorded = {k: val for k, val in (decision.get("policy") or {}).items() if k not in ("source", "variant")}
+        if recorded != policy:
+            changed = sorted(k for k in policy.keys() | recorded.keys() if policy.get(k) != recorded.get(k))
+            v.problems.append(f"{v.digest[:19]}: the scan was decided under another policy ({', '.join(changed)} differ)")
+        else:
+            v.checked.append("scan decided under the given policy")
+    if not any(p.startswith(v.digest[:19] + ": provenance") for p in v.problems):
+        v.checked.append(f"provenance (lock {str(lock)[:12]}, gates and trivy passed)")
+
+
+def verify_image(src: Source, digest: str, key: ec.EllipticCurvePublicKey, policy: dict | None = None) -> list[Verdict]:
+    """The verdicts of `digest` and, for an index, of every child image."""
+    raw = src.manifest(digest)
+    doc = _json(raw)
+    if not isinstance(doc, dict) or raw is None or f.sha256(raw) != digest:
+        return [Verdict(digest, "image", [f"{digest[:19]}: not found in {src.where} (or not a manifest)"])]
+    if doc.get("mediaType") in INDEX_TYPES or "manifests" in doc:
+        top = Verdict(digest, "index")
+        check_signature(src, digest, key, top)
+        return [top] + [v for child in doc.get("manifests") or [] if isinstance(child, dict)
+                        for v in verify_image(src, str(child.get("digest", "")), key, policy)]
+    v = Verdict(digest, "image", image_id=str((doc.get("config") or {}).get("digest", "")))
+    check_signature(src, digest, key, v)
+    check_attestations(src, digest, key, v)
+    config = _json(src.blob(v.image_id))
+    if not isinstance(config, dict):
+        v.problems.append(f"{digest[:19]}: the image config {v.image_id[:19]} cannot be read")
+    else:
+        check_provenance(v, v.image_id, (config.get("config") or {}).get("Labels") or {}, policy)
+    return [v]

@@ -1,0 +1,384 @@
+"""invoke keys.generate / push (signs) / sign / verify / promote against a real OCI registry
+(docker-registry 2.8, TLS + htpasswd, loopback). Images are built here (FROM scratch, labelled like
+real ones, files under /opt/rapids) and their records written as the stages write them.
+
+The registry's objects are also checked without our verify code: the .sig signature with
+`cryptography` directly, the DSSE envelopes with securesystemslib.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rapidship.publish.oci import Credentials, Registry
+from rapidship.publish.retrying import RetryPolicy
+from rapidship.sign import formats as f
+from support.commands import ROOT
+from support.registry_fixtures import RegistryServer
+
+pytestmark = pytest.mark.docker
+VARIANT = "cpu-debian12"
+LOCK = hashlib.sha256(b"the lock").hexdigest()
+PASSWORD = "release-key-password-7f3a"
+VARIANTS_YAML = """
+defaults:
+  registry_prefix: harbor.example.internal/dockerhub
+  budget_bytes: 1000000
+  uid: 1001
+  user: rapids
+  rapids: "26.10"
+  python: "3.11"
+  flavour: pip
+  image: {image}
+  env: dask-cpu
+  conda_builder: library/python:3.11-slim-bookworm
+oses:
+  debian12: {{family: deb, distro: debian, version: "12", arches: [amd64, arm64],
+             image: library/debian:bookworm-slim, python: "3.11"}}
+axes: {{cuda: [cpu], os: [debian12]}}
+"""
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    server = RegistryServer(tmp_path_factory.mktemp("registry")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def images(engine, tmp_path_factory):
+    """(variants file, image name, {arch: ref}) of two labelled images built here."""
+    from rapidship.engine import ENGINE
+
+    work = tmp_path_factory.mktemp("signed")
+    name = f"rapidship-test-{uuid.uuid4().hex[:10]}/signed"
+    (work / "variants.yaml").write_text(VARIANTS_YAML.format(image=name))
+    ctx = work / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text(
+        "FROM scratch\nARG TARGETARCH\nCOPY ${TARGETARCH}.txt /opt/rapids/arch.txt\n"
+        f'LABEL io.rapidship.lock.sha256="{LOCK}" io.rapidship.variant="{VARIANT}"\n')
+    refs = {}
+    for arch in ("amd64", "arm64"):
+        (ctx / f"{arch}.txt").write_text(f"built for {arch}\n")
+        refs[arch] = f"{name}:26.10-cpu-debian12-py3.11-{arch}"
+        subprocess.run([ENGINE.buildkit_cli(), "build", "-q", "--platform", f"linux/{arch}", "-t", refs[arch], str(ctx)],
+                       check=True, capture_output=True, env=dict(os.environ, DOCKER_BUILDKIT="1"))
+    yield work / "variants.yaml", name, refs
+    subprocess.run(["docker", "rmi", *refs.values()], capture_output=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def keypairs(tmp_path_factory):
+    """Two key pairs made by `invoke keys.generate`: the release key and someone else's."""
+    out = {}
+    for who in ("release", "other"):
+        d = tmp_path_factory.mktemp(f"keys-{who}")
+        proc = subprocess.run(["invoke", "keys.generate", "--out", str(d / "k")], cwd=ROOT, capture_output=True,
+                              text=True, env=dict(os.environ, RAPIDSHIP_SIGNING_PASSWORD=PASSWORD))
+        assert proc.returncode == 0, proc.stderr
+        assert PASSWORD not in proc.stdout + proc.stderr
+        out[who] = d / "k"
+    return out
+
+
+def write_records(build: Path, refs: dict[str, str], passed: bool = True) -> None:
+    """The records sign reads, as render / build / gates / scan write them, for the real images."""
+    from rapidship.gates.policy import load_policy
+    from rapidship.image import snapshot
+    from rapidship.records import BuiltImage, GatesRecord, Rendered, ScanRecord, Workspace
+    from rapidship.sign import content
+
+    ws = Workspace(build)
+    ws.save(ws.render(VARIANT), Rendered(variant=VARIANT, out_dir=str(build / VARIANT), dockerfile=str(
+        build / VARIANT / "Dockerfile"), dockerfile_sha256="ab" * 32, lock_sha256=LOCK))
+    policy = load_policy(ROOT / "policy" / "trivy.yaml", VARIANT)
+    described = {"source": policy.source, "variant": VARIANT} | policy.rules.model_dump(mode="json")
+    for arch, ref in refs.items():
+        image = snapshot(ref, hash_under=content.ROOTS)
+        image_id = image.config["Id"]
+        ws.save(ws.build(VARIANT, arch), BuiltImage(
+            variant=VARIANT, arch=arch, ref=ref, image_id=image_id, size_bytes=1, zstd_bytes=1, layers=1, seconds=1.0,
+            lock_sha256=LOCK, base="scratch", log="build.log",
+            extra={"bases": {"RUNTIME_BASE": {"ref": "scratch", "id": "", "repo_digests": []}},
+                   "build_args": {"BUILDER_BASE": "local/builder"}, "secret_ids": ["pip-index"]}))
+        ws.save(ws.gates(VARIANT, arch), GatesRecord(ref=ref, image_id=image_id, arch=arch, passed=passed, gates=[]))
+        ws.save(ws.decision(VARIANT, arch), ScanRecord(
+            artifact=ref, variant=VARIANT, arch=arch, passed=passed, reasons=[], notes=[], counts={"HIGH": {"fail": 0}},
+            policy=described, os="debian 12", packages=1, trivy_version="0.59.1", db={}, outputs={}, seconds=0.0,
+            decided_on="2026-12-01"))
+        ws.save(ws.content(VARIANT, arch), content.manifest(image, VARIANT, arch, image_id))
+        (ws.scan_dir(VARIANT, arch) / "sbom.cdx.json").write_text(json.dumps(
+            {"bomFormat": "CycloneDX", "specVersion": "1.6", "components": [{"type": "file", "name": "arch.txt"}]}))
+
+
+def env_for(registry, **extra) -> dict:
+    return dict(os.environ, RAPIDSHIP_REGISTRY_USER=registry.user, RAPIDSHIP_REGISTRY_PASSWORD=registry.password,
+                RAPIDSHIP_REGISTRY_CA=str(registry.ca), RAPIDSHIP_RETRY_ATTEMPTS="2", RAPIDSHIP_RETRY_BASE_DELAY="0.05",
+                **extra)
+
+
+def invoke(env, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(["invoke", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+
+
+def direct(registry) -> Registry:
+    return Registry(registry.host, Credentials(registry.user, registry.password, "test"), str(registry.ca),
+                    RetryPolicy(attempts=1))
+
+
+@pytest.fixture(scope="module")
+def signed(registry, images, keypairs, tmp_path_factory):
+    """A push that signed by default (key configured): (build dir, push record, outputs)."""
+    variants, name, refs = images
+    build = tmp_path_factory.mktemp("ws") / "build"
+    write_records(build, refs)
+    target = f"{registry.host}/staging-{uuid.uuid4().hex[:8]}"
+    env = env_for(registry, RAPIDSHIP_SIGNING_KEY=str(keypairs["release"] / "cosign.key"),
+                  RAPIDSHIP_SIGNING_PASSWORD=PASSWORD)
+    proc = invoke(env, "push", "--variant", VARIANT, "--registry", target, "--build-dir", str(build),
+                  "--variants-file", str(variants))
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((build / VARIANT / "push.json").read_text())
+    return build, record, proc.stdout + proc.stderr
+
+
+def ref_of(record, tag=None) -> str:
+    return f"{record['registry']}/{record['repository']}:{tag or record['tag']}"
+
+
+def test_push_signs_by_default_and_the_objects_verify_without_our_code(registry, signed, keypairs):
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.signer import SSlibKey
+
+    build, record, output = signed
+    assert "signed " in output and "NOT SIGNED" not in output
+    sign = json.loads((build / VARIANT / "sign.json").read_text())
+    assert set(sign["arches"]) == {"amd64", "arm64"} and sign["index"]["digest"] == record["index_digest"]
+    pub_pem = (keypairs["release"] / "cosign.pub").read_bytes()
+    public = serialization.load_pem_public_key(pub_pem)
+    reg, repo = direct(registry), record["repository"]
+    ssl_key = SSlibKey("", "ecdsa", "ecdsa-sha2-nistp256", {"public": pub_pem.decode()})
+    for digest in [record["index_digest"], *(a["digest"] for a in record["arches"].values())]:
+        sig = json.loads(reg.get_manifest(repo, f.tag_for(digest, "sig"))[0])
+        layer = sig["layers"][0]
+        payload = reg.get_blob(repo, layer["digest"])
+        public.verify(base64.b64decode(layer["annotations"]["dev.cosignproject.cosign/signature"]), payload,
+                      ec.ECDSA(hashes.SHA256()))
+        assert json.loads(payload)["critical"]["image"]["docker-manifest-digest"] == digest
+        assert sig["subject"]["digest"] == digest
+        referrers = json.loads(reg.get_manifest(repo, f.tag_for(digest, ""))[0])
+        assert reg.head_manifest(repo, f.tag_for(digest, "sig")).digest in [m["digest"] for m in referrers["manifests"]]
+        if digest == record["index_digest"]:
+            assert reg.head_manifest(repo, f.tag_for(digest, "att")) is None  # the index is signed only
+            continue
+        att = json.loads(reg.get_manifest(repo, f.tag_for(digest, "att"))[0])
+        kinds = {}
+        for layer in att["layers"]:
+            envelope = Envelope.from_dict(json.loads(reg.get_blob(repo, layer["digest"])))
+            envelope.verify([ssl_key], 1)
+            statement = json.loads(envelope.payload)
+            assert statement["subject"][0]["digest"] == {"sha256": digest.split(":")[1]}
+            kinds[statement["predicateType"]] = statement["predicate"]
+        assert set(kinds) == {f.CYCLONEDX, f.SLSA_PROVENANCE}
+        prov = kinds[f.SLSA_PROVENANCE]
+        params = prov["buildDefinition"]["externalParameters"]
+        assert params["lock"] == {"sha256": LOCK} and params["buildArgs"] == {"BUILDER_BASE": "local/builder"}
+        assert prov["buildDefinition"]["internalParameters"]["secretIds"] == ["pip-index"]
+        names = {b["name"] for b in prov["runDetails"]["byproducts"]}
+        assert names == {"image-config", "gates", "trivy-decision", "content-manifest"}
+        arch = next(a for a, v in record["arches"].items() if v["digest"] == digest)
+        content = json.loads((build / VARIANT / f"content-{arch}.json").read_text())
+        assert content["files"] == 1 and {"sha256": content["digest"].split(":")[1]} in [
+            b["digest"] for b in prov["runDetails"]["byproducts"]]
+
+
+def test_verify_passes_the_signed_image_under_the_policy(registry, signed, keypairs):
+    _, record, _ = signed
+    proc = invoke(env_for(registry), "verify", "--image", ref_of(record), "--key",
+                  str(keypairs["release"] / "cosign.pub"), "--policy", "policy/trivy.yaml")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert doc["passed"] is True and [v["kind"] for v in doc["verdicts"]] == ["index", "image", "image"]
+
+
+def test_verify_refuses_another_key_and_a_missing_key(registry, signed, keypairs):
+    _, record, _ = signed
+    proc = invoke(env_for(registry), "verify", "--image", ref_of(record), "--key", str(keypairs["other"] / "cosign.pub"))
+    assert proc.returncode == 1 and "signature does not verify with key" in proc.stderr
+    proc = invoke(env_for(registry), "verify", "--image", ref_of(record))
+    assert proc.returncode == 2 and "--key" in proc.stderr
+
+
+def _copy_repo(registry, record, tag_suffix: str) -> tuple[Registry, str]:
+    """A scratch copy of the signed arm64 image and its objects, to tamper with."""
+    reg = direct(registry)
+    src, dst = record["repository"], f"tamper-{uuid.uuid4().hex[:8]}/signed"
+    digest = record["arches"]["arm64"]["digest"]
+    manifest, desc = reg.get_manifest(src, digest)
+    for ref in (digest, f.tag_for(digest, "sig"), f.tag_for(digest, "att")):
+        data, d = reg.get_manifest(src, ref)
+        doc = json.loads(data)
+        for blob in [doc["config"], *doc["layers"]]:
+            reg.upload_blob(dst, reg.get_blob(src, blob["digest"]), blob["digest"])
+        reg.put_manifest(dst, ref if ref != digest else tag_suffix, data, d.media_type)
+    return reg, dst
+
+
+def _att_layers(reg, repo, digest):
+    att = json.loads(reg.get_manifest(repo, f.tag_for(digest, "att"))[0])
+    return att, {layer["annotations"]["predicateType"]: json.loads(reg.get_blob(repo, layer["digest"]))
+                 for layer in att["layers"]}
+
+
+def _put_att(reg, repo, digest, envelopes: dict[str, bytes]):
+    art = f.attestation_artifact(envelopes, None)
+    for blob in art.blobs:
+        reg.upload_blob(repo, blob.data, blob.digest)
+    reg.put_manifest(repo, f.tag_for(digest, "att"), art.manifest, f.OCI_MANIFEST)
+
+
+def _verify(registry, repo, tag, pub) -> subprocess.CompletedProcess:
+    return invoke(env_for(registry), "verify", "--image", f"{registry.host}/{repo}:{tag}", "--key", str(pub))
+
+
+def test_tampering_in_the_registry_is_refused(registry, signed, keypairs):
+    from rapidship.sign.keys import open_signer
+
+    _, record, _ = signed
+    pub = keypairs["release"] / "cosign.pub"
+    digest = record["arches"]["arm64"]["digest"]
+    reg, repo = _copy_repo(registry, record, "v1")
+    assert _verify(registry, repo, "v1", pub).returncode == 0  # the untouched copy verifies
+
+    # 1. the tag re-pushed with another manifest (same layers, one annotation more)
+    doc = json.loads(reg.get_manifest(repo, digest)[0])
+    doc["annotations"] = {"evil": "yes"}
+    reg.put_manifest(repo, "v1", json.dumps(doc).encode(), doc["mediaType"])
+    proc = _verify(registry, repo, "v1", pub)
+    assert proc.returncode == 1 and "no signature" in proc.stderr
+    reg.put_manifest(repo, "v1", reg.get_manifest(repo, digest)[0], doc["mediaType"])
+
+    att, envelopes = _att_layers(reg, repo, digest)
+    raw = {k: json.dumps(v).encode() for k, v in envelopes.items()}
+    # 2. an edited attestation payload (the lock hash changed after signing)
+    statement = json.loads(base64.b64decode(envelopes[f.SLSA_PROVENANCE]["payload"]))
+    statement["predicate"]["buildDefinition"]["externalParameters"]["lock"]["sha256"] = "00" * 32
+    edited = dict(envelopes[f.SLSA_PROVENANCE], payload=base64.b64encode(json.dumps(statement).encode()).decode())
+    _put_att(reg, repo, digest, {**raw, f.SLSA_PROVENANCE: json.dumps(edited).encode()})
+    proc = _verify(registry, repo, "v1", pub)
+    assert proc.returncode == 1 and "provenance attestation: no signature by key" in proc.stderr
+
+    # 3. a provenance that is signed by the release key but whose lock differs from the label
+    os.environ["RAPIDSHIP_SIGNING_PASSWORD"] = PASSWORD
+    try:
+        signer = open_signer(str(keypairs["release"] / "cosign.key"))
+    finally:
+        del os.environ["RAPIDSHIP_SIGNING_PASSWORD"]
+    name = statement["subject"][0]["name"]
+    wrong = f.envelope(f.statement(name, digest, f.SLSA_PROVENANCE, statement["predicate"]), signer.sign)
+    _put_att(reg, repo, digest, {**raw, f.SLSA_PROVENANCE: wrong})
+    proc = _verify(registry, repo, "v1", pub)
+    assert proc.returncode == 1 and "differs from the image label io.rapidship.lock.sha256" in proc.stderr
+
+    # 4. the SBOM left out
+    _put_att(reg, repo, digest, {f.SLSA_PROVENANCE: raw[f.SLSA_PROVENANCE]})
+    proc = _verify(registry, repo, "v1", pub)
+    assert proc.returncode == 1 and "no SBOM attestation" in proc.stderr
+
+    # 5. the signature replaced by one from another key
+    other = json.loads(reg.get_manifest(repo, f.tag_for(digest, "sig"))[0])
+    os.environ["RAPIDSHIP_SIGNING_PASSWORD"] = PASSWORD
+    try:
+        intruder = open_signer(str(keypairs["other"] / "cosign.key"))
+    finally:
+        del os.environ["RAPIDSHIP_SIGNING_PASSWORD"]
+    art = f.signature_artifact(name, {"mediaType": other["subject"]["mediaType"], "digest": digest,
+                                      "size": other["subject"]["size"]}, intruder.sign)
+    for blob in art.blobs:
+        reg.upload_blob(repo, blob.data, blob.digest)
+    reg.put_manifest(repo, f.tag_for(digest, "sig"), art.manifest, f.OCI_MANIFEST)
+    proc = _verify(registry, repo, "v1", pub)
+    assert proc.returncode == 1 and "signature does not verify with key" in proc.stderr
+
+
+def test_promote_verifies_then_copies_the_signed_objects(registry, signed, keypairs, images):
+    build, record, _ = signed
+    release = f"{registry.host}/release-{uuid.uuid4().hex[:8]}"
+    env = env_for(registry)
+    proc = invoke(env, "promote", "--variant", VARIANT, "--to", release, "--build-dir", str(build))
+    assert proc.returncode == 2 and "no public key" in proc.stderr
+    proc = invoke(env, "promote", "--variant", VARIANT, "--to", release, "--build-dir", str(build), "--key",
+                  str(keypairs["other"] / "cosign.pub"))
+    assert proc.returncode == 1 and "does not verify" in proc.stderr and "nothing was copied" in proc.stderr
+    target_repo = f"{release.split('/', 1)[1]}/{record['repository'].split('/', 1)[1]}"
+    assert direct(registry).head_manifest(target_repo, record["tag"]) is None
+    proc = invoke(env, "promote", "--variant", VARIANT, "--to", release, "--build-dir", str(build), "--key",
+                  str(keypairs["release"] / "cosign.pub"))
+    assert proc.returncode == 0, proc.stderr
+    promoted = json.loads((build / VARIANT / "promote.json").read_text())
+    assert promoted["signed_objects"] == 5 and promoted["verified_with"].startswith("sha256:")
+    proc = invoke(env, "verify", "--image", f"{registry.host}/{target_repo}:{record['tag']}", "--key",
+                  str(keypairs["release"] / "cosign.pub"))
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_push_without_a_key_says_so_and_promote_refuses_it(registry, images, keypairs, tmp_path):
+    variants, _, refs = images
+    build = tmp_path / "build"
+    write_records(build, refs)
+    target = f"{registry.host}/staging-{uuid.uuid4().hex[:8]}"
+    env = env_for(registry)
+    env.pop("RAPIDSHIP_SIGNING_KEY", None)
+    proc = invoke(env, "push", "--variant", VARIANT, "--registry", target, "--build-dir", str(build),
+                  "--variants-file", str(variants))
+    assert proc.returncode == 0 and "NOT SIGNED: no signing key configured" in proc.stderr
+    assert not (build / VARIANT / "sign.json").exists()
+    proc = invoke(env, "promote", "--variant", VARIANT, "--to", f"{registry.host}/rel-{uuid.uuid4().hex[:6]}",
+                  "--build-dir", str(build), "--key", str(keypairs["release"] / "cosign.pub"))
+    assert proc.returncode == 1 and "no signature" in proc.stderr
+    # sign afterwards by --image; a stale record (gate record of another image) is refused first
+    record = json.loads((build / VARIANT / "push.json").read_text())
+    env_key = dict(env, RAPIDSHIP_SIGNING_PASSWORD=PASSWORD)
+    gates = build / VARIANT / "gates-amd64.json"
+    good = gates.read_text()
+    gates.write_text(good.replace('"image_id": "sha256:', '"image_id": "sha256:0'))
+    proc = invoke(env_key, "sign", "--image", ref_of(record), "--key", str(keypairs["release"] / "cosign.key"),
+                  "--build-dir", str(build))
+    assert proc.returncode == 2 and "gate record names" in proc.stderr
+    gates.write_text(good)
+    proc = invoke(env_key, "sign", "--image", ref_of(record), "--key", str(keypairs["release"] / "cosign.key"),
+                  "--build-dir", str(build))
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_password_and_private_key_never_leave(registry, signed, keypairs):
+    """Not in any output, record or registry object: only the public fingerprint travels."""
+    build, record, output = signed
+    key_text = (keypairs["release"] / "cosign.key").read_text()
+    secret_lines = [line for line in key_text.splitlines() if not line.startswith("-----")]
+    needles = [PASSWORD, *secret_lines]
+    assert not any(n in output for n in needles)
+    for path in build.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes().decode("utf-8", "replace")
+            assert not any(n in data for n in needles), path
+            assert "PRIVATE KEY" not in data, path
+    reg = direct(registry)
+    for digest in [a["digest"] for a in record["arches"].values()]:
+        for suffix in ("sig", "att"):
+            doc = json.loads(reg.get_manifest(record["repository"], f.tag_for(digest, suffix))[0])
+            for blob in [doc["config"], *doc["layers"]]:
+                data = reg.get_blob(record["repository"], blob["digest"]).decode("utf-8", "replace")
+                assert PASSWORD not in data and "PRIVATE KEY" not in data

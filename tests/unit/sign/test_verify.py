@@ -1,0 +1,125 @@
+"""verify_image: a good image passes; every kind of tampering is one named failure."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from rapidship.sign import formats as f
+from rapidship.sign.verify import verify_image
+from support.signed_samples import LOCK, POLICY, SBOM, MemSource, provenance, signed_image, signed_index, signer
+
+KEY = ec.generate_private_key(ec.SECP256R1())
+OTHER = ec.generate_private_key(ec.SECP256R1())
+
+
+def problems(src, digest, key=KEY, policy=None) -> list[str]:
+    return [p for v in verify_image(src, digest, key.public_key(), policy) for p in v.problems]
+
+
+def test_a_signed_attested_image_and_index_pass():
+    src, digest = signed_image(KEY)
+    verdicts = verify_image(src, digest, KEY.public_key(), POLICY)
+    assert [v.ok for v in verdicts] == [True]
+    assert any("SBOM (1 components)" in c for c in verdicts[0].checked)
+    assert any("under the given policy" in c for c in verdicts[0].checked)
+    src, digest = signed_index(KEY)
+    verdicts = verify_image(src, digest, KEY.public_key())
+    assert [v.kind for v in verdicts] == ["index", "image", "image"] and all(v.ok for v in verdicts)
+
+
+def test_another_key_is_refused():
+    src, digest = signed_image(OTHER)
+    found = problems(src, digest)
+    assert any("signature does not verify with key" in p for p in found)
+    assert any("provenance attestation: no signature by key" in p for p in found)
+
+
+def test_a_tag_moved_to_another_manifest_has_no_signature():
+    src, digest = signed_image(KEY)
+    other_src, other = signed_image(OTHER, labels={"io.rapidship.lock.sha256": LOCK, "io.rapidship.variant": "x"})
+    src.manifests[other] = other_src.manifests[other]  # the attacker's image, signed by nobody we trust
+    src.blobs.update(other_src.blobs)
+    src.manifests.pop(f.tag_for(other, "sig"), None)
+    assert any("no signature" in p for p in problems(src, other))
+
+
+def test_a_signature_copied_from_another_digest_names_that_digest():
+    src, digest = signed_image(KEY)
+    _, second = signed_image(KEY, src, labels={"io.rapidship.lock.sha256": LOCK, "io.rapidship.variant": "cpu-debian12",
+                                               "n": "2"})
+    src.manifests[f.tag_for(second, "sig")] = src.manifests[f.tag_for(digest, "sig")]
+    assert any("names another digest" in p for p in problems(src, second))
+
+
+def test_an_edited_attestation_payload_is_refused():
+    src, digest = signed_image(KEY)
+    att = json.loads(src.manifests[f.tag_for(digest, "att")])
+    layer = next(x for x in att["layers"] if x["annotations"]["predicateType"] == f.SLSA_PROVENANCE)
+    env = json.loads(src.blobs[layer["digest"]])
+    statement = json.loads(base64.b64decode(env["payload"]))
+    statement["predicate"]["buildDefinition"]["externalParameters"]["lock"]["sha256"] = "99" * 32
+    env["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+    data = json.dumps(env).encode()
+    src.blobs[f.sha256(data)] = data
+    layer["digest"], layer["size"] = f.sha256(data), len(data)
+    src.manifests[f.tag_for(digest, "att")] = json.dumps(att).encode()
+    assert any("provenance attestation: no signature by key" in p and "changed after signing" in p
+               for p in problems(src, digest))
+
+
+def test_a_signed_provenance_whose_lock_differs_from_the_label_is_refused():
+    src = MemSource()
+    config_digest = None
+    src, digest = signed_image(KEY, src)
+    config_digest = json.loads(src.manifests[digest])["config"]["digest"]
+    src2, digest2 = signed_image(KEY, MemSource(), predicates={f.CYCLONEDX: SBOM,
+                                                               f.SLSA_PROVENANCE: provenance(config_digest, lock="77" * 32)})
+    found = problems(src2, digest2)
+    assert any("provenance lock sha256 7777" in p and "differs from the image label" in p for p in found)
+
+
+def test_a_missing_sbom_is_refused():
+    src, digest = signed_image(KEY, predicates={f.SLSA_PROVENANCE: provenance("sha256:" + "00" * 32)})
+    found = problems(src, digest)
+    assert any("no SBOM attestation" in p for p in found)
+
+
+def test_missing_attestations_and_failed_gates_are_refused():
+    src, digest = signed_image(KEY)
+    config_digest = json.loads(src.manifests[digest])["config"]["digest"]
+    del src.manifests[f.tag_for(digest, "att")]
+    assert any("no attestations" in p for p in problems(src, digest))
+    src, digest = signed_image(KEY, predicates={f.CYCLONEDX: SBOM, f.SLSA_PROVENANCE: provenance(
+        "sha256:" + "00" * 32, trivy=False)})
+    found = problems(src, digest)
+    assert any("no passing trivy-decision" in p for p in found)
+    assert any("provenance is for image" in p for p in found)
+    assert config_digest
+
+
+def test_a_scan_under_another_policy_is_refused():
+    src, digest = signed_image(KEY)
+    found = problems(src, digest, policy={"threshold": "CRITICAL", "ignore_unfixed": False})
+    assert found == [f"{digest[:19]}: the scan was decided under another policy (threshold differ)"]
+
+
+@pytest.mark.parametrize("garbage", [b"", b"not json", b"[]", b'{"layers": [{"mediaType": 5}]}'])
+def test_garbage_signature_objects_fail_closed(garbage):
+    src, digest = signed_image(KEY)
+    src.manifests[f.tag_for(digest, "sig")] = garbage
+    src.manifests[f.tag_for(digest, "att")] = garbage
+    found = problems(src, digest)
+    assert found and all(digest[:19] in p for p in found)
+
+
+def test_an_index_child_that_fails_fails_the_index():
+    src, digest = signed_index(KEY)
+    child = json.loads(src.manifests[digest])["manifests"][1]["digest"]
+    del src.manifests[f.tag_for(child, "sig")]
+    found = problems(src, digest)
+    assert found == [f"{child[:19]}: no signature ({src.where}:{f.tag_for(child, 'sig')} is missing or not a manifest)"]
+    assert signer(KEY)

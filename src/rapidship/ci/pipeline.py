@@ -12,6 +12,10 @@ One set of job definitions serves two profiles:
   registry in place of Harbor, bases made with debootstrap.
 
 DAG: every job `needs:` only its own variant's jobs, so one variant failing holds no other.
+
+Signing: `sign:V` runs after `push:V` in the GitLab environment `signing`, the only place the key
+variables are scoped to; `verify:V` checks what was signed before `promote:V` and `export:V`. Job
+scripts never name the private key or its password: the tasks read them from the environment.
 """
 
 from __future__ import annotations
@@ -41,6 +45,19 @@ RETRY = {"max": 2, "when": ["runner_system_failure"]}
 # Set in the child pipeline's variables where no runner tagged `gpu` exists: the smoke is skipped.
 NO_GPU = "none"
 
+# Signing (docs/ci.md): a GitLab *file* variable (the path of cosign.key, or a pkcs11:/KMS URI) and a
+# masked one, both protected and scoped to the environment SIGNING_ENVIRONMENT, so only `sign:*`
+# jobs get them. The tasks read them from the environment (rapidship.sign.keys): they are never
+# written into the YAML, a job variable or a command line. The public key is a file variable too.
+SIGNING_KEY = "RAPIDSHIP_SIGNING_KEY"
+SIGNING_PASSWORD = "RAPIDSHIP_SIGNING_PASSWORD"
+SIGNING_PUBLIC_KEY = "RAPIDSHIP_SIGNING_PUBLIC_KEY"
+SIGNING_ENVIRONMENT = "signing"
+POLICY = "policy/trivy.yaml"
+# Protected variables reach only pipelines of protected branches and tags: elsewhere there is no
+# key, so sign and verify are left out there instead of failing every merge request.
+PROTECTED_REF = '$CI_COMMIT_REF_PROTECTED == "true"'
+
 
 class Builder(str, Enum):
     buildctl = "buildctl"  # rootless BuildKit, buildctl-daemonless.sh: the production default
@@ -61,6 +78,9 @@ class Profile:
     trivy_db_repository: str | None = None  # None: a DB planted from LOCAL_ADVISORIES (no network)
     promote_variables: dict[str, str] = field(default_factory=dict)  # the promote robot, not the CI one
     harbor_gate: bool = False  # Harbor scans what was pushed and the same policy judges it before promote
+    # `rules: if:` under which sign and verify run; elsewhere they are left out (listed, with why)
+    sign_if: str = PROTECTED_REF
+    sign_skipped: str = "skipped on unprotected refs, which get no key (protected variables)"
 
     def arch_tags(self, arch: str, *extra: str) -> dict:
         """`tags:` routes a job to a runner; a single shell executor takes every job untagged."""
@@ -106,6 +126,10 @@ def local(registry: str = "127.0.0.1:5000/staging", arches: tuple[Arch, ...] | N
                           "the local profile pushes only to 127.0.0.1:PORT/PROJECT")
     return Profile(name="local", builder=Builder.docker, shell=True, handoff=False, registry=registry,
                    bootstrap_bases=True, arches=arches,
+                   # gitlab-ci-local has no protected refs: sign when a key is given, else say so
+                   sign_if=f"${SIGNING_KEY}",
+                   sign_skipped=f"skipped when {SIGNING_KEY} is not set - the images stay UNSIGNED "
+                                "and promote refuses them",
                    variables={"RAPIDSHIP_REGISTRY": registry, "RAPIDSHIP_GPU_RUNNERS": NO_GPU})
 
 
@@ -167,6 +191,11 @@ def _name(stage: str, v: Variant, arch: Arch | None = None) -> str:
     return f"{stage}:{v.id}" + (f":{arch.value}" if arch else "")
 
 
+def _signed_root(vid: str) -> Path:
+    """build/<variant>/signed: the folder holding one signed_dir per signed digest."""
+    return WS.signed_dir(vid, "sha256:0").parent
+
+
 def _pull(v: Variant, arch: Arch, profile: Profile) -> list[str]:
     """Where builds ran on another runner, fetch the candidate into this job's engine first."""
     return [f"invoke ci.pull --variant {v.id} --arch {arch.value}"] if profile.handoff else []
@@ -193,7 +222,10 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
             **p.arch_tags(a, "docker"),
             "needs": [render, build],
             "script": [*_pull(v, arch, p), f"invoke gates --variant {vid} --arch {a}"],
-            "artifacts": {"when": "always", "paths": [str(WS.gates(vid, a))], "expire_in": "1 week"},
+            # sign reads the gate record, the content manifest and the build record of what was gated
+            "artifacts": {"when": "always", "paths": [str(WS.gates(vid, a)), str(WS.content(vid, a)),
+                                                      *([str(WS.build(vid, a))] if p.handoff else [])],
+                          "expire_in": "1 week"},
         }, f"image gates on {vid} {a}"))
         scan = _name("scan", v, arch)
         scan_dir = str(WS.scan_dir(vid, a))
@@ -216,8 +248,9 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         **p.arch_tags("amd64", "docker"),
         # needs every arch's gates and scan: the manifest list is merged only when all arches passed.
         "needs": [render, *build_jobs, *gates_jobs, *scan_jobs],
+        # --no-sign: signing is the sign job's, the one job that gets the key
         "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)),
-                   f"invoke push --variant {vid} --registry $RAPIDSHIP_REGISTRY"],
+                   f"invoke push --variant {vid} --registry $RAPIDSHIP_REGISTRY --no-sign"],
         "artifacts": {"paths": [str(WS.push(vid))], "expire_in": "30 days"},  # promote reads it
         "resource_group": f"push-{vid}",
     }, f"push {vid} per-arch tags, then the manifest list, to the staging registry"))
@@ -235,6 +268,31 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         }, f"spill smoke of {vid} {a}, hardened profile; skipped when RAPIDSHIP_GPU_RUNNERS={NO_GPU} "
            "(no runner tagged gpu with the NVIDIA container toolkit)"))
         smoke_jobs.append(smoke)
+    sign, verify = _name("sign", v), _name("verify", v)
+    sign_rules = [{"if": p.sign_if, "when": "on_success"}, {"when": "never"}]
+    found.append(Job(sign, {
+        "stage": "publish",
+        **p.arch_tags("amd64"),
+        # the records sign checks against the registry: render, build, gates, scan, push
+        "needs": [render, *build_jobs, *gates_jobs, *scan_jobs, push],
+        "rules": sign_rules,
+        # the key variables are scoped to this environment; `prepare` records no deployment
+        "environment": {"name": SIGNING_ENVIRONMENT, "action": "prepare"},
+        "script": [f"invoke sign --variant {vid}"],
+        "artifacts": {"paths": [str(WS.sign(vid)), f"{_signed_root(vid)}/"], "expire_in": "30 days"},
+        "resource_group": f"sign-{vid}",
+    }, f"sign {vid} (index, every arch, SBOM and provenance attestations) with {SIGNING_KEY} (file variable) "
+       f"and {SIGNING_PASSWORD} (masked), environment {SIGNING_ENVIRONMENT}; {p.sign_skipped}"))
+    found.append(Job(verify, {
+        "stage": "publish",
+        **p.arch_tags("amd64"),
+        "needs": [push, sign],
+        "rules": sign_rules,
+        # the digest push recorded, not whatever the tag points at by now
+        "script": [f'invoke verify --variant {vid} --key "${SIGNING_PUBLIC_KEY}" --policy {POLICY}'],
+    }, f"verify the signature and attestations of the pushed {vid} with {SIGNING_PUBLIC_KEY}; {p.sign_skipped}"))
+    # optional: where sign and verify are left out, promote still checks the signatures itself and refuses
+    signed_needs = [{"job": verify, "optional": True}]
     release_needs: list = [push]
     if p.harbor_gate:
         harbor_gate = _name("harbor-gate", v)
@@ -253,11 +311,11 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
     found.append(Job(promote, {
         "stage": "release",
         **p.arch_tags("amd64", "docker"),
-        "needs": [*release_needs, *({"job": s, "optional": True} for s in smoke_jobs)],
+        "needs": [*release_needs, *signed_needs, *({"job": s, "optional": True} for s in smoke_jobs)],
         "rules": on_tags,
         "interruptible": False,  # a release half done is worse than one not started
         **({"variables": dict(p.promote_variables)} if p.promote_variables else {}),
-        "script": [f"invoke promote --variant {vid}"],
+        "script": [f'invoke promote --variant {vid} --key "${SIGNING_PUBLIC_KEY}"'],
         "artifacts": {"paths": [str(WS.promote(vid))], "expire_in": "1 year"},
         "resource_group": f"release-{vid}",
     }, f"promote {vid} from staging to the release project (tags only)"))
@@ -265,12 +323,14 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
     found.append(Job(_name("export", v), {
         "stage": "release",
         **p.arch_tags("amd64", "docker"),
-        "needs": [render, *build_jobs, promote],
+        # sign's artifacts: the signature objects travel on the disc
+        "needs": [render, *build_jobs, {"job": sign, "optional": True}, *signed_needs, promote],
         "rules": on_tags,
         "interruptible": False,
         "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)),
                    f"invoke export --variant {vid} --media dvd --out {export_dir}",
-                   f"invoke ci.verify-export --out {export_dir}"],
+                   # every volume written, its signatures checked against the release public key
+                   f'invoke export-verify --from {export_dir} --key "${SIGNING_PUBLIC_KEY}"'],
         "artifacts": {"paths": [f"{export_dir}/"], "expire_in": "30 days"},
     }, f"export {vid} to DVD-sized volumes and verify them (tags only)"))
     return found

@@ -109,19 +109,28 @@ def split_image(image):
     return host, repo, ref
 
 
-@task(help={"image": "HOST/REPO:TAG or HOST/REPO@sha256:... to verify", "key": "cosign.pub (required)",
+@task(help={"image": "HOST/REPO:TAG or HOST/REPO@sha256:... to verify",
+            "variant": "or: the digest `invoke push` recorded for this variant (not whatever the tag shows now)",
+            "key": "cosign.pub (required)",
             "policy": "trivy policy file the scan must have been decided under (its rules for the variant)",
-            "ca-cert": "PEM CA bundle of the registry (default $RAPIDSHIP_REGISTRY_CA)"})
+            "ca-cert": "PEM CA bundle of the registry (default $RAPIDSHIP_REGISTRY_CA)",
+            "build-dir": "where build/<variant>/push.json lives (with --variant)"})
 @exits_cleanly
-def verify(c, image, key=None, policy=None, ca_cert=None):
+def verify(c, image=None, variant=None, key=None, policy=None, ca_cert=None, build_dir="build"):
     """Check signature, SBOM and provenance attestations of an image (and every arch under an index)."""
     from rapidship.errors import ConfigError
+    from rapidship.publish.push import read_push_record
     from rapidship.sign.keys import load_public
     from rapidship.sign.sources import RegistrySource
 
+    if bool(image) == bool(variant):
+        raise ConfigError("--image / --variant", "name exactly one", "pass --image HOST/REPO:TAG or --variant ID")
     if not key:
         raise ConfigError("--key", "no public key", "pass --key cosign.pub (verification never trusts the registry)")
     public = load_public(key)
+    if variant:
+        pushed = read_push_record(Workspace(build_dir), variant)
+        image = f"{pushed.registry}/{pushed.repository}@{pushed.index_digest}"
     host, repo, ref = split_image(image)
     reg = registry_for(host, ca_cert)
     found = reg.head_manifest(repo, ref)

@@ -4,7 +4,9 @@ A copy of the checkout becomes a git repository with a remote named origin (gitl
 needs one); `invoke ci.generate --profile local` writes the pipeline into it; gitlab-ci-local runs
 every job with the shell executor (`--shell-isolation`) against this machine's dockerd and a
 loopback registry. The GPU smoke has no runner here: it must be listed as skipped (when: never)
-with its reason. Takes a few minutes: marker `gitlab_local` (see README), run by CI.
+with its reason. Without a signing key, sign and verify are listed as skipped with theirs; the run
+itself signs with a throwaway key pair, handed to the jobs as CI variables the way GitLab does.
+Takes a few minutes: marker `gitlab_local` (see README), run by CI.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def _single_arch(repo: Path, arch: str) -> None:
     path.write_text(text.replace(marker, f"{marker}    arches: [{arch}]\n", 1))
 
 
-def test_cpu_pipeline_runs_green_under_gitlab_ci_local(engine, staging_registry, tmp_path):
+def test_cpu_pipeline_runs_green_under_gitlab_ci_local(engine, staging_registry, tmp_path, monkeypatch):
     if not GCL:
         pytest.fail("gitlab-ci-local is not installed: npm install -g gitlab-ci-local@4.62.0 (scripts/setup)")
     repo = _checkout_copy(tmp_path / "repo")
@@ -93,20 +95,31 @@ def test_cpu_pipeline_runs_green_under_gitlab_ci_local(engine, staging_registry,
     smoke = rows[f"smoke:{VARIANT}:amd64"]
     assert re.search(r"\bnever\b", smoke), smoke                     # skipped by its rules ...
     assert "no runner tagged gpu" in smoke                            # ... and says why
+    for job in (f"sign:{VARIANT}", f"verify:{VARIANT}"):              # no key given: left out, loudly
+        assert re.search(r"\bnever\b", rows[job]) and "UNSIGNED" in rows[job], rows[job]
+
+    from rapidship.sign.keys import fingerprint, generate, load_public
+
+    keys, password = tmp_path / "keys", "throwaway-signing-password"
+    monkeypatch.setenv("RAPIDSHIP_SIGNING_PASSWORD", password)
+    private, public = generate(keys)  # outside the checkout copy: never an artifact
+    monkeypatch.delenv("RAPIDSHIP_SIGNING_PASSWORD")
 
     # A tag pipeline (promote and export run on tags only), with the registry's robot and CA as
     # CI variables, the way GitLab hands them to jobs.
     run = _gcl(repo, "--shell-isolation", "--variable", "CI_COMMIT_TAG=v0.0.0-local",
                "--variable", f"RAPIDSHIP_REGISTRY_USER={staging_registry.user}",
                "--variable", f"RAPIDSHIP_REGISTRY_PASSWORD={staging_registry.password}",
-               "--variable", f"RAPIDSHIP_REGISTRY_CA={staging_registry.ca}")
+               "--variable", f"RAPIDSHIP_REGISTRY_CA={staging_registry.ca}",
+               "--variable", f"RAPIDSHIP_SIGNING_KEY={private}", "--variable", f"RAPIDSHIP_SIGNING_PASSWORD={password}",
+               "--variable", f"RAPIDSHIP_SIGNING_PUBLIC_KEY={public}")
     results = {job: result for result, job in re.findall(r"^\s*(PASS|FAIL|WARN)\s+(\S+)", run.stdout, re.M)}
     logs = repo / ".gitlab-ci-local" / "output"
     failed = {j: _job_file(logs, j, ".log").read_text()[-3000:] if _job_file(logs, j, ".log").is_file() else ""
               for j, r in results.items() if r != "PASS"}
     assert run.returncode == 0 and not failed, f"{run.stdout[-4000:]}\n{run.stderr[-2000:]}\n{failed}"
     arches = ["amd64"] if os.environ.get("RAPIDSHIP_CI_LOCAL_ARCHES", "amd64") != "all" else ["amd64", "arm64"]
-    want = [f"{stage}:{VARIANT}" for stage in ("render", "push", "promote", "export")]
+    want = [f"{stage}:{VARIANT}" for stage in ("render", "push", "sign", "verify", "promote", "export")]
     want += [f"{stage}:{VARIANT}:{a}" for stage in ("build", "gates", "scan") for a in arches]
     assert {j: results.get(j) for j in want} == {j: "PASS" for j in want}
     assert not any(j.startswith("smoke:") for j in results)
@@ -125,11 +138,19 @@ def test_cpu_pipeline_runs_green_under_gitlab_ci_local(engine, staging_registry,
     reg = Registry(staging_registry.host, Credentials(staging_registry.user, staging_registry.password, "test"),
                    str(staging_registry.ca))
     v = load_matrix(repo / "variants.yaml").variants[VARIANT]
+    from rapidship.sign.formats import tag_for
+
+    signed = json.loads(_job_file(artifacts, f"sign:{VARIANT}", f"/build/{VARIANT}/sign.json").read_text())
+    assert signed["key_fingerprint"] == fingerprint(load_public(public)) and set(signed["arches"]) == set(arches)
+    assert signed["index"]["digest"] == push["index_digest"]
     for project in ("staging", "release"):
         stored = reg.head_manifest(f"{project}/{v.image}", v.tag())
         assert stored is not None, f"no {project}/{v.image}:{v.tag()}"
+        assert stored.digest == push["index_digest"]
+        assert reg.head_manifest(f"{project}/{v.image}", tag_for(stored.digest, "sig")), f"{project}: no signature"
     assert push["tag"] == v.tag() and set(push["arches"]) == set(arches)
     assert promoted
-    # the robot's password reached the jobs as a variable, and no job log shows it
+    # the robot's and the key's passwords reached the jobs as variables, and no job log shows them
     for log in logs.glob("*.log"):
-        assert staging_registry.password not in log.read_text(), log.name
+        text = log.read_text()
+        assert staging_registry.password not in text and password not in text, log.name

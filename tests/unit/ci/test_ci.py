@@ -99,11 +99,13 @@ def _all_scripts(doc: dict):
 def test_every_script_line_is_an_invoke_task(matrix, name):
     lines = list(_all_scripts(ci.pipeline(matrix, PROFILES[name](), ["cpu-debian12"])))
     assert lines
-    # arguments may name CI variables ($NAME), nothing else of the shell: no pipes, lists, substitutions
-    plain = r"invoke [a-z][a-z.-]*( ([^\s;&|`$<>()]+|\$[A-Z_]+|\"[^\"$`]*\"))*"
+    # arguments may name CI variables ($NAME, or "$NAME/rest" quoted), nothing else of the shell: no
+    # pipes, lists, substitutions
+    plain = r"invoke [a-z][a-z.-]*( ([^\s;&|`$<>()]+|\$[A-Z_]+|\"[^\"$`]*\"|\"\$[A-Z_]+[^\s\"$`;&|<>()\\]*\"))*"
     bad = [(job, line) for job, line in lines if not re.fullmatch(plain, line)]
     assert bad == []
-    for logic in ("invoke build && docker push x", "invoke scan --out $(pwd)", "invoke push | tee log", "docker build ."):
+    for logic in ("invoke build && docker push x", "invoke scan --out $(pwd)", "invoke push | tee log", "docker build .",
+                  'invoke verify --image "$(cat x)"', 'invoke verify --key "$A;rm -rf /"', 'invoke verify --key "$A$B"'):
         assert not re.fullmatch(plain, logic), logic
 
 
@@ -202,10 +204,14 @@ def test_local_profile_shares_job_definitions(matrix):
     prod = _jobs(ci.pipeline(matrix, ci.production(), ["cpu-debian12"]))
     local = _jobs(ci.pipeline(matrix, ci.local(), ["cpu-debian12"]))
     assert set(local) == set(prod) - {"harbor-gate:cpu-debian12"}  # no Harbor here
+    signing = {"sign:cpu-debian12", "verify:cpu-debian12"}
     for name, job in local.items():
         assert "tags" not in job or job["stage"] == "smoke", name
         assert "image" not in job
-        for key in ("stage", "rules", "interruptible"):
+        for key in ("stage", "rules", "interruptible", "environment"):
+            if key == "rules" and name in signing:  # no protected refs under gitlab-ci-local: the key decides
+                assert job["rules"] == [{"if": "$RAPIDSHIP_SIGNING_KEY", "when": "on_success"}, {"when": "never"}]
+                continue
             assert job.get(key) == prod[name].get(key), (name, key)
         assert _needs(job) == [n for n in _needs(prod[name]) if not n.startswith("harbor-gate:")], name
     assert local["build:cpu-debian12:amd64"]["script"] == [
@@ -270,3 +276,94 @@ def test_flags_a_profile_does_not_use_are_refused_not_ignored():
         ci.profile_for("staging")
     assert ci.profile_for("production", "kaniko").builder is ci.Builder.kaniko
     assert ci.profile_for("local").registry == "127.0.0.1:5000/staging"
+
+
+# ---- signing ----
+
+def _variant(matrix, vid="cpu-debian12"):
+    return matrix.variants[vid]
+
+
+def test_sign_follows_push_and_verify_gates_promote_and_export(matrix):
+    doc = ci.pipeline(matrix, ci.production())
+    v = _variant(matrix)
+    arches = [a.value for a in v.arches]
+    push, sign, verify = doc["push:cpu-debian12"], doc["sign:cpu-debian12"], doc["verify:cpu-debian12"]
+    # push leaves signing to the one job that gets the key
+    assert push["script"][-1] == "invoke push --variant cpu-debian12 --registry $RAPIDSHIP_REGISTRY --no-sign"
+    # sign: after push, with every record it checks against the registry as an artifact of a job it needs
+    assert _needs(sign)[-1] == "push:cpu-debian12"
+    assert set(_needs(sign)) == {"render:cpu-debian12", "push:cpu-debian12",
+                                 *(f"{s}:cpu-debian12:{a}" for s in ("build", "gates", "scan") for a in arches)}
+    for a in arches:
+        gates = doc[f"gates:cpu-debian12:{a}"]["artifacts"]["paths"]
+        assert {f"build/cpu-debian12/content-{a}.json", f"build/cpu-debian12/build-{a}.json"} <= set(gates)
+        scan = doc[f"scan:cpu-debian12:{a}"]["artifacts"]["paths"]
+        assert f"build/cpu-debian12/scan-{a}/" in scan  # decision.json and the SBOM
+    assert sign["script"] == ["invoke sign --variant cpu-debian12"]
+    assert sign["artifacts"]["paths"] == ["build/cpu-debian12/sign.json", "build/cpu-debian12/signed/"]
+    assert sign["environment"] == {"name": "signing", "action": "prepare"}
+    assert sign["stage"] == verify["stage"] == "publish" and sign["tags"] == ["amd64"]
+    # on protected refs only: elsewhere GitLab hands out no protected variable, so no key
+    rules = [{"if": '$CI_COMMIT_REF_PROTECTED == "true"', "when": "on_success"}, {"when": "never"}]
+    assert sign["rules"] == verify["rules"] == rules
+    # verify: the digest push recorded (push.json, not the tag's current target), the public key, the policy
+    assert _needs(verify) == ["push:cpu-debian12", "sign:cpu-debian12"]
+    assert verify["script"] == ['invoke verify --variant cpu-debian12 '
+                                '--key "$RAPIDSHIP_SIGNING_PUBLIC_KEY" --policy policy/trivy.yaml']
+    assert (ROOT / "policy" / "trivy.yaml").is_file()
+    # promote and export wait for verify wherever it runs; promote verifies the staged digest itself too
+    promote, export = doc["promote:cpu-debian12"], doc["export:cpu-debian12"]
+    assert {"job": "verify:cpu-debian12", "optional": True} in promote["needs"]
+    assert promote["script"] == ['invoke promote --variant cpu-debian12 --key "$RAPIDSHIP_SIGNING_PUBLIC_KEY"']
+    assert {"job": "verify:cpu-debian12", "optional": True} in export["needs"]
+    assert {"job": "sign:cpu-debian12", "optional": True} in export["needs"]  # signature objects for the disc
+    assert "promote:cpu-debian12" in _needs(export)
+    assert export["script"][-1] == ('invoke export-verify --from export/cpu-debian12 '
+                                    '--key "$RAPIDSHIP_SIGNING_PUBLIC_KEY"')
+    order = list(_jobs(doc))
+    assert order.index("push:cpu-debian12") < order.index("sign:cpu-debian12") < order.index("verify:cpu-debian12") \
+        < order.index("promote:cpu-debian12") < order.index("export:cpu-debian12")
+    for vid in matrix.variants:  # every variant gets the pair
+        assert _needs(doc[f"verify:{vid}"]) == [f"push:{vid}", f"sign:{vid}"] and f"push:{vid}" in _needs(doc[f"sign:{vid}"])
+
+
+def test_signing_variables_match_the_tasks_and_no_secret_reaches_the_yaml(matrix):
+    from rapidship.sign.keys import KEY_ENV, PASSWORD_ENV
+
+    assert (ci.SIGNING_KEY, ci.SIGNING_PASSWORD) == (KEY_ENV, PASSWORD_ENV[0])  # the names the tasks read
+    roots = [yaml.safe_load(p.read_text()) for p in [ROOT / ".gitlab-ci.yml", *sorted((ROOT / "ci").glob("*.yml"))]]
+    for name in PROFILES:
+        profile = PROFILES[name]()
+        ids = ["cpu-debian12", "cuda12-debian12"] if profile.name == "local" else None
+        doc = ci.pipeline(matrix, profile, ids)
+        text = ci.to_yaml(doc, ci.descriptions(matrix, profile, ids))
+        scripts = [line for _, line in _all_scripts(doc)]
+        # the private key and its password are read from the environment by the tasks: never an
+        # argument (argv is world-readable), never aliased in `variables:` (a file variable
+        # aliased there expands to its content)
+        assert not [line for line in scripts if re.search(r"PASSWORD|SECRET|SIGNING_KEY", line)]
+        blocks = [doc["variables"], *(job.get("variables", {}) for job in _jobs(doc).values())]
+        assert not [k for b in blocks for k, val in b.items() if "SIGNING" in k or "SIGNING" in str(val)]
+        assert ci.SIGNING_PASSWORD not in yaml.safe_dump(doc)
+        # nothing traces the shell or the runner: no set -x, no CI_DEBUG_TRACE, no before/after scripts
+        for part in [doc, *roots]:
+            dumped = yaml.safe_dump(part)
+            assert "set -x" not in dumped and "CI_DEBUG" not in dumped and "before_script" not in dumped
+            assert "after_script" not in dumped
+        assert "# @Description sign cpu-debian12" in text
+        assert all(v in text for v in (ci.SIGNING_KEY, ci.SIGNING_PASSWORD, ci.SIGNING_PUBLIC_KEY))  # documented
+
+
+def test_local_profile_signs_when_a_key_is_given_and_says_so_when_not(matrix):
+    profile = ci.local()
+    doc = ci.pipeline(matrix, profile, ["cpu-debian12"])
+    rules = [{"if": "$RAPIDSHIP_SIGNING_KEY", "when": "on_success"}, {"when": "never"}]
+    assert doc["sign:cpu-debian12"]["rules"] == doc["verify:cpu-debian12"]["rules"] == rules
+    assert doc["gates:cpu-debian12:amd64"]["artifacts"]["paths"] == [
+        "build/cpu-debian12/gates-amd64.json", "build/cpu-debian12/content-amd64.json"]  # build record: build job's
+    assert doc["verify:cpu-debian12"]["script"][0].startswith('invoke verify --variant cpu-debian12 ')
+    text = ci.to_yaml(doc, ci.descriptions(matrix, profile, ["cpu-debian12"]))
+    for job in ("sign", "verify"):
+        assert re.search(rf"# @Description .*skipped when RAPIDSHIP_SIGNING_KEY is not set - the images stay UNSIGNED"
+                         rf".*\n{job}:cpu-debian12:", text), job

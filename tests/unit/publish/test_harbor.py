@@ -97,6 +97,9 @@ def test_plan_apply_plan_round_trips(contract, double, client, cfg, tmp_path, mo
     # Harbor state is what the config says
     release = next(p for p in double.projects.values() if p["name"] == "release")
     assert release["metadata"]["prevent_vul"] == "true" and release["metadata"]["severity"] == "high"
+    assert release["metadata"]["enable_content_trust_cosign"] == "true"
+    staging = next(p for p in double.projects.values() if p["name"] == "staging")
+    assert staging["metadata"]["enable_content_trust_cosign"] == "false"
     assert [i["cve_id"] for i in release["cve_allowlist"]["items"]] == ["CVE-2023-45853"]
     assert release["cve_allowlist"]["expires_at"] == cfg.projects["release"].cve_allowlist.expires_at
     nvcr = next(p for p in double.projects.values() if p["name"] == "nvcr")
@@ -129,7 +132,7 @@ def test_drift_is_planned_and_repaired(double, client, cfg, monkeypatch, tmp_pat
     changes, _ = plan(client, cfg)
     summary = [c.summary() for c in changes]
     assert [c.action for c in changes if c.kind == "immutable-rule"] == ["create", "delete"], summary  # never unprotected
-    assert any(c.kind == "project" and "metadata" in c.fields for c in changes), summary
+    assert any(c.kind == "project" and "metadata.prevent_vul" in c.fields for c in changes), summary
     assert any(c.kind == "robot" and c.name == "robot$runtime" for c in changes), summary
     apply(client, cfg, *plan(client, cfg), SecretSink(tmp_path / "s.json"))
     assert plan(client, cfg)[0] == []
@@ -267,3 +270,71 @@ def test_scan_gate_with_the_project_policy(contract, double, client, tmp_path):
                      report_decider(load_policy(allow), date(2026, 11, 30)), poll=0.01)
     assert good.passed, good.decision
     assert_all_requests_in_spec(contract, double)
+
+
+# ---- cosign enforcement on the release project ----
+
+def _without_cosign(tmp_path):
+    """harbor/ as it was before release required cosign signatures."""
+    from shutil import copytree
+
+    old = copytree(ROOT / "harbor", tmp_path / "harbor-before")
+    text = (old / "projects.yaml").read_text()
+    assert "    require_cosign: true" in text
+    (old / "projects.yaml").write_text(text.replace("    require_cosign: true", "    require_cosign: false", 1))
+    return old
+
+
+def test_cosign_enforcement_is_planned_applied_once_and_kept(contract, double, client, cfg, tmp_path, monkeypatch):
+    monkeypatch.setenv("RAPIDSHIP_NGC_API_KEY", NGC_KEY)
+    old = load_harbor(_without_cosign(tmp_path))
+    apply(client, old, *plan(client, old), SecretSink(tmp_path / "s.json"))
+    release = next(p for p in double.projects.values() if p["name"] == "release")
+    assert release["metadata"]["enable_content_trust_cosign"] == "false"
+    del release["metadata"]["enable_content_trust_cosign"]  # Harbor omits an unset flag: it reads as "false"
+
+    changes, live = plan(client, cfg)
+    assert [c.summary() for c in changes] == [
+        "update project release: metadata.enable_content_trust_cosign 'false' -> 'true'"]
+    from rapidship.publish.harbor.apply import change_record
+
+    assert change_record(changes[0]) == {"action": "update", "kind": "project", "name": "release", "fields": {
+        "metadata.enable_content_trust_cosign": {"live": "false", "wanted": "true"}}}
+
+    before = len(double.requests)
+    apply(client, cfg, changes, live, SecretSink(tmp_path / "s.json"))
+    writes = [r for r in double.requests[before:] if r["method"] != "GET"]
+    assert [(r["method"], r["path"]) for r in writes] == [("PUT", "/api/v2.0/projects/release")]
+    sent = json.loads(writes[0]["body"])
+    assert sent["metadata"]["enable_content_trust_cosign"] == "true"  # a string: ProjectMetadata types it so
+    assert contract.check_request("PUT", writes[0]["path"], writes[0]["query"], writes[0]["headers"],
+                                  writes[0]["body"])[1] == []
+    assert release["metadata"]["enable_content_trust_cosign"] == "true"
+
+    assert plan(client, cfg)[0] == []
+    before = len(double.requests)
+    assert apply(client, cfg, *plan(client, cfg), SecretSink(tmp_path / "s.json")) == []
+    assert [r for r in double.requests[before:] if r["method"] != "GET"] == [], "a second apply must not write"
+    # the spec takes the flag as a string only: a JSON boolean is refused, as Harbor would
+    assert contract.check_request("PUT", "/api/v2.0/projects/release", {}, {},
+                                  b'{"metadata": {"enable_content_trust_cosign": true}}')[1]
+    assert_all_requests_in_spec(contract, double)
+
+
+def test_invoke_plan_shows_cosign_enforcement(double, tmp_path):
+    env = dict(os.environ, RAPIDSHIP_HARBOR_URL=double.url, RAPIDSHIP_HARBOR_USER=double.user,
+               RAPIDSHIP_HARBOR_PASSWORD=double.password, RAPIDSHIP_NGC_API_KEY=NGC_KEY,
+               XDG_CONFIG_HOME=str(tmp_path / "config"))
+
+    def run(*args):
+        proc = subprocess.run(["invoke", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    run("harbor.apply", "--config", str(_without_cosign(tmp_path)))
+    shown = run("harbor.plan", "--config", str(ROOT / "harbor"), "--json")
+    assert json.loads(shown.stdout)["changes"] == [{"action": "update", "kind": "project", "name": "release", "fields": {
+        "metadata.enable_content_trust_cosign": {"live": "false", "wanted": "true"}}}]
+    assert "update project release: metadata.enable_content_trust_cosign 'false' -> 'true'" in shown.stderr
+    assert json.loads((ROOT / "build" / "harbor" / "plan.json").read_text())["changes"] == json.loads(
+        shown.stdout)["changes"]

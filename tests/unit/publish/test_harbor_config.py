@@ -30,6 +30,9 @@ def test_shipped_config_is_least_privilege():
     release = cfg.projects["release"]
     assert release.prevent_vul.severity == "high" and release.immutable_tags and release.retention
     assert release.cve_allowlist.expires > TODAY
+    # release serves only signed digests; staging must take the unsigned candidates CI pulls back
+    assert release.require_cosign is True
+    assert not any(p.require_cosign for name, p in cfg.projects.items() if name != "release")
 
 
 @pytest.mark.parametrize("file,old,new,where,problem", [
@@ -49,6 +52,16 @@ def test_shipped_config_is_least_privilege():
     ("projects.yaml", "auto_scan: true\n    prevent_vul: {severity: high}",
      "auto_scan: true\n    prevent_vulnerable: true", "projects.release.prevent_vulnerable", "unknown key"),
     ("projects.yaml", 'schedule: "0 0 3 * * 0"', 'schedule: "weekly"', "retention.schedule", "six-field cron"),
+    ("projects.yaml", "require_cosign: true", 'require_cosign: "true"', "projects.release.require_cosign",
+     "expected a bool"),
+    ("projects.yaml", "require_cosign: true", "require_cosign: sometimes", "projects.release.require_cosign",
+     "expected a bool"),
+    ("projects.yaml", "require_cosign: true", "require_cosign: 1", "projects.release.require_cosign", "expected a bool"),
+    ("projects.yaml", "require_cosign: true", "require_cosign:", "projects.release.require_cosign", "expected a bool"),
+    ("projects.yaml", "require_cosign: true", "enable_content_trust_cosign: true",
+     "projects.release.enable_content_trust_cosign", "unknown key"),
+    ("projects.yaml", "    proxy_cache: nvcr\n", "    proxy_cache: nvcr\n    require_cosign: true\n",
+     "projects.nvcr.require_cosign", "would refuse every pull"),
     ("harbor.yaml", "url: https://nvcr.io", "url: http://nvcr.io", "registries.nvcr.url", "should match"),
     ("harbor.yaml", "secret_env: RAPIDSHIP_NGC_API_KEY", "secret: hunter2", "credential.secret", "unknown key"),
 ])

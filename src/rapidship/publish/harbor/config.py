@@ -1,10 +1,10 @@
 """harbor/*.yaml -> HarborConfig: the Harbor instance we want, as typed, validated records.
 
 Three files: harbor.yaml (instance URL, upstream registry endpoints), projects.yaml (projects,
-proxy caches, vulnerability policy, CVE allowlist, immutable tags, retention) and robots.yaml
-(robot accounts and their permissions). Every mistake is ONE ConfigError naming the file and the
-yaml path. Least privilege is checked here, not left to review: no wildcard access, no robot
-without an expiry, nothing but pulls on proxy-cache projects.
+proxy caches, vulnerability policy, cosign enforcement, CVE allowlist, immutable tags, retention)
+and robots.yaml (robot accounts and their permissions). Every mistake is ONE ConfigError naming the
+file and the yaml path. Least privilege is checked here, not left to review: no wildcard access,
+no robot without an expiry, nothing but pulls on proxy-cache projects.
 """
 
 from __future__ import annotations
@@ -136,6 +136,10 @@ class Project(StrictConfig):
     auto_scan: bool = True
     proxy_cache: str | None = None  # name of a registry endpoint in harbor.yaml
     prevent_vul: VulnerabilityPolicy | None = None
+    # Harbor's cosign content trust (metadata enable_content_trust_cosign): pulls of an artifact
+    # without a cosign signature are refused. Harbor checks that a signature is attached, not whose
+    # key made it: `invoke verify` / promote check the key.
+    require_cosign: bool = False
     cve_allowlist: CveAllowlist | None = None
     immutable_tags: tuple[ImmutableTagRule, ...] = ()
     retention: Retention | None = None
@@ -217,6 +221,10 @@ def _check(instance: Instance, projects: dict[str, Project], robots: dict[str, R
             if project.immutable_tags or project.retention is not None:
                 raise ConfigError(where, "a proxy-cache project mirrors upstream tags; immutable tags and "
                                   "retention rules belong to projects we push to", "remove them here")
+            if project.require_cosign:
+                raise ConfigError(f"{where}.require_cosign", "a proxy-cache project serves upstream images as "
+                                  "they are, with no signature of ours: Harbor would refuse every pull",
+                                  "require cosign signatures on the projects we push signed images to (release)")
         if project.cve_allowlist and project.cve_allowlist.expires <= today:
             raise ConfigError(f"{where}.cve_allowlist.expires", f"the allowlist expired on {project.cve_allowlist.expires}",
                               "review each CVE: fix the image or renew the exception with a new date")

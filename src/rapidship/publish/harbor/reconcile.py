@@ -32,7 +32,8 @@ def _flag(value: bool) -> str:
 
 def project_spec(project: Project) -> dict:
     meta = {"public": _flag(project.public), "auto_scan": _flag(project.auto_scan),
-            "prevent_vul": _flag(project.prevent_vul is not None)}
+            "prevent_vul": _flag(project.prevent_vul is not None),
+            "enable_content_trust_cosign": _flag(project.require_cosign)}
     if project.prevent_vul is not None:
         meta["severity"] = project.prevent_vul.severity
     allow = None
@@ -134,9 +135,20 @@ class Change:
 
     @property
     def fields(self) -> dict[str, tuple[Any, Any]]:
+        """What differs, one entry per field; a field holding a mapping on both sides (a
+        project's metadata) is compared key by key (`metadata.prevent_vul`)."""
         before, after = self.before or {}, self.after or {}
-        return {k: (before.get(k), after.get(k)) for k in sorted(set(before) | set(after))
-                if before.get(k) != after.get(k)}
+        out: dict[str, tuple[Any, Any]] = {}
+        for k in sorted(set(before) | set(after)):
+            old, new = before.get(k), after.get(k)
+            if old == new:
+                continue
+            if isinstance(old, dict) and isinstance(new, dict):
+                out |= {f"{k}.{sub}": (old.get(sub), new.get(sub)) for sub in sorted(set(old) | set(new))
+                        if old.get(sub) != new.get(sub)}
+            else:
+                out[k] = (old, new)
+        return out
 
     def summary(self) -> str:
         if self.action != "update":

@@ -24,7 +24,7 @@ RUN --mount=type=secret,id=cacert,required=false \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
  && python3.11 -m venv /opt/rapids \
  && /opt/rapids/bin/pip install --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
-      -r /tmp/lock/requirements.txt \
+      --no-compile -r /tmp/lock/requirements.txt \
  && /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
  && python3.11 /tmp/builder/measure_trims.py --prefix /opt/rapids --style find \
       --pattern '*/site-packages/*/tests' \
@@ -42,6 +42,7 @@ RUN --mount=type=secret,id=cacert,required=false \
  && find /opt/rapids -depth -path '*/site-packages/*/lib64/cmake' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*/site-packages/*/lib/cmake' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*/site-packages/*/lib/pkgconfig' -exec rm -rf {} + \
+ && /opt/rapids/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/rapids/lib \
  && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
 # ---- device code pruned to gpu_archs 80,90: each rewritten library proven against its
 #      original and listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole ----

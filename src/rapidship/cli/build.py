@@ -41,10 +41,11 @@ def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, fo
             "pip-index": "PyPI mirror URL, may carry a token (a BuildKit secret; default $RAPIDSHIP_PIP_INDEX_URL)",
             "conda-channel": "conda channel mirror URL (repeatable; a BuildKit secret; default $RAPIDSHIP_CONDA_CHANNELS)",
             "network": "network of the RUN steps: host reaches mirrors on this machine's 127.0.0.1 (default: the engine's)",
-            **VARIANTS_HELP})
+            "no-cache": "rebuild every step (download caches stay): e.g. to check that a lock rebuilds to the same "
+                        "content manifest", **VARIANTS_HELP})
 @exits_cleanly
 def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, conda_channel=None, network=None,
-          variants_file="variants.yaml"):
+          no_cache=False, variants_file="variants.yaml"):
     """Render and build a variant with BuildKit; writes build/<variant>/build-<arch>.json."""
     from rapidship.build.buildkit import BuildSecrets, build as build_image, local_base_args, plan_build, write_record
     from dataclasses import replace
@@ -58,7 +59,8 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
     rendered = render_variant(v)
     revision = c.run("git rev-parse --short HEAD", hide=True, warn=True).stdout.strip()
     arches = arches_flag(v, arch)
-    plans = [plan_build(v, a, rendered, secrets, revision, network=network) for a in arches]  # flags first
+    plans = [plan_build(v, a, rendered, secrets, revision, no_cache=no_cache, network=network)
+             for a in arches]  # flags first
     for a, plan in zip(arches, plans):
         plan = replace(plan, base_args=local_base_args(v, a))  # then the bases, which may be missing
         log = Workspace().build_log(v.id, a.value)

@@ -15,7 +15,7 @@ from rapidship.gates.user import check_user
 from rapidship.image import snapshot
 from rapidship.config.matrix import Variant
 from rapidship.records import ContentRecord, Workspace
-from rapidship.sign import content
+from rapidship import content
 
 GATES = ("size", "labels", "user", "suid", "secrets")
 

@@ -19,7 +19,7 @@ def test_a_second_build_without_cache_has_the_same_content_manifest(cpu_image, t
     from rapidship.config.matrix import Arch, load_matrix
     from rapidship.image import snapshot
     from rapidship.records import Rendered, Workspace
-    from rapidship.sign import content
+    from rapidship import content
 
     v = load_matrix(ROOT / "variants.yaml").get(cpu_image.variant)
     ws = Workspace(ROOT / "build")

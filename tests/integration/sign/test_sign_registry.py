@@ -96,7 +96,7 @@ def write_records(build: Path, refs: dict[str, str], passed: bool = True) -> Non
     from rapidship.gates.policy import load_policy
     from rapidship.image import snapshot
     from rapidship.records import BuiltImage, GatesRecord, Rendered, ScanRecord, Workspace
-    from rapidship.sign import content
+    from rapidship import content
 
     ws = Workspace(build)
     ws.save(ws.render(VARIANT), Rendered(variant=VARIANT, out_dir=str(build / VARIANT), dockerfile=str(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from rapidship.image import FileEntry, ImageSnapshot
-from rapidship.sign import content
+from rapidship import content
 
 
 def snap(files: dict[str, bytes], links: dict[str, str] | None = None, mode: int = 0o644) -> ImageSnapshot:

@@ -86,13 +86,4 @@ def ci_test(c, markers=None, junit=None):
     c.run(" ".join(shlex.quote(a) for a in args), pty=False)
 
 
-@task(name="verify-export", help={"out": "the directory `invoke export --out` wrote"})
-@exits_cleanly
-def ci_verify_export(c, out):
-    """Verify every volume an export wrote to a directory (export-verify --from DIR)."""
-    from rapidship.cli.export import export_verify
-
-    export_verify(c, from_=[out])
-
-
-ci_tasks = Collection("ci", ci_generate, ci_build, ci_pull, ci_test, ci_verify_export)
+ci_tasks = Collection("ci", ci_generate, ci_build, ci_pull, ci_test)

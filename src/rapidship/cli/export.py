@@ -1,4 +1,4 @@
-"""Tasks for offline delivery: export onto disc volumes, import, verify."""
+"""Tasks for offline delivery: export onto disc volumes, import, verify (each image against a key)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,11 @@ from rapidship import console
 from rapidship.cli.options import VARIANTS_HELP, arch_flag
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import exits_cleanly
+from rapidship.records import Workspace
+
+KEY_HELP = {"key": "cosign.pub: the public key the images must verify with (given out of band; required "
+                   "unless --no-verify)",
+            "no-verify": "load WITHOUT checking signatures (LOUD: says what it skipped)"}
 
 
 def _progress():
@@ -26,21 +31,24 @@ def _progress():
             "image": "any local image ref (repeatable)",
             "media": "dvd (4.7 GB), dvd-dl (8.5 GB), bd25 (25 GB) or a size in bytes (default dvd)",
             "out": "output directory, new or empty (default build/export-<time>)",
-            "keep-dirs": "keep the volume-NN/ directories next to the ISO images", **VARIANTS_HELP})
+            "keep-dirs": "keep the volume-NN/ directories next to the ISO images",
+            "unsigned": "also export images that have no signature in the build dir (LOUD; MANIFEST.json says so)",
+            "build-dir": "where build/<variant>/ records and signatures (invoke sign) live", **VARIANTS_HELP})
 @exits_cleanly
-def export_images(c, variant=None, arch=None, image=None, media="dvd", out=None, keep_dirs=False,
-                  variants_file="variants.yaml"):
-    """Save images into media-sized ISO volumes (zstd, SHA256SUMS, MANIFEST.json, install.sh); JSON record on stdout."""
+def export_images(c, variant=None, arch=None, image=None, media="dvd", out=None, keep_dirs=False, unsigned=False,
+                  build_dir="build", variants_file="variants.yaml"):
+    """Save signed images into media-sized ISO volumes (zstd, signatures, SHA256SUMS, MANIFEST.json, install.sh)."""
     import time
 
     from rapidship.export.write import export, parse_media, record_json, resolve_images
 
     disc = parse_media(media)
+    ws = Workspace(build_dir)
     variants = [load_matrix(variants_file).get(v) for v in variant or []]
-    images = resolve_images(variants, arch_flag(arch).value if arch else None, image or [])
-    target = Path(out) if out else Path("build") / time.strftime("export-%Y%m%d-%H%M%S")
+    images = resolve_images(variants, arch_flag(arch).value if arch else None, image or [], ws)
+    target = Path(out) if out else Path(build_dir) / time.strftime("export-%Y%m%d-%H%M%S")
     with _progress() as progress:
-        record = export(images, disc, target, keep_dirs=keep_dirs, progress=progress)
+        record = export(images, disc, target, keep_dirs=keep_dirs, progress=progress, ws=ws, unsigned=unsigned)
     console.table(f"export {record.export_id} -> {target}", ["volume", "ISO", "bytes", "sha256"],
                   [(v.number, v.iso, f"{v.iso_bytes:,}", v.iso_sha256[:16]) for v in record.volumes])
     console.print_json(record_json(record))
@@ -58,18 +66,40 @@ def _checked_volumes(sources, progress):
     return checked
 
 
+def _trusted(checked, public, key, progress, work):
+    """Signatures, then the archive against the signed ids, before anything loads; or the loud skip."""
+    from rapidship.export.trust import skipped, verify_disc
+
+    if public is None:
+        console.err.print(f"[bold red]{skipped(checked)}[/]")
+        return None
+    size = sum(p["bytes"] for p, _ in checked.parts)
+    scanning = progress.add_task("verify archive", total=size)
+    trust = verify_disc(checked, public, key, Path(work) if work else None, lambda n: progress.advance(scanning, n))
+    console.err.print(f"verified {len(trust.images)} image(s) with key {trust.fingerprint[:19]}: signature, SBOM "
+                      "and provenance attestations, and every config and layer in the archive")
+    return trust
+
+
+def _verification(trust) -> dict:
+    return {"verified_with": trust.fingerprint if trust else "", "verification": "signatures" if trust else "skipped"}
+
+
 @task(name="import", iterable=["from_"],
       help={"from": "a volume: directory or ISO file (repeatable; pass every volume of the export)",
             "registry": "push to this registry (HOST[:PORT][/PREFIX]) with skopeo instead of docker load",
             "insecure": "talk plain HTTP / skip TLS checks with --registry",
-            "work": "directory for the temporary archive with --registry (default $TMPDIR)"})
+            "work": "directory for the temporary archive with --registry (default $TMPDIR)", **KEY_HELP})
 @exits_cleanly
-def import_images(c, from_=None, registry=None, insecure=False, work=None):
-    """Check every volume (checksums, completeness), then load the images and compare their ids."""
+def import_images(c, from_=None, registry=None, insecure=False, work=None, key=None, no_verify=False):
+    """Check every volume, verify every image against --key, then load the images and compare their ids."""
     from rapidship.export.load import docker_load, registry_push
+    from rapidship.export.trust import require_key
 
+    public = require_key(key, no_verify)
     with _progress() as progress:
         checked = _checked_volumes(from_, progress)
+        trust = _trusted(checked, public, key, progress, work)
         size = sum(p["bytes"] for p, _ in checked.parts)
         loading = progress.add_task("push" if registry else "docker load", total=size)
         if registry:
@@ -78,19 +108,22 @@ def import_images(c, from_=None, registry=None, insecure=False, work=None):
         else:
             loaded = docker_load(checked, lambda n: progress.advance(loading, n))
     console.table(f"export {checked.export_id}", ["image", "id"], [(x.where, x.image_id) for x in loaded])
-    console.print_json({"export_id": checked.export_id, "loaded": [vars(x) for x in loaded]})
+    console.print_json({"export_id": checked.export_id, **_verification(trust), "loaded": [vars(x) for x in loaded]})
 
 
 @task(name="export-verify", iterable=["from_"],
       help={"from": "a volume: directory or ISO file (repeatable; pass every volume of the export)",
-            "work": "directory for the scratch registry and the temporary archive (default $TMPDIR)"})
+            "work": "directory for the scratch registry and the temporary archive (default $TMPDIR)", **KEY_HELP})
 @exits_cleanly
-def export_verify(c, from_=None, work=None):
-    """Checksums and completeness, then a full load into a scratch registry on 127.0.0.1; compares ids."""
+def export_verify(c, from_=None, work=None, key=None, no_verify=False):
+    """Checksums, completeness and signatures, then a full load into a scratch registry on 127.0.0.1; compares ids."""
     from rapidship.export.load import registry_push, scratch_registry
+    from rapidship.export.trust import require_key
 
+    public = require_key(key, no_verify)
     with _progress() as progress:
         checked = _checked_volumes(from_, progress)
+        trust = _trusted(checked, public, key, progress, work)
         size = sum(p["bytes"] for p, _ in checked.parts)
         with scratch_registry(Path(work) if work else None) as registry:
             loading = progress.add_task("scratch registry", total=size)
@@ -98,4 +131,5 @@ def export_verify(c, from_=None, work=None):
                                    lambda n: progress.advance(loading, n))
     console.table(f"export {checked.export_id}: verified", ["image", "id", "source id"],
                   [(x.ref, x.image_id, x.expected_id) for x in loaded])
-    console.print_json({"export_id": checked.export_id, "volumes": len(checked.volumes), "verified": [vars(x) for x in loaded]})
+    console.print_json({"export_id": checked.export_id, "volumes": len(checked.volumes), **_verification(trust),
+                        "verified": [vars(x) for x in loaded]})

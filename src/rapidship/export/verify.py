@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from rapidship.errors import ConfigError, GateFailure
+from rapidship.export.trust import SIGNATURES
 from rapidship.export.write import FORMAT, MANIFEST, SUMS, sums_text
 
 SECTOR = 2048
@@ -87,8 +88,8 @@ def expand_sources(sources: list[str]) -> list[str]:
 
 def open_volume(source: str | Path) -> Volume:
     path = Path(source)
-    if path.is_dir():
-        files = {p.name: FileSlice(p, 0, p.stat().st_size) for p in path.iterdir() if p.is_file()}
+    if path.is_dir():  # names relative to the volume: signatures/ holds folders
+        files = {p.relative_to(path).as_posix(): FileSlice(p, 0, p.stat().st_size) for p in path.rglob("*") if p.is_file()}
         label = None
     elif path.is_file() or path.is_block_device():  # an ISO file, or the disc in a drive (/dev/sr0)
         files, label = iso_files(path)
@@ -147,7 +148,8 @@ def iso_files(iso: Path) -> tuple[dict[str, FileSlice] | str, tuple[int, int] | 
     for line in proc.stdout.splitlines():
         if m := _LBA.match(line.strip()):
             extent, lba, _blocks, size, name = m.groups()
-            if extent != "0" or "/" in name:  # parts stay single-extent; volumes have no folders
+            # parts stay single-extent; the only folder a volume has is signatures/
+            if extent != "0" or ("/" in name and not name.startswith(SIGNATURES + "/")):
                 return f"unexpected layout in the ISO ({name})", label
             files[name] = FileSlice(iso, int(lba) * SECTOR, int(size))
     if proc.returncode != 0 or not files:

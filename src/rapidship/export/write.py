@@ -1,9 +1,11 @@
 """Images -> disc volumes: one docker-archive, zstd-compressed, split into media-sized ISO 9660 images.
 
 Pure core: `parse_media`, `plan_layout`, `split_points`, `manifest`, `sums_text`, `install_script`
-(records in, records or text out). Thin edge: `export` pipes `docker save` through `zstd -T0` into
-part files (never holding an image in memory, never writing the uncompressed tar), then writes the
-per-volume files and one ISO per volume with xorriso.
+(records in, records or text out). Thin edge: `export` finds each image's signature bundle in the
+workspace (`export.trust`; an unsigned image is refused unless `unsigned`), pipes `docker save`
+through `zstd -T0` into part files (never holding an image in memory, never writing the
+uncompressed tar), then writes the per-volume files (the signatures under `signatures/` on every
+volume) and one ISO per volume with xorriso.
 
 Why docker-archive and not an OCI layout: `docker save a b c` already stores layers shared between
 images once, keeps image ids (the config digests) exactly, and `docker load` is all an air-gapped
@@ -21,7 +23,7 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
@@ -29,6 +31,7 @@ from typing import Callable, Iterable
 from rapidship import __version__
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
+from rapidship.export.trust import disc_bytes, disc_files, find_signed
 from rapidship.records import Workspace, save
 
 FORMAT = "rapidship-export/1"
@@ -80,6 +83,8 @@ class ImageRecord:
     size_bytes: int
     layers: list[str]
     variant: str = ""
+    signed_digest: str = ""  # the per-arch manifest digest its signature covers ("" = none)
+    unsigned: bool = False   # exported with --unsigned: no signature on the disc
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,7 @@ class ExportRecord:
     tool_version: str
     media: Media
     images: list[ImageRecord]
+    signing_key_fingerprint: str = ""  # the key every signed image on the disc verifies with
     parts: list[PartRecord] = field(default_factory=list)
     archive_bytes: int = 0
     archive_sha256: str = ""
@@ -141,12 +147,13 @@ def parse_media(value: str | int) -> Media:
     return media
 
 
-def plan_layout(media: Media) -> Layout:
-    payload = media.bytes - ISO_RESERVE - METADATA_RESERVE
+def plan_layout(media: Media, extra: int = 0) -> Layout:
+    """`extra`: bytes every volume also carries (the signatures/ folder)."""
+    payload = media.bytes - ISO_RESERVE - METADATA_RESERVE - extra
     if payload < 64 * 1024:
-        floor = ISO_RESERVE + METADATA_RESERVE + 64 * 1024
+        floor = ISO_RESERVE + METADATA_RESERVE + extra + 64 * 1024
         raise ConfigError("--media", f"{media.bytes} bytes leaves no room for data after the ISO file system "
-                          f"and the volume files ({ISO_RESERVE + METADATA_RESERVE} bytes)",
+                          f"and the volume files ({ISO_RESERVE + METADATA_RESERVE + extra} bytes)",
                           f"pass at least {floor} bytes")
     return Layout(media=media, payload_bytes=payload)
 
@@ -190,6 +197,7 @@ def manifest(record: ExportRecord, volume: int, files: dict[str, dict]) -> dict:
         "tool": "rapidship",
         "tool_version": record.tool_version,
         "media": asdict(record.media),
+        "signing_key_fingerprint": record.signing_key_fingerprint,
         "archive": {"format": "docker-archive", "compression": "zstd", "name": ARCHIVE,
                     "bytes": record.archive_bytes, "sha256": record.archive_sha256, "tar_bytes": record.tar_bytes},
         "images": [asdict(i) for i in record.images],
@@ -210,33 +218,42 @@ def sums_text(hashes: dict[str, str]) -> str:
 def install_script(record: ExportRecord, body: str) -> str:
     """install.sh = a data header for this export + the fixed POSIX body (export/install.sh)."""
     parts = "\n".join(f"{p.name} {p.volume} {p.bytes}" for p in record.parts)
-    images = "\n".join(f"{i.ref} {i.image_id}" for i in record.images)
+    images = "\n".join(f"{i.ref} {i.image_id} {i.signed_digest or '-'}" for i in record.images)
     header = (f"EXPORT_ID='{record.export_id}'\nVOLUME_COUNT={record.volume_count}\n"
-              f"PARTS='{parts}'\nIMAGES='{images}'\n")
+              f"KEY_FINGERPRINT='{record.signing_key_fingerprint}'\nPARTS='{parts}'\nIMAGES='{images}'\n")
     return body.replace("# @EXPORT_DATA@\n", header, 1)
 
 
 def readme_text(record: ExportRecord, volume: int) -> str:
-    images = "\n".join(f"  {i.ref}  ({i.arch}, {i.size_bytes / 1e6:.0f} MB, {i.image_id[:19]})" for i in record.images)
+    images = "\n".join(f"  {i.ref}  ({i.arch}, {i.size_bytes / 1e6:.0f} MB, {i.image_id[:19]}"
+                       + (", UNSIGNED)" if i.unsigned else ")") for i in record.images)
     count = record.volume_count
+    key = (f"Signed with the key {record.signing_key_fingerprint}." if record.signing_key_fingerprint
+           else "NOT SIGNED: exported with --unsigned.")
     return f"""rapidship image export {record.export_id}
 Volume {volume} of {count}, made {record.created} by rapidship {record.tool_version}.
+{key}
 
 Images:
 {images}
 
-Install on a host with Docker, sha256sum and zstd (no network needed):
+Install on a host with Docker, sha256sum, zstd, openssl and tar (no network needed):
   1. Copy every volume into its own directory, or mount them all:
        mkdir -p /var/tmp/rapidship/vol1 && cp -r /media/cdrom/. /var/tmp/rapidship/vol1/   (repeat per disc)
-  2. sh /var/tmp/rapidship/vol1/install.sh /var/tmp/rapidship/vol*
+  2. sh /var/tmp/rapidship/vol1/install.sh --key cosign.pub /var/tmp/rapidship/vol*
+     cosign.pub is the public key the sender gave you out of band (never a key from a disc).
      It checks every file against SHA256SUMS, checks that all {count} volumes of this export are
-     there, and only then loads the images into Docker and prints what it loaded.
+     there, verifies every image's signature with the key and that the archive holds only those
+     signed images, and only then loads the images into Docker and prints what it loaded.
+     --no-verify instead of --key loads without checking signatures (it says what it skipped).
   To push into a local registry with skopeo instead of loading into Docker:
-       sh install.sh --registry 127.0.0.1:5000 [--insecure] DIR...
+       sh install.sh --key cosign.pub --registry 127.0.0.1:5000 [--insecure] DIR...
   Check one volume only:  cd DIR && sha256sum -c SHA256SUMS
 
-MANIFEST.json lists the images, their ids and digests, and every file of every volume with its
-sha256. The rapidship project's `invoke import --from DIR|ISO...` does the same from Python.
+MANIFEST.json lists the images, their ids and signed digests, and every file of every volume with
+its sha256; signatures/ holds each image's cosign signature and attestations. The rapidship
+project's `invoke import --key cosign.pub --from DIR|ISO...` does the same from Python, and also
+checks the attestations and every layer before loading.
 """
 
 
@@ -401,8 +418,9 @@ def save_compressed(refs: list[str], writer: PartWriter, on_tar: Callable[[int],
 INSTALL_BODY = Path(__file__).parent / "install.sh"
 
 
-def write_volume_files(record: ExportRecord, out: Path) -> None:
-    """install.sh, README.txt, MANIFEST.json and SHA256SUMS into every volume directory."""
+def write_volume_files(record: ExportRecord, out: Path, signatures: dict[str, bytes] | None = None) -> None:
+    """install.sh, README.txt, the signatures/ folder, MANIFEST.json and SHA256SUMS into every
+    volume directory (every volume carries every signature, so each disc can be checked alone)."""
     body = INSTALL_BODY.read_text()
     script = install_script(record, body)
     for volume in range(1, record.volume_count + 1):
@@ -411,6 +429,10 @@ def write_volume_files(record: ExportRecord, out: Path) -> None:
         (folder / INSTALL).chmod(0o755)
         (folder / README).write_text(readme_text(record, volume))
         files = {p.name: {"bytes": p.bytes, "sha256": p.sha256} for p in record.parts if p.volume == volume}
+        for name, data in sorted((signatures or {}).items()):
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
+            files[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         for name in (INSTALL, README):
             data = (folder / name).read_bytes()
             files[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
@@ -421,7 +443,7 @@ def write_volume_files(record: ExportRecord, out: Path) -> None:
 
 
 def volume_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.iterdir())
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
 def write_iso(folder: Path, iso: Path, label: str, on_bytes: Callable[[int], None]) -> None:
@@ -452,22 +474,52 @@ def sha256_file(path: Path, on_bytes: Callable[[int], None] = lambda _: None) ->
     return digest.hexdigest()
 
 
+def sign_images(images: list[ImageRecord], ws: Workspace, unsigned: bool = False,
+                warn: Callable[[str], None] = lambda _: None) -> tuple[list[ImageRecord], str, dict[str, bytes]]:
+    """Each image with the digest its signature covers, the one key fingerprint of the disc, and the
+    signature files for every volume. No signature: refused, unless `unsigned` (then said loudly)."""
+    bundles = find_signed(images, ws)
+    missing = [i for i in images if i.image_id not in bundles]
+    if missing and not unsigned:
+        names = "; ".join(f"{i.ref} ({i.image_id[:19]})" for i in missing)
+        raise ConfigError("invoke export", f"no signature for {names} in {ws.root} (the sites verify every image "
+                          "against the signing key before loading it)",
+                          "push and sign it first (invoke push --variant V, invoke sign --variant V --key cosign.key), "
+                          "or pass --unsigned to ship it unsigned (the site must then load with --no-verify)")
+    keys = {b.fingerprint: b for b in bundles.values()}
+    if len(keys) > 1:
+        raise ConfigError("invoke export", "the images are signed with different keys: " + "; ".join(
+            f"{b.fingerprint[:19]} ({b.record})" for b in keys.values()),
+            "a disc carries one key's signatures: sign them all with one key, or export them on separate discs")
+    if missing:
+        warn(f"[bold red]WARNING: --unsigned: {len(missing)} image(s) go onto the disc WITHOUT a signature: "
+             + ", ".join(f"{i.ref} ({i.image_id[:19]})" for i in missing)
+             + ". MANIFEST.json records them as unsigned; a site can load them only with --no-verify.[/]")
+    signed = [replace(i, signed_digest=bundles[i.image_id].digest) if i.image_id in bundles
+              else replace(i, unsigned=True) for i in images]
+    files = disc_files(list({b.digest: b for b in bundles.values()}.values()))
+    return signed, next(iter(keys), ""), files
+
+
 def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool = False,
-           progress=None, part_max: int = PART_MAX) -> ExportRecord:
+           progress=None, part_max: int = PART_MAX, ws: Workspace = Workspace(),
+           unsigned: bool = False) -> ExportRecord:
     """Save, compress, split, write volume files and ISOs. `progress` is a rich Progress (or None).
+    Each image's signature comes from the workspace `ws`; `unsigned` lets images without one through.
     `part_max` below the default only serves tests that want several parts per volume on small media."""
     from rapidship.console import err
 
     for tool in ("zstd", "xorriso"):
         if not shutil.which(tool):
             raise ConfigError("invoke export", f"{tool} is not installed", f"apt-get install {tool}")
-    layout = plan_layout(media)
+    images, key_fingerprint, signatures = sign_images(images, ws, unsigned, err.print)
+    layout = plan_layout(media, disc_bytes(signatures) if signatures else 0)
     layout = Layout(layout.media, layout.payload_bytes, min(part_max, PART_MAX))
     out.mkdir(parents=True, exist_ok=True)
     if any(out.glob("volume-*")) or any(out.glob("rapidship-*.iso")):
         raise ConfigError("--out", f"{out} already holds an export", "pass an empty or new --out directory")
     record = ExportRecord(export_id=uuid.uuid4().hex, created=_now(), tool_version=__version__,
-                          media=media, images=images)
+                          media=media, images=images, signing_key_fingerprint=key_fingerprint)
     progress = progress or QuietProgress()
     refs = [i.ref for i in images]
 
@@ -483,7 +535,7 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
         raise RapidshipError("docker save", "produced no data", "check the engine")
 
     start = time.monotonic()
-    write_volume_files(record, out)
+    write_volume_files(record, out, signatures)
     count = record.volume_count
     total = sum(volume_bytes(volume_dir(out, v)) for v in range(1, count + 1))
     isos = progress.add_task(f"ISO x{count}", total=total)
@@ -511,8 +563,11 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
         for volume in range(1, count + 1):
             shutil.rmtree(volume_dir(out, volume))
     save(out / "export.json", record_json(record))
+    signed = sum(1 for i in images if i.signed_digest)
     err.print(f"exported {len(images)} image(s) into {count} volume(s) of {media.name}: "
-              f"{record.tar_bytes / 1e6:.0f} MB -> {record.archive_bytes / 1e6:.0f} MB zstd")
+              f"{record.tar_bytes / 1e6:.0f} MB -> {record.archive_bytes / 1e6:.0f} MB zstd; "
+              + (f"{signed} signed with {key_fingerprint[:19]}" if signed else "none signed")
+              + (f", {len(images) - signed} UNSIGNED" if signed < len(images) else ""))
     return record
 
 

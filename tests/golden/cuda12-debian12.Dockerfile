@@ -103,7 +103,7 @@ LABEL org.opencontainers.image.title="rapidship/rapids" \
       io.rapidship.python.version="3.11" \
       io.rapidship.env.flavour="pip" \
       io.rapidship.gpu.archs="80,90" \
-      io.rapidship.lock.sha256="446b9b6226c743568a58fbcb46b6a392f6c172891bf9eae875e58d28b8fc6c77"
+      io.rapidship.lock.sha256="a12a5297cfda8e1ce4243d274dcc6ef2b2f0a2e2c35791b8310d41b2191257c1"
 USER 1001:0
 WORKDIR /home/rapids
 ENTRYPOINT ["/usr/local/bin/rapids-entrypoint"]

@@ -139,6 +139,7 @@ class SpillConfig:
     cudf_available: bool = False
     dask_cudf_available: bool = False
     dask_cuda_available: bool = False
+    ucx_available: bool = False     # ucxx and distributed_ucxx importable (UCX comms for dask)
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,8 @@ class Intent:
     workers: int = 1                # worker processes that share the container, each with memory_limit
     limit_source: str = ""          # where memory_limit came from, for the message
     error: str | None = None        # a bad RAPIDS_DISK_SPILL / --disk-spill value
+    ucx: str = ""                   # the flag that asks for UCX comms ("" = none): needs ucxx and /dev/shm
+    rdma: str = ""                  # the flag that asks for InfiniBand / RDMA: needs memlock unlimited
 
 
 # ---- readers (I/O edge) ----
@@ -394,6 +397,7 @@ def read_spill_config(environ: dict | None = None) -> SpillConfig:
     env = os.environ if environ is None else environ
     has = lambda mod: importlib.util.find_spec(mod) is not None  # noqa: E731
     cudf, dask_cudf, dask_cuda = has("cudf"), has("dask_cudf"), has("dask_cuda")
+    ucx = has("ucxx") and has("distributed_ucxx")
     pre_import = _as_list(env.get("RAPIDS_PRE_IMPORT", ""))
     if has("dask"):
         import dask.config  # noqa: PLC0415 - optional, and only when present
@@ -404,9 +408,10 @@ def read_spill_config(environ: dict | None = None) -> SpillConfig:
                            get("distributed.worker.memory.pause", None),
                            get("distributed.worker.memory.terminate", None),
                            get("temporary-directory", None) or None,
-                           _as_list(get("distributed.worker.preload", [])), pre_import, cudf, dask_cudf, dask_cuda)
+                           _as_list(get("distributed.worker.preload", [])), pre_import, cudf, dask_cudf, dask_cuda,
+                           ucx)
     return SpillConfig(False, None, None, None, None, env.get("DASK_TEMPORARY_DIRECTORY") or None, [], pre_import,
-                       cudf, dask_cudf, dask_cuda)
+                       cudf, dask_cudf, dask_cuda, ucx)
 
 
 def read_gpus() -> GpuView:
@@ -645,6 +650,25 @@ def _worker_memory(program: str | None, args: list[str], gpu_count: int, env) ->
     return None, 1, ""
 
 
+UCX_FLAGS = ("--enable-tcp-over-ucx", "--enable-nvlink", "--enable-infiniband", "--enable-rdmacm")
+RDMA_FLAGS = ("--enable-infiniband", "--enable-rdmacm")
+UCX_MIN_SHM = 1024 * 1024 * 1024  # UCX's shared-memory transport and worker processes: --shm-size >= 1g
+
+
+def ucx_wanted(program: str | None, args: list[str]) -> tuple[str, str]:
+    """Pure: (the flag asking for UCX, the flag asking for RDMA) of a dask worker / scheduler command."""
+    if program is None:
+        return "", ""
+    rdma = next((a for a in args if a.split("=")[0] in RDMA_FLAGS and not a.endswith("=False")), "")
+    flag = next((a for a in args if a.split("=")[0] in UCX_FLAGS and not a.endswith("=False")), "")
+    protocol = _option(args, "--protocol") or ""
+    if not flag and protocol.startswith("ucx"):
+        flag = f"--protocol {protocol}"
+    if not flag:
+        flag = next((a for a in args if a.startswith(("ucx://", "ucxx://"))), "")
+    return flag, rdma
+
+
 def intent_for(command: list[str] | None, environ: dict | None = None, gpu_count: int = 0,
                override: str | None = None) -> Intent:
     """Pure: whether disk spill is required for this command, and the memory limit it asks for.
@@ -679,7 +703,8 @@ def intent_for(command: list[str] | None, environ: dict | None = None, gpu_count
         disk, why = "required", f"`{shown}` is {'the spill smoke' if program == 'rapids-smoke' else 'a ' + program}"
     else:
         disk, why = "optional", f"`{shown}` is no dask worker and no rapids-smoke"
-    return Intent(command, program, disk, why, limit, workers, source, error)
+    ucx, rdma = ucx_wanted(program, args)
+    return Intent(command, program, disk, why, limit, workers, source, error, ucx, rdma)
 
 
 def memory_budget(cg: CgroupMemory, host_total: int | None) -> tuple[int | None, str]:
@@ -825,12 +850,32 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
     if cg.limit and cg.swap_limit and cg.version == 2 and cg.swap_limit > 0:
         out.append(Finding("WARNING", "memory", f"memory.swap.max is {_b(cg.swap_limit)}: the container swaps "
                            "instead of spilling (--memory-swap = --memory)"))
-    if f.shm_bytes is not None and f.shm_bytes < 256 * MiB and (f.gpu.gpus or sc.dask_available):
+    out.extend(ucx_findings(f, intent))  # with UCX asked for, a small /dev/shm is FATAL there
+    if not intent.ucx and f.shm_bytes is not None and f.shm_bytes < 256 * MiB and (f.gpu.gpus or sc.dask_available):
         out.append(Finding("WARNING", "shm", f"/dev/shm is {_b(f.shm_bytes)}: multiprocessing and UCX/NCCL need "
                            "more (--shm-size=1g)"))
-    if f.gpu.gpus and f.memlock_soft is not None:
+    if f.gpu.gpus and f.memlock_soft is not None and not intent.rdma:
         out.append(Finding("WARNING", "memlock", f"memlock ulimit is {_b(f.memlock_soft)}: pinned host buffers "
                            "for device<->host copies need --ulimit memlock=-1"))
+    return out
+
+
+def ucx_findings(f: Facts, intent: Intent) -> list[Finding]:
+    """Pure: what a worker command asking for UCX (its `intent.ucx` flag) needs, each missing piece
+    one FATAL: ucxx + distributed-ucxx in the image, a /dev/shm of at least 1 GiB (docker's default
+    is 64 MiB), and for InfiniBand / RDMA an unlimited memlock ulimit (registered memory is pinned)."""
+    if not intent.ucx:
+        return []
+    out = []
+    if not f.spill_config.ucx_available:
+        out.append(Finding("FATAL", "ucx", f"{intent.ucx} asks for UCX, but ucxx / distributed-ucxx are not "
+                           "importable in this image: use a RAPIDS image with UCX (docs/cluster.md) or --protocol tcp"))
+    if f.shm_bytes is not None and f.shm_bytes < UCX_MIN_SHM:
+        out.append(Finding("FATAL", "shm", f"/dev/shm is {_b(f.shm_bytes)}: {intent.ucx} needs at least "
+                           f"{_b(UCX_MIN_SHM)} for UCX's shared-memory transport (docker run --shm-size=8g)"))
+    if intent.rdma and f.memlock_soft is not None:
+        out.append(Finding("FATAL", "memlock", f"memlock ulimit is {_b(f.memlock_soft)}: {intent.rdma} registers "
+                           "(pins) host memory; run with --ulimit memlock=-1"))
     return out
 
 

@@ -42,11 +42,28 @@ def test_rapids_pip_image_builds_and_fits_the_budget(engine):
           f"headroom {rep['headroom_bytes']:,}, built in {built.seconds}s")
 
     # The whole RAPIDS stack imports (no GPU needed to import), through the real entrypoint and preflight.
-    code = "import cudf, dask_cudf, dask_cuda, rmm, cuml; print(cudf.__version__, cuml.__version__)"
+    code = "import cudf, dask_cudf, dask_cuda, rmm, cuml, ucxx; print(cudf.__version__, cuml.__version__)"
     run = subprocess.run(["docker", "run", "--rm", "--user", "4242:0", built.ref, "python", "-c", code],
                          capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("26.10") and run.stdout.split()[1].startswith("26.10")
+
+    # UCX: importable, the CLI in both spellings, and the doctor on the field worker command: with
+    # --shm-size=8g no UCX or shm FATAL; with docker's default 64 MiB /dev/shm one FATAL naming it.
+    field = ["dask", "cuda", "worker", "--rmm-async", "--rmm-pool-size", "28g", "--local-directory", "/spill",
+             "--enable-tcp-over-ucx", "--enable-nvlink", "--scheduler", "tcp://scheduler:8786"]
+    ucx = subprocess.run(["docker", "run", "--rm", "--user", "4242:0", "--entrypoint", "python", built.ref, "-c",
+                          "import ucxx, distributed_ucxx, shutil; print(ucxx.__version__, "
+                          "bool(shutil.which('dask')), bool(shutil.which('dask-cuda-worker')))"],
+                         capture_output=True, text=True, check=False)
+    assert ucx.returncode == 0 and ucx.stdout.split()[1:] == ["True", "True"], ucx.stderr
+    for shm, fatal in (("8g", False), (None, True)):
+        doc = subprocess.run(["docker", "run", "--rm", "--user", "4242:0", *(["--shm-size", shm] if shm else []),
+                              "--entrypoint", "rapids-doctor", built.ref, "--preflight", "--", *field],
+                             capture_output=True, text=True, check=False)
+        lines = [x for x in doc.stderr.splitlines() if "FATAL" in x]
+        assert not any("ucx" in x.lower() and "not importable" in x for x in lines), doc.stderr
+        assert any("/dev/shm is 64.00 MiB" in x for x in lines) is fatal, doc.stderr
 
     # Device code: pruned to the variant's archs, most of it gone, every pruned library still loads.
     variant = load_matrix(ROOT / "variants.yaml").get(VARIANT)

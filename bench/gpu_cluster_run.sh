@@ -1,0 +1,68 @@
+#!/bin/bash
+# GPU cluster smoke on a machine without Docker: one scheduler and N `dask cuda worker` processes,
+# each worker in its own cgroup v2 child with memory.max (standing in for `docker run --memory`),
+# all on one GPU, talking UCX over TCP (UCX_TLS=tcp,cuda_copy). The client is bench/gpu_cluster_job.py.
+# Wheels: .whl/p* + .whl/SUM (one tar of the wheels in docs/cluster.md), installed with --target.
+# Also: the doctor's view of the field worker command, with and without ucxx importable.
+R=$(pwd)
+OUT=${OUT:-$R/gpu-cluster-out}; mkdir -p "$OUT"
+exec > >(tee -a "$OUT/logs.txt") 2>&1
+set -u
+N=${N:-2}; GB=${GB:-12}; DEV=${DEV:-1GB}; HOST=${HOST:-2GB}; CAP=${CAP:-5G}
+step() { echo; echo "=== $* ($(date +%T))"; }
+PIDS=""; CGS=""
+cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null; done; sleep 2; for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+            for c in $CGS; do echo "cgroup $c: peak $(cat /sys/fs/cgroup/$c/memory.peak 2>/dev/null), \
+$(grep oom_kill /sys/fs/cgroup/$c/memory.events 2>/dev/null | tr '\n' ' ')"; rmdir /sys/fs/cgroup/$c 2>/dev/null; done; }
+trap cleanup EXIT
+
+step assemble
+if [ ! -d /tmp/site ]; then
+  cat .whl/p* > /tmp/wheels.tar && (cd /tmp && sha256sum -c "$R/.whl/SUM" | sed 's/^.*wheels/wheels/') || { echo "SHA256 MISMATCH"; exit 9; }
+  (cd /tmp && tar xf wheels.tar)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site /tmp/w/*.whl || exit 8
+fi
+rm -rf /tmp/rt && mkdir -p /tmp/rt && cp -r src/rapidship/runtime /tmp/rt/rapids_runtime
+SITE=$(python3 -c "import cupy, os; print(os.path.dirname(os.path.dirname(cupy.__file__)))")
+export PYTHONPATH=/tmp/site:/tmp/rt PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$SITE/nvidia/cu13/lib:/tmp/site/libucx/lib:${LD_LIBRARY_PATH:-}
+export PATH=/tmp/site/bin:$PATH
+export UCX_TLS=tcp,cuda_copy,self UCX_TCP_CM_REUSEADDR=y NCCL_NVLS_ENABLE=0
+for ns in DASK_DISTRIBUTED__COMM__UCX DASK_DISTRIBUTED_UCXX; do
+  export ${ns}__TCP=True ${ns}__CUDA_COPY=True ${ns}__NVLINK=False ${ns}__INFINIBAND=False ${ns}__RDMACM=False
+done
+export DASK_DISTRIBUTED__COMM__COMPRESSION=False
+for k in TARGET SPILL PAUSE TERMINATE; do export DASK_DISTRIBUTED__WORKER__MEMORY__$k=False; done
+SPILL=/var/tmp/cluster-spill; rm -rf $SPILL; mkdir -p $SPILL && chmod 700 $SPILL
+python3 -c "import ucxx, distributed_ucxx, dask_cuda; print('ucxx', ucxx.__version__, 'dask_cuda', dask_cuda.__version__)"
+ls /tmp/site/bin | grep -E 'dask' | tr '\n' ' '; echo
+dask cuda worker --help > /dev/null 2>&1 && echo "dask cuda worker: present"
+dask-cuda-worker --help > /dev/null 2>&1 && echo "dask-cuda-worker: present (deprecated spelling)"
+
+step "doctor: the field worker command"
+FIELD="dask cuda worker --rmm-async --rmm-pool-size 2GB --local-directory $SPILL --enable-tcp-over-ucx --enable-nvlink --scheduler tcp://127.0.0.1:8786"
+RAPIDS_SPILL_DIR=$SPILL DASK_TEMPORARY_DIRECTORY=$SPILL RAPIDSHIP_PRUNE_RECORD=/nonexistent \
+  python3 -m rapids_runtime.doctor --preflight --json -- $FIELD > "$OUT/doctor-field.json"; echo "doctor rc=$?"
+mkdir -p /tmp/noucx && printf 'import sys\nsys.modules["ucxx"]=None\n' > /tmp/noucx/sitecustomize.py
+PYTHONPATH=/tmp/noucx:$PYTHONPATH RAPIDS_SPILL_DIR=$SPILL DASK_TEMPORARY_DIRECTORY=$SPILL RAPIDSHIP_PRUNE_RECORD=/nonexistent \
+  python3 -m rapids_runtime.doctor --preflight -- $FIELD; echo "doctor without ucxx rc=$? (3 = refused)"
+df -h /dev/shm | tail -1
+
+step "scheduler (UCX over TCP)"
+dask scheduler --protocol ucx --host 127.0.0.1 --port 8786 --no-dashboard > "$OUT/scheduler.log" 2>&1 &
+PIDS="$PIDS $!"; sleep 8
+step "$N workers: device $DEV, host $HOST each, each in a cgroup with memory.max $CAP"
+for i in $(seq 1 "$N"); do
+  c=rapidship-w$i-$RANDOM; mkdir /sys/fs/cgroup/$c; echo "$CAP" > /sys/fs/cgroup/$c/memory.max; echo 0 > /sys/fs/cgroup/$c/memory.swap.max
+  CGS="$CGS $c"; mkdir -p $SPILL/w$i && chmod 700 $SPILL/w$i
+  ( echo $BASHPID > /sys/fs/cgroup/$c/cgroup.procs
+    exec env CUDA_VISIBLE_DEVICES=0 dask cuda worker ucx://127.0.0.1:8786 --name w$i --nthreads 1 \
+      --device-memory-limit "$DEV" --memory-limit "$HOST" --local-directory $SPILL/w$i \
+      --rmm-async --rmm-pool-size 2GB --enable-tcp-over-ucx --death-timeout 60 ) > "$OUT/worker$i.log" 2>&1 &
+  PIDS="$PIDS $!"
+done
+step "job: $GB GB, persisted, then transposed and summed per column"
+t=$(date +%s)
+timeout 480 python3 bench/gpu_cluster_job.py --scheduler ucx://127.0.0.1:8786 --workers "$N" --gb "$GB" \
+  --out "$OUT/cluster-gpu.json"; echo "job rc=$? wall=$(( $(date +%s) - t )) s"
+du -sh $SPILL/w* 2>/dev/null
+tail -5 "$OUT/worker1.log"

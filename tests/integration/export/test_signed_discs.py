@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from support.commands import ROOT
-from support.registry_fixtures import RegistryServer
+from support.tiny_matrix import VARIANTS_YAML
 from rapidship.export.write import ISO_RESERVE, METADATA_RESERVE
 
 pytestmark = pytest.mark.docker
@@ -35,23 +35,6 @@ VARIANT, LOCK, PASSWORD = "cpu-debian12", "5e" * 32, "disc-signing-test"
 ARCHES = ("amd64", "arm64")
 MEDIA = ISO_RESERVE + METADATA_RESERVE + 420_000  # ~300 kB of data per volume after the signatures: 2 volumes
 
-VARIANTS_YAML = """
-defaults:
-  registry_prefix: harbor.example.internal/dockerhub
-  budget_bytes: 1000000
-  uid: 1001
-  user: rapids
-  rapids: "26.10"
-  python: "3.11"
-  flavour: pip
-  image: {image}
-  env: dask-cpu
-  conda_builder: library/python:3.11-slim-bookworm
-oses:
-  debian12: {{family: deb, distro: debian, version: "12", arches: [amd64, arm64],
-             image: library/debian:bookworm-slim, python: "3.11"}}
-axes: {{cuda: [cpu], os: [debian12]}}
-"""
 LABELS = {"io.rapidship.variant": VARIANT, "io.rapidship.lock.sha256": LOCK}
 
 
@@ -119,13 +102,6 @@ def write_records(build: Path, refs: dict[str, str], ids: dict[str, str]) -> Non
                                                          digest="sha256:" + "0" * 64, files=0, bytes=0, entries=[]))
         (ws.scan_dir(VARIANT, arch) / "sbom.cdx.json").write_text(json.dumps(
             {"bomFormat": "CycloneDX", "specVersion": "1.5", "components": [{"type": "file", "name": "payload.bin"}]}))
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    server = RegistryServer(tmp_path_factory.mktemp("registry")).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from support.tiny_matrix import VARIANTS_YAML
+
 from support.commands import ROOT  # noqa: E402
 
 from support.registry_fixtures import Fault, FaultProxy, RegistryServer  # noqa: E402
@@ -27,30 +29,7 @@ from rapidship.publish.retrying import RetryPolicy  # noqa: E402
 pytestmark = pytest.mark.docker
 VARIANT = "cpu-debian12"
 
-VARIANTS_YAML = """
-defaults:
-  registry_prefix: harbor.example.internal/dockerhub
-  budget_bytes: 1000000
-  uid: 1001
-  user: rapids
-  rapids: "26.10"
-  python: "3.11"
-  flavour: pip
-  image: {image}
-  env: dask-cpu
-  conda_builder: library/python:3.11-slim-bookworm
-oses:
-  debian12: {{family: deb, distro: debian, version: "12", arches: [amd64, arm64],
-             image: library/debian:bookworm-slim, python: "3.11"}}
-axes: {{cuda: [cpu], os: [debian12]}}
-"""
 
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    server = RegistryServer(tmp_path_factory.mktemp("registry")).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -18,40 +18,18 @@ from pathlib import Path
 
 import pytest
 
+from support.tiny_matrix import VARIANTS_YAML
+
 from rapidship.publish.oci import Credentials, Registry
 from rapidship.publish.retrying import RetryPolicy
 from rapidship.sign import formats as f
 from support.commands import ROOT
-from support.registry_fixtures import RegistryServer
 
 pytestmark = pytest.mark.docker
 VARIANT = "cpu-debian12"
 LOCK = hashlib.sha256(b"the lock").hexdigest()
 PASSWORD = "release-key-password-7f3a"
-VARIANTS_YAML = """
-defaults:
-  registry_prefix: harbor.example.internal/dockerhub
-  budget_bytes: 1000000
-  uid: 1001
-  user: rapids
-  rapids: "26.10"
-  python: "3.11"
-  flavour: pip
-  image: {image}
-  env: dask-cpu
-  conda_builder: library/python:3.11-slim-bookworm
-oses:
-  debian12: {{family: deb, distro: debian, version: "12", arches: [amd64, arm64],
-             image: library/debian:bookworm-slim, python: "3.11"}}
-axes: {{cuda: [cpu], os: [debian12]}}
-"""
 
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    server = RegistryServer(tmp_path_factory.mktemp("registry")).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

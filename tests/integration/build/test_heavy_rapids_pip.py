@@ -72,8 +72,9 @@ def test_rapids_pip_image_builds_and_fits_the_budget(engine):
     assert prune["totals"]["saved_bytes"] > 2_000_000_000 and prune["totals"]["pruned"] >= 15
     assert set(prune["totals"]["arch_after"]) >= {"sm_80", "sm_90a"}
     assert prune["totals"]["arch_after"].get("ptx_120", 0) < 1_000_000  # PTX for later GPUs dropped
-    # (cuDF and cuML first: their loaders put the RAPIDS libraries that others need by soname in place)
-    load = ("import cudf, cuml, json, ctypes; r = json.load(open('/opt/rapidship/prune.json')); "
+    # (cuDF, cuML and ucxx first: their loaders put the libraries that others need by soname in
+    # place; UCX's CUDA perftest plugin needs libucp, which `import ucxx` loads)
+    load = ("import cudf, cuml, ucxx, json, ctypes; r = json.load(open('/opt/rapidship/prune.json')); "
             "[ctypes.CDLL('/opt/rapids/' + f['path']) for f in r['files'] if f['status'] == 'pruned']; "
             "print(sum(f['status'] == 'pruned' for f in r['files']))")
     loaded = subprocess.run(["docker", "run", "--rm", built.ref, "python", "-c", load],

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable
 
 from rapidship.errors import ConfigError, GateFailure
-from rapidship.records import RecordError, Workspace, read_sign
+from rapidship.export.carry import PAYLOAD, PAYLOAD_SIG, SIGNATURES, flat_payload, load_json
 from rapidship.sign import formats as f
 
 if TYPE_CHECKING:
@@ -43,8 +43,6 @@ if TYPE_CHECKING:
 
     from rapidship.export.verify import Checked
 
-SIGNATURES = "signatures"
-PAYLOAD, PAYLOAD_SIG = "payload.json", "payload.sig"
 _HEX = r"[0-9a-f]{64}"
 _DISC_NAME = re.compile(rf"^{SIGNATURES}/sha256-{_HEX}/(manifest\.json|sig\.json|att\.json|payload\.json|payload\.sig|"
                         rf"blobs/sha256-{_HEX})$")
@@ -52,107 +50,6 @@ _BLOB = re.compile(rf"^sha256-{_HEX}$")
 KEEP_MAX = 16 << 20  # archive members kept in memory while scanning: configs, manifests, indexes
 _UNCOMPRESSED = {"application/vnd.oci.image.layer.v1.tar", "application/vnd.docker.image.rootfs.diff.tar"}
 _INDEXES = {f.OCI_INDEX, "application/vnd.docker.distribution.manifest.list.v2+json"}
-
-
-# ---- export side -------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Bundle:
-    """One image's signed objects in the workspace, as `invoke sign` kept them."""
-
-    image_id: str
-    digest: str        # the signed per-arch manifest digest
-    folder: Path       # build/<variant>/signed/sha256-<hex>
-    fingerprint: str   # of the key that signed
-    variant: str
-    signed_at: str
-    record: Path       # the sign record that names it
-
-
-def find_signed(images: list, ws: Workspace) -> dict[str, Bundle]:
-    """image id -> its bundle, for the images (export.write.ImageRecord) that have one. An image
-    signed more than once: the bundle of its own variant, then the newest. A sign record or a
-    bundle that cannot be used is an error, not a silent 'unsigned'."""
-    found: dict[str, list[Bundle]] = {}
-    for path in ws.sign_records():
-        record = read_sign(ws, path.parent.name)
-        for signed in record.arches.values():
-            if signed.image_id:
-                found.setdefault(signed.image_id, []).append(Bundle(
-                    signed.image_id, signed.digest, ws.signed_dir(record.variant, signed.digest),
-                    record.key_fingerprint, record.variant, record.signed_at, path))
-    out: dict[str, Bundle] = {}
-    for image in images:
-        candidates = found.get(image.image_id, [])
-        own = [b for b in candidates if b.variant == image.variant] or candidates
-        if own:
-            out[image.image_id] = check_bundle(max(own, key=lambda b: b.signed_at))
-    return out
-
-
-def check_bundle(b: Bundle) -> Bundle:
-    """The kept objects are whole and are of this image: manifest.json hashes to the signed
-    digest, its config is the image id, the signature object and its payload are there."""
-    fix = f"sign it again: invoke sign --variant {b.variant} (it keeps the objects under {b.folder.parent})"
-
-    def read(name: str) -> bytes:
-        try:
-            return (b.folder / name).read_bytes()
-        except OSError:
-            raise RecordError(str(b.folder / name), f"is missing, but {b.record} names this signed image", fix) from None
-
-    manifest = read("manifest.json")
-    if f.sha256(manifest) != b.digest:
-        raise RecordError(str(b.folder / "manifest.json"), f"does not hash to the signed digest {b.digest[:19]}", fix)
-    if (_json(manifest) or {}).get("config", {}).get("digest") != b.image_id:
-        raise RecordError(str(b.folder / "manifest.json"), f"is not the manifest of image {b.image_id[:19]}", fix)
-    read("att.json")
-    if flat_payload(read("sig.json"), lambda d: _blob(b.folder, d)) is None:
-        raise RecordError(str(b.folder / "sig.json"), "holds no cosign signature with its payload", fix)
-    return b
-
-
-def _blob(folder: Path, digest: str) -> bytes | None:
-    path = folder / "blobs" / f.tag_for(digest, "")
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    return data if f.sha256(data) == digest else None
-
-
-def flat_payload(sig_manifest: bytes | None, blob: Callable[[str], bytes | None]) -> tuple[bytes, bytes] | None:
-    """(payload, base64 signature) of the first simple-signing layer of a .sig manifest."""
-    for layer in (_json(sig_manifest) or {}).get("layers") or []:
-        if isinstance(layer, dict) and layer.get("mediaType") == f.SIMPLE_SIGNING:
-            payload = blob(str(layer.get("digest", "")))
-            signature = (layer.get("annotations") or {}).get(f.SIGNATURE_ANNOTATION, "")
-            return (payload, signature.encode()) if payload is not None and signature else None
-    return None
-
-
-def disc_files(bundles: list[Bundle]) -> dict[str, bytes]:
-    """Relative path on every volume -> bytes: each bundle under signatures/sha256-<hex>/."""
-    files: dict[str, bytes] = {}
-    for b in bundles:
-        base = f"{SIGNATURES}/{f.tag_for(b.digest, '')}"
-        for name in ("manifest.json", "sig.json", "att.json"):
-            files[f"{base}/{name}"] = (b.folder / name).read_bytes()
-        for blob in sorted((b.folder / "blobs").iterdir()):
-            data = blob.read_bytes()
-            if _BLOB.match(blob.name) and f.tag_for(f.sha256(data), "") == blob.name:
-                files[f"{base}/blobs/{blob.name}"] = data
-        payload, signature = flat_payload(files[f"{base}/sig.json"], lambda d: _blob(b.folder, d)) or (b"", b"")
-        files[f"{base}/{PAYLOAD}"], files[f"{base}/{PAYLOAD_SIG}"] = payload, signature
-    return files
-
-
-def disc_bytes(files: dict[str, bytes]) -> int:
-    """Room the signature files take on each volume: whole 2 KiB sectors, a directory record per
-    file and three per folder (ISO 9660, Joliet, Rock Ridge), their lines in MANIFEST.json and
-    SHA256SUMS."""
-    folders = {posixpath.dirname(n) for n in files} | {SIGNATURES}
-    return sum(-(-len(d) // 2048) * 2048 + 2048 + 512 for d in files.values()) + 3 * 2048 * len(folders)
 
 
 # ---- import side: flags and the disc's signatures ----------------------------------------------
@@ -362,13 +259,6 @@ def resolve(members: dict[str, Member], name: str) -> Member | None:
     return None
 
 
-def _json(data: bytes | None):
-    try:
-        return json.loads(data) if data is not None else None
-    except ValueError:
-        return None
-
-
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     """Go's decoder (docker load, containerd) matches keys case-insensitively and lets a later key
     win: an object with two keys that fold alike could mean one thing here and another there."""
@@ -429,7 +319,7 @@ def check_archive(members: dict[str, Member], trust: Trust) -> list[str]:
         seen.add(image_id)
         allowed = trust.names.get(image_id, set())
         problems += [f"{who_}: the archive tags it {t}, a name MANIFEST.json does not give it" for t in tags if t not in allowed]
-        diff_ids = ((_json(config.data) or {}).get("rootfs") or {}).get("diff_ids") or []
+        diff_ids = ((load_json(config.data) or {}).get("rootfs") or {}).get("diff_ids") or []
         if len(layers) != len(diff_ids):
             problems.append(f"{who_}: the archive lists {len(layers)} layers, its signed config {len(diff_ids)}")
             continue
@@ -481,7 +371,7 @@ def _check_oci_manifest(members, body: dict, digest: str, by_id, who) -> list[st
         return [f"{name} (manifest {digest[:19]} in index.json) is not a signed image: no signature on this disc "
                 "covers that id (the archive was swapped, or an image added)"]
     config = resolve(members, "blobs/" + config_id.replace(":", "/", 1))
-    diff_ids = ((_json(config.data) if config else None) or {}).get("rootfs", {}).get("diff_ids") or []
+    diff_ids = ((load_json(config.data) if config else None) or {}).get("rootfs", {}).get("diff_ids") or []
     layers = [x for x in body.get("layers") or [] if isinstance(x, dict)]
     if len(layers) != len(diff_ids):
         return [f"{name}: manifest {digest[:19]} lists {len(layers)} layers, its signed config {len(diff_ids)}"]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from rapidship.errors import ConfigError, GateFailure
-from rapidship.export.trust import SIGNATURES
+from rapidship.export.carry import SIGNATURES
 from rapidship.export.write import FORMAT, MANIFEST, SUMS, sums_text
 
 SECTOR = 2048

@@ -31,7 +31,7 @@ from typing import Callable, Iterable
 from rapidship import __version__
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
-from rapidship.export.trust import disc_bytes, disc_files, find_signed
+from rapidship.export.carry import disc_bytes, disc_files, find_signed
 from rapidship.records import Workspace, save
 
 FORMAT = "rapidship-export/1"

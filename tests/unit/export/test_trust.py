@@ -17,7 +17,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from rapidship.errors import ConfigError, GateFailure
-from rapidship.export import trust as t
+from rapidship.export import carry, trust as t
 from rapidship.export.write import (ExportRecord, ImageRecord, Media, PartWriter, install_script, plan_layout,
                                     sign_images, write_volume_files, INSTALL_BODY, ISO_RESERVE, METADATA_RESERVE)
 from rapidship.records import SignedDigest, SignRecord, Workspace
@@ -252,7 +252,7 @@ def disc(tmp: Path, images: list[Image], signer: FileSigner, archive: bytes, ws:
             content_digests={}, signed_at="2026-12-01T00:00:00+00:00", seconds=0.1))
     records, key, files = sign_images([i.record() for i in images], ws, unsigned)
     packed = subprocess.run(["zstd", "-q", "-c"], input=archive, capture_output=True, check=True).stdout
-    layout = plan_layout(Media("x", 100_000_000), t.disc_bytes(files))
+    layout = plan_layout(Media("x", 100_000_000), carry.disc_bytes(files))
     out = tmp / "out"
     writer = PartWriter(layout, out)
     writer.write(memoryview(packed))
@@ -423,7 +423,7 @@ def test_no_key_is_bad_input_and_both_flags_are_too(tmp_path):
 
 def test_signatures_take_their_room_out_of_every_volume():
     files = {"signatures/sha256-" + "a" * 64 + "/sig.json": b"x" * 3000, "signatures/sha256-" + "a" * 64 + "/att.json": b"y"}
-    room = t.disc_bytes(files)
+    room = carry.disc_bytes(files)
     assert room >= 4096 + 2048 + 2 * 2048  # whole sectors per file, directory records
     media = Media("m", ISO_RESERVE + METADATA_RESERVE + 1_000_000)
     assert plan_layout(media, room).payload_bytes == plan_layout(media).payload_bytes - room

@@ -12,6 +12,8 @@ One set of job definitions serves two profiles:
   registry in place of Harbor, bases made with debootstrap.
 
 DAG: every job `needs:` only its own variant's jobs, so one variant failing holds no other.
+The one exception is `report`, last: it waits for every stage (`when: always`, so also after
+failures) and takes every job's artifacts, to show the whole release on one page.
 
 Signing: `sign:V` runs after `push:V` in the GitLab environment `signing`, the only place the key
 variables are scoped to; `verify:V` checks what was signed before `promote:V` and `export:V`. Job
@@ -30,7 +32,7 @@ from rapidship.errors import ConfigError
 from rapidship.config.matrix import Arch, Matrix, Variant
 from rapidship.records import Workspace
 
-STAGES = ["prepare", "build", "verify", "publish", "smoke", "release"]
+STAGES = ["prepare", "build", "verify", "publish", "smoke", "release", "report"]
 
 # Job artifacts are the workspace's own record paths (relative: GitLab artifact paths).
 WS = Workspace("build")
@@ -177,7 +179,27 @@ def jobs(matrix: Matrix, profile: Profile, variant_ids: list[str] | None = None)
             raise ConfigError("--variant", f"{v.id} is built for none of this profile's arches",
                               f"select a variant built for {', '.join(a.value for a in profile.arches or ())}")
         out += _variant_jobs(v, profile)
+    out.append(_report_job(profile))
     return out
+
+
+REPORT_JOB = "report"
+REPORT_DIR = "build/report"
+
+
+def _report_job(p: Profile) -> Job:
+    """The release report, after everything else. No `needs:`: a job without it waits for every
+    earlier stage and downloads the artifacts of all their jobs (the records it reads); `when:
+    always` runs it after failures too, which is when the page matters most. GitLab links the
+    folder from the merge request (`expose_as`; such paths must be plain, a folder ending in /)."""
+    return Job(REPORT_JOB, {
+        "stage": "report",
+        **p.arch_tags("amd64"),
+        "when": "always",
+        "script": [f"invoke report --out {REPORT_DIR}"],
+        "artifacts": {"when": "always", "expose_as": "release report", "paths": [f"{REPORT_DIR}/"],
+                      "expire_in": "1 year"},
+    }, "release report of every variant and arch (index.html, PNG charts, report.json), also after failures")
 
 
 def _default(profile: Profile) -> dict:

@@ -119,7 +119,7 @@ def test_needs_dag_stays_inside_a_variant(matrix):
     """One variant's failure holds no other: no job needs a job of another variant, and every
     need points backwards in the stage order."""
     doc = ci.pipeline(matrix, ci.production())
-    jobs = _jobs(doc)
+    jobs = {n: j for n, j in _jobs(doc).items() if n != ci.REPORT_JOB}  # the one job over all variants, last
     assert len({n.split(":")[1] for n in jobs}) == len(matrix.variants)
     for name, job in jobs.items():
         variant = name.split(":")[1]
@@ -127,6 +127,38 @@ def test_needs_dag_stays_inside_a_variant(matrix):
             assert dep in jobs, f"{name} needs unknown {dep}"
             assert dep.split(":")[1] == variant, f"{name} waits on another variant's {dep}"
             assert doc["stages"].index(jobs[dep]["stage"]) <= doc["stages"].index(job["stage"])
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_release_report_runs_last_after_everything_and_is_exposed(validator, matrix, name):
+    """One `report` job in the last stage: no needs (so it waits for every stage and takes every
+    job's artifacts), runs also after failures, and GitLab links its page from the merge request."""
+    profile = PROFILES[name]()
+    ids = ["cpu-debian12"] if profile.name == "local" else None
+    doc = ci.pipeline(matrix, profile, ids)
+    job = doc[ci.REPORT_JOB]
+    assert doc["stages"][-1] == job["stage"] == "report"
+    assert [n for n, j in _jobs(doc).items() if j["stage"] == "report"] == [ci.REPORT_JOB]
+    assert "needs" not in job and "dependencies" not in job and "rules" not in job
+    assert job["when"] == "always" and job["script"] == ["invoke report --out build/report"]
+    artifacts = job["artifacts"]
+    assert artifacts["expose_as"] == "release report" and artifacts["when"] == "always"
+    # GitLab's expose_as rules: plain paths (no glob, variable or ./), a folder ends in /
+    assert artifacts["paths"] == ["build/report/"]
+    assert not any(re.search(r"[*?$\[]|^\./", p) for p in artifacts["paths"])
+    assert _schema_errors(validator, doc) == []
+    broken = {**doc, ci.REPORT_JOB: {**job, "artifacts": {**artifacts, "expose_as": ["not", "a", "string"]}}}
+    assert any(e.startswith("report.artifacts.expose_as") for e in _schema_errors(validator, broken))
+    if profile.shell:
+        assert "tags" not in job
+    else:
+        assert job["tags"] == ["amd64"]  # no engine needed: records in, a page out
+    # every record path the report reads is an artifact of an earlier job, or the report names it
+    # as not run: the jobs that write records all keep them
+    kept = {p for j in _jobs(doc).values() for p in j.get("artifacts", {}).get("paths", [])}
+    assert "build/cpu-debian12/gates-amd64.json" in kept and "build/smoke/" in kept and "export/cpu-debian12/" in kept
+    text = ci.to_yaml(doc, ci.descriptions(matrix, profile, ids))
+    assert "# @Description release report of every variant and arch" in text
 
 
 def test_manifest_merge_waits_for_every_arch(matrix):

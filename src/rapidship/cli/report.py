@@ -1,0 +1,62 @@
+"""The release report task: one self-contained page from every record of every variant x arch."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from invoke import task
+
+from rapidship import console
+from rapidship.cli.options import VARIANTS_HELP
+from rapidship.config.matrix import load_matrix
+from rapidship.errors import GateFailure, exits_cleanly
+from rapidship.records import Workspace
+
+
+@task(name="report", iterable=["export"],
+      help={"out": "folder for index.html, the PNG charts and report.json (default build/report)",
+            "build-dir": "where the records live (default build)",
+            "export": "an export folder or glob holding export.json (repeatable; default <build-dir>/export-* and export/*)",
+            "strict": "exit 1 unless every check of every image passed (the page is written either way)",
+            **VARIANTS_HELP})
+@exits_cleanly
+def report(c, out="build/report", build_dir="build", export=None, strict=False, variants_file="variants.yaml"):
+    """Write the release report: verdicts, sizes, bytes, scan, smoke, signatures, discs, versions (index.html)."""
+    from rich.markup import escape
+
+    from rapidship.report.collect import export_dirs
+    from rapidship.report.model import LABELS
+    from rapidship.report.write import report as write_report
+
+    variants = list(load_matrix(variants_file).variants.values())
+    patterns = list(export or [f"{build_dir}/export-*", "export/*"])
+    with console.err.status(f"reading the records under {build_dir}"):
+        written = write_report(Workspace(build_dir), variants, export_dirs(patterns), Path(out))
+    s = written.summary
+    console.table(f"release report of {s.commit}", ["image", "verdict", "checks not passed"],
+                  [(f"{r.variant} {r.arch}", LABELS[r.status], _not_passed(r)) for r in s.rows])
+    for r in s.corrupt:
+        console.err.print(f"[bold red]CORRUPT[/] {escape(r.path)}: {escape(r.message)}  (fix: run {escape(r.writer)})",
+                          emoji=False, soft_wrap=True)  # paths stay whole, one line each
+    if s.missing:
+        kinds = ", ".join(f"{n} {what}" for what, n in sorted(Counter(r.what for r in s.missing).items()))
+        console.err.print(f"[yellow]not run[/] (no record, shown as NOT RUN): {kinds}", soft_wrap=True)
+    counts = ", ".join(f"{s.count(k)} {LABELS[k]}" for k in ("pass", "fail", "corrupt", "stale", "missing"))
+    verdict = "[green]RELEASABLE[/]" if s.status == "pass" else "[bold red]NOT RELEASABLE[/]"
+    console.err.print(f"{verdict}: {counts} -> {written.index} ({written.page_bytes:,} bytes), "
+                      f"{len(written.pngs)} PNG charts, {written.summary_json.name}; {written.seconds}s", soft_wrap=True)
+    if strict and s.status != "pass":
+        raise GateFailure("report", f"not every check passed ({counts})", f"see {written.index}")
+
+
+def _not_passed(row) -> str:
+    """'FAIL: trivy; NOT RUN: harbor, signature' (worst first); '-' when every check passed."""
+    from rapidship.report.model import COLUMNS, LABELS, SEVERITY_OF_STATUS
+
+    parts = []
+    for status in SEVERITY_OF_STATUS[:-1]:
+        names = [c for c in COLUMNS if row.cells[c].status == status]
+        if names:
+            parts.append(f"{LABELS[status]}: {', '.join(names)}")
+    return "; ".join(parts) or "-"

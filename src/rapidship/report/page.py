@@ -1,0 +1,50 @@
+"""Summary + charts -> index.html: one self-contained page (pure).
+
+Jinja2 with autoescape on: every record value (gate reasons, paths, allowlist reasons, refs) is
+untrusted text and reaches the page escaped. The only markup not written by the template is the
+charts' SVG, which matplotlib writes with its text escaped. The page has no script, and loads no
+font, style or image: the CSS is inline, the charts are inline SVG.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
+
+from rapidship.report.charts import Chart
+from rapidship.report.model import COLUMNS, LABELS, MARKS, SEVERITIES, Summary
+
+TEMPLATE = "page.html.j2"
+_TEMPLATES = Path(__file__).parent
+
+
+def environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(str(_TEMPLATES)), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters |= {"gb": _gb, "mb": _mb, "short": _short, "count": _count}
+    return env
+
+
+def _gb(n: int | None) -> str:
+    return "-" if n is None else f"{n / 1e9:.3f} GB"
+
+
+def _mb(n: int | None) -> str:
+    return "-" if n is None else f"{n / 1e6:,.1f} MB"
+
+
+def _short(digest: str | None, n: int = 19) -> str:
+    return (digest or "")[:n] or "-"
+
+
+def _count(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def render(summary: Summary, charts: dict[str, Chart]) -> str:
+    svgs = {name: Markup(chart.svg) for name, chart in charts.items()}  # noqa: S704 - matplotlib's output, text escaped
+    template = environment().get_template(TEMPLATE)
+    return template.render(s=summary, charts=charts, svgs=svgs, columns=COLUMNS, labels=LABELS, marks=MARKS,
+                           severities=SEVERITIES)

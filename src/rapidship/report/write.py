@@ -1,0 +1,95 @@
+"""The edge of the report: read the workspace, write index.html, the PNG charts and report.json.
+
+`report(ws, variants, export_dirs, out)` is what `invoke report` calls: collect (every record, its
+state kept), summarize (pure), draw, render, then write atomically into `out`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+from rapidship.records import Workspace, save
+from rapidship.report.charts import charts as draw
+from rapidship.report.collect import collect
+from rapidship.report.model import Summary
+from rapidship.report.page import render
+from rapidship.report.summary import summarize
+
+INDEX, SUMMARY = "index.html", "report.json"
+CHART_FILES = ("sizes.png", "saved.png", "scan.png", "smoke.png", "paths-*.png")
+
+
+@dataclass(frozen=True)
+class Written:
+    summary: Summary
+    index: Path
+    summary_json: Path
+    pngs: list[Path]
+    page_bytes: int
+    seconds: float
+
+
+def source_commit(cwd: Path | None = None) -> str:
+    """The commit the report is about: git's HEAD (marked when the tree has uncommitted changes),
+    else GitLab's CI_COMMIT_SHA, else 'unknown'."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=False, timeout=10)
+        if head.returncode == 0 and head.stdout.strip():
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                                   capture_output=True, text=True, check=False, timeout=30).stdout.strip()
+            return head.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return os.environ.get("CI_COMMIT_SHA") or "unknown"
+
+
+def summary_json(summary: Summary, charts: list[str]) -> dict:
+    """report.json: the summary, plus the verdict and counts a script would otherwise recompute."""
+    counts = {s: summary.count(s) for s in ("pass", "fail", "corrupt", "stale", "missing")}
+    return {"verdict": summary.status, "counts": counts, "charts": charts, **asdict(summary)}
+
+
+def _write_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write(summary: Summary, out: Path) -> tuple[Path, Path, list[Path]]:
+    drawn = draw(summary)
+    out.mkdir(parents=True, exist_ok=True)
+    for pattern in CHART_FILES:  # charts of an earlier report that this one does not draw
+        for old in out.glob(pattern):
+            old.unlink()
+    pngs = []
+    for name, chart in drawn.items():
+        path = out / f"{name}.png"
+        path.write_bytes(chart.png)
+        pngs.append(path)
+    index = out / INDEX
+    _write_text(index, render(summary, drawn))
+    js = save(out / SUMMARY, summary_json(summary, [p.name for p in pngs]))
+    return index, js, pngs
+
+
+def report(ws: Workspace, variants, export_dirs: list[Path], out: Path, today: date | None = None,
+           commit: str | None = None) -> Written:
+    start = time.monotonic()
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    records = collect(ws, variants, export_dirs)
+    summary = summarize(records, today=today or now.date(), generated_at=now.isoformat(),
+                        commit=commit if commit is not None else source_commit())
+    index, js, pngs = write(summary, out)
+    return Written(summary, index, js, pngs, index.stat().st_size, round(time.monotonic() - start, 2))

@@ -1,0 +1,138 @@
+"""The page and its charts: self-contained (nothing from any URL, no script), record text escaped,
+statuses readable without colour, the allowlist's near expiries highlighted."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+from unit.report.samples import allow, decision, gates, size_report, smoke
+
+from rapidship.report.charts import charts, inline_svg
+from rapidship.report.page import render
+from rapidship.report.write import write
+
+HOSTILE = '<script>alert(1)</script><img src=x onerror="fetch(\'https://evil.example/\')">'
+SVG_NAMESPACES = {"http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"}
+
+
+class Tags(HTMLParser):
+    """Every start tag with its attributes, and the text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def parse(html: str) -> Tags:
+    tags = Tags()
+    tags.feed(html)
+    return tags
+
+
+def page(summary, with_charts: bool = False) -> str:
+    return render(summary, charts(summary) if with_charts else {})
+
+
+def test_the_page_loads_nothing_and_runs_nothing(records):
+    html = page(records.full().summary(), with_charts=True)
+    tags = parse(html)
+    names = {t for t, _ in tags.tags}
+    assert "script" not in names and "link" not in names and "iframe" not in names and "img" not in names
+    assert {"svg", "style", "table"} <= names
+    for tag, attrs in tags.tags:
+        for key in ("src", "href", "xlink:href", "action", "poster", "data"):
+            value = attrs.get(key)
+            if value is None:
+                continue
+            assert value.startswith("#"), (tag, key, value)  # only links inside the page
+        assert not any(k.startswith("on") for k in attrs), (tag, attrs)
+    urls = set(re.findall(r"[a-z][a-z0-9+.-]*://[^\s\"'<>)]*", html))
+    assert urls <= SVG_NAMESPACES, urls - SVG_NAMESPACES  # XML namespace names, never fetched
+    assert "@import" not in html and "@font-face" not in html
+    assert not re.findall(r"url\((?!#)", html)  # clip paths point inside the SVG: url(#p1a2b)
+
+
+def test_record_text_is_escaped_everywhere(records):
+    """Record values are untrusted: a gate reason, a path, an allowlist reason, a smoke problem."""
+    records.full(gates=gates(failing={"secrets": HOSTILE}), size=size_report(largest="/opt/" + HOSTILE),
+                 decision=decision(allowlist=[allow("CVE-2099-1001", 5, reason="accepted " + HOSTILE)]))
+    records.put(records.ws.smoke_dir() / "cpu-debian12-amd64-cpu-uid5.json", smoke("FAIL", [HOSTILE], uid=5))
+    html = page(records.summary(), with_charts=True)
+    assert "<script" not in html and "onerror=" not in html.replace("onerror=&#34;", "")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "evil.example" not in re.sub(r"&[#a-z0-9]+;", "", "".join(
+        t for tag, attrs in parse(html).tags for t in attrs.values() if t and tag != "td"))
+    tags = parse(html)
+    assert not [t for t, _ in tags.tags if t in ("script", "img")]
+    assert any(HOSTILE in t for t in tags.text)  # shown, as text
+
+
+def test_a_failing_gate_reads_fail_in_text_and_every_status_has_a_word(records):
+    summary = records.full(gates=gates(failing={"suid": "/usr/bin/planted has the setuid bit"})).summary()
+    html = page(summary)
+    row = re.search(r'<tr id="row-cpu-debian12-amd64".*?</tr>', html, re.S).group(0)
+    cells = re.findall(r'<td class="st (\w+)"[^>]*>.*?<b>([A-Z ]+)</b>', row, re.S)
+    assert ("fail", "FAIL") in cells and ("pass", "PASS") in cells and ("missing", "NOT RUN") in cells
+    assert "/usr/bin/planted has the setuid bit" in row
+    assert "NOT RELEASABLE" in html
+    for r in summary.rows:  # every variant x arch has its row
+        assert f'id="row-{r.variant}-{r.arch}"' in html
+
+
+def test_expiring_allowlist_entries_are_highlighted(records):
+    summary = records.full(decision=decision(allowlist=[allow("CVE-2099-1001", 10), allow("CVE-2099-1009", 90),
+                                                        allow("CVE-2099-1008", -1)])).summary()
+    html = page(summary)
+    rows = {m.group(2): m.group(1) for m in re.finditer(r'<tr class="(\w+)"><td><code>(CVE-[\d-]+)</code>', html)}
+    assert rows == {"CVE-2099-1001": "expiring", "CVE-2099-1009": "ok", "CVE-2099-1008": "expired"}
+    assert "EXPIRES IN 10 DAY(S)" in html and "EXPIRED" in html and "planted by the tests" in html
+    assert re.search(r"tr\.expiring td \{[^}]*background", html)
+
+
+def test_a_corrupt_record_is_named_at_the_top(records):
+    records.full()
+    records.ws.decision("cpu-debian12", "amd64").write_text("not json")
+    html = page(records.summary())
+    top = html[:html.index('id="matrix"')]
+    assert "Records that could not be read" in top and "cpu-debian12/scan-amd64/decision.json" in top
+    assert "corrupt scan decision: not JSON" in top
+
+
+def test_charts_are_matplotlib_svg_inline_with_png_copies(records, tmp_path):
+    summary = records.full(size=size_report(largest="/opt/" + HOSTILE)).summary()
+    drawn = charts(summary)
+    assert set(drawn) == {"sizes", "saved", "scan", "smoke", "paths-cpu-debian12-amd64"}
+    for chart in drawn.values():
+        assert chart.svg.startswith("<svg ") and "<?xml" not in chart.svg and "<metadata" not in chart.svg
+        assert 'viewBox="' in chart.svg and "<script" not in chart.svg
+        assert chart.png.startswith(b"\x89PNG\r\n\x1a\n")
+    # labels are drawn as glyph outlines, and the comments naming them are left out: no record text in the SVG
+    assert "script" not in drawn["paths-cpu-debian12-amd64"].svg and "evil" not in drawn["paths-cpu-debian12-amd64"].svg
+    # the same records draw the same bytes: ids are salted per chart, no date
+    again = charts(summary)
+    assert all(again[n].svg == drawn[n].svg for n in drawn)
+    ids = re.findall(r'\bid="([^"]+)"', render(summary, drawn))
+    assert len(ids) == len(set(ids))  # several SVGs on one page: no id twice
+    index, js, pngs = write(summary, tmp_path / "out")
+    assert sorted(p.name for p in pngs) == sorted(f"{n}.png" for n in drawn)
+    assert index.read_text().count("<svg ") == len(drawn)
+
+
+def test_inline_svg_strips_the_document_parts():
+    doc = ('<?xml version="1.0"?>\n<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" "x">\n<svg xmlns="http://www.w3.org/2000/svg" '
+           'width="648pt" height="100pt" viewBox="0 0 648 100" version="1.1">\n<metadata><rdf:RDF/></metadata>\n<g/></svg>')
+    assert inline_svg(doc, "sizes") == ('<svg class="chart" role="img" aria-label="sizes" xmlns="http://www.w3.org/2000/svg" '
+                                        ' viewBox="0 0 648 100" version="1.1">\n<g/></svg>')
+    glyphs = '<svg width="1" height="1"><path id="DejaVuSans-48" d="M 0 0"/><use xlink:href="#DejaVuSans-48"/>' \
+             '<g clip-path="url(#p1)"/><a href="#elsewhere"/></svg>'
+    assert inline_svg(glyphs, "scan") == ('<svg class="chart" role="img" aria-label="scan" ><path id="scan-DejaVuSans-48" '
+                                          'd="M 0 0"/><use xlink:href="#scan-DejaVuSans-48"/><g clip-path="url(#p1)"/>'
+                                          '<a href="#elsewhere"/></svg>')

@@ -1,0 +1,44 @@
+"""`invoke report` as a user runs it, on hand-made records: what it writes and what it says."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from support.commands import invoke
+from unit.report.samples import ARCH, VARIANT, gates
+
+
+def test_the_task_writes_the_page_pngs_and_summary_and_names_what_is_broken(records, tmp_path):
+    records.full(gates=gates(failing={"user": "runs as root"}))
+    records.ws.decision(VARIANT, ARCH).write_text('{"passed": true')
+    out = tmp_path / "report"
+    proc = invoke("report", "--build-dir", str(records.root), "--out", str(out), "--export", str(records.root / "export-*"))
+    assert proc.returncode == 0
+    err = " ".join(proc.stderr.split())
+    assert f"CORRUPT {records.ws.decision(VARIANT, ARCH)}: corrupt scan decision: not JSON" in err
+    assert f"fix: run invoke scan --variant {VARIANT} --arch {ARCH}" in err
+    assert "not run (no record, shown as NOT RUN):" in err and "8 build record" in err
+    assert "NOT RELEASABLE" in err and "1 FAIL" in err and str(out / "index.html") in err
+    assert re.search(r"cpu-debian12 amd64\s+│ FAIL\s+│ FAIL: user; CORRUPT: trivy;", proc.stderr), proc.stderr
+    assert proc.stdout == ""
+    summary = json.loads((out / "report.json").read_text())
+    assert summary["schema_version"] == 1 and summary["verdict"] == "fail"
+    assert summary["counts"]["fail"] == 1 and summary["counts"]["corrupt"] == 1
+    assert sorted(summary["charts"]) == sorted(p.name for p in out.glob("*.png"))
+    row = next(r for r in summary["rows"] if (r["variant"], r["arch"]) == (VARIANT, ARCH))
+    assert row["cells"]["user"] == {"status": "fail", "detail": "runs as root", "note": ""}
+    assert (out / "index.html").stat().st_size > 10_000
+    assert [e["export_id"] for e in summary["exports"]] == ["0123456789abcdef"]
+
+
+def test_strict_exits_1_unless_everything_passed_and_still_writes_the_page(records, tmp_path):
+    out = tmp_path / "report"
+    proc = invoke("report", "--build-dir", str(records.root), "--out", str(out), "--strict", check=False)
+    assert proc.returncode == 1
+    assert "error: report: not every check passed" in proc.stderr and (out / "index.html").is_file()
+
+
+def test_a_bad_variants_file_is_one_clear_error(tmp_path):
+    proc = invoke("report", "--variants-file", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "r"), check=False)
+    assert proc.returncode == 2 and "error:" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,224 @@
+"""The release report's verdicts from hand-made records: every variant x arch, and nothing that was
+not a pass ever reads as one (missing, corrupt, stale, a gate the record does not list)."""
+
+from __future__ import annotations
+
+import json
+
+from unit.report.samples import ARCH, GATES, OTHER_ID, VARIANT, allow, built, decision, gates, sign, smoke
+
+from rapidship.report.model import COLUMNS, CORRUPT, FAIL, MISSING, PASS, STALE
+
+
+def row(summary, variant=VARIANT, arch=ARCH):
+    return next(r for r in summary.rows if (r.variant, r.arch) == (variant, arch))
+
+
+def test_every_variant_and_arch_of_the_matrix_has_a_row_even_with_no_record(records, variants):
+    summary = records.summary()
+    assert [(r.variant, r.arch) for r in summary.rows] == [(v.id, a.value) for v in variants for a in v.arches]
+    assert len(summary.rows) == 9
+    for r in summary.rows:
+        assert set(r.cells) == set(COLUMNS)
+        assert {c.status for c in r.cells.values()} == {MISSING}  # nothing ran: not run, never passed
+        assert r.status == MISSING
+    assert summary.status == MISSING and summary.count(PASS) == 0
+    assert all(s.state == MISSING for s in summary.records)
+    assert summary.smoke == [] and summary.exports == []
+
+
+def test_a_release_where_every_stage_ran_and_passed(records):
+    summary = records.full().summary()
+    cells = row(summary).cells
+    assert {c: cells[c].status for c in COLUMNS} == {c: PASS for c in COLUMNS} | {"harbor": MISSING}
+    assert "0.25 GB" in cells["build"].detail and "of 4.70 GB" not in cells["build"].detail
+    assert "1 run(s) passed, 1 reached disk" == cells["smoke"].detail
+    assert cells["signature"].detail.startswith("sha256:ffffffffffff signed with key sha256:1111")
+    other = row(summary, "cpu-debian12", "arm64")
+    assert other.cells["build"].status == MISSING and other.cells["signature"].status == MISSING  # not built
+
+
+def test_a_failing_gate_is_failed_with_its_reason(records):
+    summary = records.full(gates=gates(failing={"suid": "/usr/bin/planted has the setuid bit"})).summary()
+    cells = row(summary).cells
+    assert cells["suid"].status == FAIL and cells["suid"].label == "FAIL"
+    assert cells["suid"].detail == "/usr/bin/planted has the setuid bit"
+    assert all(cells[g].status == PASS for g in GATES if g != "suid")
+    assert row(summary).status == FAIL and summary.status == FAIL
+
+
+def test_a_gate_the_record_does_not_list_is_not_run_not_passed(records):
+    summary = records.full(gates=gates(only=("size", "labels"))).summary()
+    cells = row(summary).cells
+    assert cells["user"].status == cells["suid"].status == cells["secrets"].status == MISSING
+    assert "lists no suid gate" in cells["suid"].detail
+
+
+def test_a_corrupt_record_shows_as_corrupt_with_the_workspace_message(records):
+    records.full()
+    records.ws.gates(VARIANT, ARCH).write_text('{"ref": "x", "passed": tr')
+    summary = records.summary()
+    cells = row(summary).cells
+    assert all(cells[g].status == CORRUPT for g in GATES)
+    assert "corrupt gate record: not JSON" in cells["size"].detail
+    (state,) = summary.corrupt
+    assert state.path.endswith("cpu-debian12/gates-amd64.json") and state.writer.startswith("invoke gates")
+    assert summary.status == CORRUPT
+
+
+def test_a_record_of_another_shape_is_corrupt_too(records):
+    """ "passed": "true" is not a pass: the workspace reads strictly, and so does the report."""
+    records.full()
+    path = records.ws.gates(VARIANT, ARCH)
+    doc = json.loads(path.read_text())
+    doc["gates"][0]["passed"] = "true"
+    path.write_text(json.dumps(doc))
+    cells = row(records.summary()).cells
+    assert cells["size"].status == CORRUPT and "gates.0.passed" in cells["size"].detail
+    path.write_text(json.dumps({**doc, "schema_version": 99}))
+    assert "newer than this rapidship reads" in row(records.summary()).cells["user"].detail
+
+
+def test_a_scan_decision_that_is_missing_or_failing(records):
+    records.full(decision=decision(passed=False, reasons=["CVE-2099-1002 in zlib1g 1:1.2.13 (no fix published): "
+                                                          "HIGH is at or above the threshold MEDIUM"],
+                                   verdicts=[{"outcome": "fail", "reason": "CVE-2099-1002 ... HIGH"}]))
+    summary = records.summary()
+    trivy = row(summary).cells["trivy"]
+    assert trivy.status == FAIL and trivy.detail.startswith("CVE-2099-1002 in zlib1g")
+    (scan,) = [s for s in summary.scans if s.name == "cpu-debian12 amd64"]
+    assert scan.outcome("fail") == 1 and scan.failing == ["CVE-2099-1002 ... HIGH"]
+    records.ws.decision(VARIANT, ARCH).unlink()
+    assert row(records.summary()).cells["trivy"].status == MISSING
+
+
+def test_gates_of_another_image_than_the_build_are_stale(records):
+    summary = records.full(gates=gates(image_id=OTHER_ID)).summary()
+    cells = row(summary).cells
+    assert all(cells[g].status == STALE for g in GATES)
+    assert cells["size"].label == "STALE" and "PASS for sha256:bbbb" in cells["size"].detail
+    assert summary.status == STALE
+
+
+def test_a_signature_of_another_image_is_stale(records):
+    assert row(records.full(sign=sign(image_id=OTHER_ID)).summary()).cells["signature"].status == STALE
+
+
+def test_smoke_passes_only_when_every_run_of_the_image_passed(records):
+    records.full()
+    records.put(records.ws.smoke_dir() / f"{VARIANT}-{ARCH}-cpu-uid2000.json",
+                smoke("FAIL", ["cpu-dask: NO SPILL: the data stayed in the memory tier"], disk=0, uid=2000))
+    summary = records.summary()
+    cell = row(summary).cells["smoke"]
+    assert cell.status == FAIL and "1 of 2 run(s) failed" in cell.detail and "NO SPILL" in cell.detail
+    runs = {r.uid: r for r in summary.smoke}
+    assert runs[1001].stages[0].reached_disk and not runs[2000].stages[0].reached_disk
+    assert runs[1001].stages[0].host_bytes == 500_000_000 and runs[1001].stages[0].seconds == 9.5
+
+
+def test_a_corrupt_smoke_record_is_charged_to_its_image(records):
+    records.full()
+    (records.ws.smoke_dir() / f"{VARIANT}-{ARCH}-cpu-uid7.json").write_text("[1, 2")
+    summary = records.summary()
+    cell = row(summary).cells["smoke"]
+    assert cell.status == CORRUPT and "cpu-uid7.json" in cell.detail
+    assert [r.state.state for r in summary.smoke].count(CORRUPT) == 1
+
+
+def test_smoke_runs_of_an_older_image_are_stale(records):
+    assert row(records.full(smoke=smoke(ref=OTHER_ID)).summary()).cells["smoke"].status == STALE
+
+
+def test_allowlist_entries_with_their_reason_and_expiry(records):
+    entries = [allow("CVE-2099-1001", 10), allow("CVE-2099-1005", 45), allow("CVE-2099-1006", -3),
+               allow("CVE-2099-1007", 30)]
+    summary = records.full(decision=decision(allowlist=entries)).summary()
+    states = {a.id: (a.state, a.days_left) for a in summary.allowlist}
+    assert states == {"CVE-2099-1001": ("expiring", 10), "CVE-2099-1005": ("ok", 45),
+                      "CVE-2099-1006": ("expired", -3), "CVE-2099-1007": ("expiring", 30)}
+    assert [a.id for a in summary.allowlist][0] == "CVE-2099-1006"  # soonest (already expired) first
+    assert summary.allowlist[1].images == ["cpu-debian12 amd64"]
+    assert summary.allowlist[1].reason == "planted by the tests; not reachable in this image"
+
+
+def test_sizes_against_the_budget(records):
+    summary = records.full(build=built(size=5_000_000_000, zstd=3_000_000_000)).summary()
+    (size,) = [s for s in summary.sizes if s.image_bytes is not None]
+    assert size.cell.status == FAIL and size.cell.detail == "uncompressed over the 4.70 GB budget"
+    (bytes_,) = [b for b in summary.bytes if b.state.state == "ok"]
+    assert bytes_.trims_saved == 60_000_000 and bytes_.prune_saved == 500_000_000 and bytes_.prune_keep == [80, 90]
+    assert [p.path for p in bytes_.trims] == ["tests/", "*.a"]
+
+
+def test_versions_exports_and_signatures(records):
+    summary = records.full().summary()
+    (v,) = [v for v in summary.versions if v.variant == VARIANT]
+    assert (v.rapids, v.cuda, v.python, v.gpu_archs) == ("26.10", "none", "3.11", "none")
+    amd = v.images[0]
+    assert amd.lock_sha256 == amd.label_lock_sha256 and amd.labels["rapids"] == "26.10"
+    assert amd.bases[0].repo_digests == ["debian@sha256:" + "d" * 64]
+    (e,) = summary.exports
+    assert e.volumes[0].iso_sha256 == "8" * 64 and e.images[0].signed_digest == "" and e.key_fingerprint == ""
+    (g,) = [g for g in summary.signatures if g.variant == VARIANT]
+    assert g.push.state == "ok" and g.promote.state == MISSING and g.pushed_to == "127.0.0.1:5000/staging/dask:26.10-cpu"
+
+
+def test_an_export_folder_without_its_record_is_missing(records):
+    records.full()
+    (records.root / "export-2").mkdir()
+    records.exports.append(records.root / "export-2")
+    summary = records.summary()
+    assert [e.state.state for e in summary.exports] == ["ok", MISSING]
+
+
+def test_a_built_arch_that_sign_json_does_not_sign_fails(records):
+    records.full()
+    records.put(records.ws.build(VARIANT, "arm64"), built().model_copy(update={"arch": "arm64"}))
+    cell = row(records.summary(), VARIANT, "arm64").cells["signature"]
+    assert cell.status == FAIL and cell.detail == "sign.json signs no arm64 image, but one was built"
+
+
+def test_export_folders_from_globs_and_names(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from rapidship.report.collect import export_dirs
+
+    for name in ("export-a", "export-b"):
+        (tmp_path / "build" / name).mkdir(parents=True)
+    (tmp_path / "build" / "export-file").write_text("")  # a file is no export folder
+    monkeypatch.chdir(tmp_path)
+    found = export_dirs(["build/export-*", "export/*", "build/export-a", "named-but-absent"])
+    assert found == [Path("build/export-a"), Path("build/export-b"), Path("named-but-absent")]  # each once
+
+
+def cluster_record(verdict="PASS", problems=(), **over) -> dict:
+    """The fields of build/smoke/<v>-<a>-cluster<N>-uid<uid>.json the report reads (the record has more)."""
+    worker = {"worker": "w0", "memory_keys": 3, "memory_bytes": 300_000_000, "disk_keys": 9, "disk_bytes": 900_000_000,
+              "spill_files": 9, "spill_file_bytes": 900_000_000, "sent_bytes": 1, "rss_peak_bytes": 1, "oom_kills": 0}
+    return {"variant": VARIANT, "arch": ARCH, "ref": "sha256:" + "a" * 64, "uid": 1001, "workers": 2,
+            "network": "n", "network_internal": True, "memory_bytes": 2**30, "memory_limit": 2**29,
+            "service_memory_bytes": 2**29, "data_bytes": 3 * 2**30, "kill_worker": False, "killed": None,
+            "killed_after_s": None, "argv": {}, "containers": [], "expected": 1, "got": 1,
+            "tiers": {"persisted": [worker, {**worker, "worker": "w1"}], "shuffled": [worker, worker]},
+            "result_exact": verdict == "PASS", "seconds": 61.0, "job_seconds": {"persisted": 20.5, "shuffled": 30.1},
+            "verdict": verdict, "problems": list(problems), "notes": [], "report": None, "logs_tail": {}, **over}
+
+
+def test_cluster_smoke_records_are_runs_of_their_own_not_corrupt_single_runs(records):
+    records.full()
+    smoke_dir = records.ws.smoke_dir()
+    records.put(smoke_dir / f"{VARIANT}-{ARCH}-cluster2-uid1001.json", cluster_record())
+    summary = records.summary()
+    assert not summary.corrupt
+    cluster = next(r for r in summary.smoke if r.mode.startswith("cluster"))
+    assert cluster.mode == "cluster x2" and cluster.cell.status == PASS
+    persisted = cluster.stages[0]
+    assert (persisted.name, persisted.disk_bytes, persisted.spill_files, persisted.seconds) == (
+        "persisted (2 workers)", 1_800_000_000, 18, 20.5)
+    assert persisted.reached_disk and row(summary).cells["smoke"].detail == "2 run(s) passed, 2 reached disk"
+    records.put(smoke_dir / f"{VARIANT}-{ARCH}-cluster2-kill-uid1001.json",
+                cluster_record("FAIL", ["the job did not finish after a worker was killed"], kill_worker=True))
+    cell = row(records.summary()).cells["smoke"]
+    assert cell.status == FAIL and "did not finish after a worker was killed" in cell.detail
+    (smoke_dir / f"{VARIANT}-{ARCH}-cluster3-uid1001.json").write_text('{"variant": 1}')
+    assert row(records.summary()).cells["smoke"].status == CORRUPT

@@ -127,6 +127,68 @@ class Engine:
     def remove_container(self, name: str) -> None:
         self.run_cli(["rm", "-f", name])
 
+    def run_detached(self, args: list[str], what: str) -> str:
+        """`docker run --detach ARGS` (the caller names the flags): the container id; a refused run
+        (bad flag, name in use, missing network) is one error with the engine's words."""
+        proc = self.run_cli(["run", "--detach", *args], timeout=120)
+        if proc.returncode != 0:
+            raise RapidshipError(what, f"docker run failed: {proc.stderr.strip()[-300:]}",
+                                 "check the image, the flags and the engine (docker info)")
+        return proc.stdout.strip()
+
+    def logs(self, name: str, tail: int | None = None) -> tuple[str, str]:
+        """A container's stdout and stderr so far (running or exited); ("", "") when it is gone."""
+        proc = self.run_cli(["logs", *(["--tail", str(tail)] if tail else []), name], timeout=60)
+        return (proc.stdout, proc.stderr) if proc.returncode == 0 else ("", "")
+
+    def inspect_container(self, name: str) -> dict:
+        """`docker inspect` of a container ({} when it is gone)."""
+        proc = self.run_cli(["container", "inspect", name])
+        try:
+            return json.loads(proc.stdout)[0] if proc.returncode == 0 else {}
+        except (ValueError, IndexError):
+            return {}
+
+    def oom_events(self, label: str, since: float, until: float | None = None) -> list[str]:
+        """Names of the containers carrying `label` for which the engine reported an OOM kill between
+        `since` and `until` (unix seconds), one entry per event. The kernel killing a process other
+        than a container's init (a nanny's worker) sets no State.OOMKilled; the event is still sent."""
+        import time
+
+        args = ["events", "--since", f"{since:.3f}", "--until", f"{(until or time.time()):.3f}",
+                "--filter", "event=oom", "--filter", f"label={label}", "--format", "{{.Actor.Attributes.name}}"]
+        proc = self.run_cli(args, timeout=60)
+        return proc.stdout.split() if proc.returncode == 0 else []
+
+    def containers_labelled(self, label: str) -> list[str]:
+        """Names of the containers, running or not, that carry `label` (key=value)."""
+        proc = self.run_cli(["ps", "--all", "--filter", f"label={label}", "--format", "{{.Names}}"])
+        return proc.stdout.split() if proc.returncode == 0 else []
+
+    # ---- networks ----
+
+    def create_network(self, name: str, internal: bool = True, labels: dict | None = None) -> str:
+        """A user-defined bridge network; `internal`: no route out of it (no gateway, no NAT)."""
+        args = ["network", "create", "--driver", "bridge", *(["--internal"] if internal else [])]
+        for key, value in (labels or {}).items():
+            args += ["--label", f"{key}={value}"]
+        proc = self.run_cli([*args, name], timeout=60)
+        if proc.returncode != 0:
+            raise RapidshipError(f"network {name}", f"docker network create failed: {proc.stderr.strip()[-300:]}",
+                                 "check the engine (docker network ls): address pools may be used up")
+        return proc.stdout.strip()
+
+    def inspect_network(self, name: str) -> dict:
+        proc = self.run_cli(["network", "inspect", name])
+        try:
+            return json.loads(proc.stdout)[0] if proc.returncode == 0 else {}
+        except (ValueError, IndexError):
+            return {}
+
+    def remove_network(self, name: str) -> bool:
+        """Remove a network; False when the engine refused (a container still attached) or it is gone."""
+        return self.run_cli(["network", "rm", name], timeout=60).returncode == 0
+
     # ---- builds ----
 
     def buildkit_cli(self) -> str:

@@ -367,3 +367,65 @@ def _adapter(kind: type) -> TypeAdapter:
     if kind not in _ADAPTERS:
         _ADAPTERS[kind] = TypeAdapter(kind)
     return _ADAPTERS[kind]
+
+
+# ---- the cluster smoke (smoke.cluster writes it: build/smoke/<v>-<a>-cluster<N>[-kill]-uid<uid>.json) ----
+
+
+class ClusterTiers(Record):
+    """One worker's tiers at one moment of the cluster smoke, as the worker reported them."""
+
+    worker: str                 # its dask name, which is its container's name
+    memory_keys: int
+    memory_bytes: int
+    disk_keys: int
+    disk_bytes: int
+    spill_files: int            # non-empty files under its local directory (the 0700 spill mount)
+    spill_file_bytes: int
+    sent_bytes: int             # bytes it sent to other workers so far
+    rss_peak_bytes: int
+    oom_kills: int | None = None  # OOM kills its memory cgroup counted (None: unreadable)
+
+
+class ClusterContainer(Record):
+    name: str
+    role: str                   # scheduler, worker or client
+    memory_bytes: int           # its --memory (= --memory-swap)
+    exit_code: int | None       # None: still running when the job ended (scheduler, workers)
+    oom_killed: bool            # State.OOMKilled, or an engine OOM event for it
+    oom_events: int = 0         # OOM kills the engine reported for it while the job ran
+    killed_by_smoke: bool = False
+    networks: list[str] = []
+    published_ports: int = 0
+    spill_peak_files: int = 0   # workers: the most files seen in its host spill dir while the job ran
+    spill_peak_bytes: int = 0
+
+
+class ClusterSmokeRecord(Record):
+    variant: str
+    arch: str
+    ref: str
+    uid: int
+    workers: int
+    network: str
+    network_internal: bool
+    memory_bytes: int           # each worker's cap
+    memory_limit: int           # each worker's dask --memory-limit
+    service_memory_bytes: int   # the scheduler's and the client's cap
+    data_bytes: int
+    kill_worker: bool
+    killed: str | None          # the worker container the smoke docker-killed
+    killed_after_s: float | None
+    argv: dict[str, list[str]]
+    containers: list[ClusterContainer]
+    tiers: dict[str, list[ClusterTiers]]   # phase (persisted, shuffled) -> one row per worker
+    expected: int | None
+    got: int | None
+    result_exact: bool
+    seconds: float
+    job_seconds: dict[str, float]
+    verdict: str
+    problems: list[str]
+    notes: list[str]
+    report: dict | None
+    logs_tail: dict[str, str]

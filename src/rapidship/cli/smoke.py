@@ -19,19 +19,35 @@ from rapidship.records import Workspace
             "memory": "container memory cap, also --memory-swap (default 1g)", "shm-size": "/dev/shm size (default 256m)",
             "uid": "run uid: a number or 'random' (default: the variant's uid)",
             "gpus": "GPUs to pass: all or a device list like 0,1 (needs the NVIDIA container toolkit)",
-            "data": "dataset size passed to rapids-smoke --data-bytes (default: 2 x the cap)",
+            "data": "dataset size: rapids-smoke --data-bytes (default 2 x the cap); --cluster: the job's array "
+                    "(default N x --memory-limit: each worker holds its whole limit, twice one worker's for 2 workers)",
             "spill-mount": "bind-mount a fresh host spill dir (default); --no-spill-mount to test the failure",
             "spill-owner": "owner uid of the host spill dir (default: the run uid; another uid tests the failure)",
             "env": "KEY=VALUE set in the container (repeatable)",
             "image": "image to run (default: the image id in build/<variant>/build-<arch>.json, else the tag)",
-            "out": "where records go (default build/smoke)", **VARIANTS_HELP})
+            "out": "where records go (default build/smoke)",
+            "cluster": "N: a scheduler and N worker containers (--memory each) on an internal network run a job that "
+                       "spills on every worker and shuffles between them (docs/cluster.md)",
+            "memory-limit": "--cluster: each worker's dask --memory-limit (default: the doctor's, --memory less headroom)",
+            "kill-worker": "--cluster: docker-kill one worker mid-shuffle; the job must finish exactly on the others "
+                           "or fail with a clear reason",
+            "timeout": "--cluster: seconds the whole job may take before everything is stopped (default 900)",
+            **VARIANTS_HELP})
 @exits_cleanly
 def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_size="256m", uid=None, gpus=None,
           data=None, spill_mount=True, spill_owner=None, env=None, image=None, out="build/smoke",
-          variants_file="variants.yaml"):
+          variants_file="variants.yaml", cluster=None, memory_limit=None, kill_worker=False, timeout=None):
     """Run rapids-smoke spill in the image with the hardened profile; fail on no spill, wrong result or OOM kill."""
     from rapidship.build.base import host_arch
     from dataclasses import replace
+
+    if cluster not in (None, ""):
+        return _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount, spill_owner, env, image,
+                        out, variants_file, cluster, memory_limit, kill_worker, timeout)
+    for flag, value in (("--memory-limit", memory_limit), ("--kill-worker", kill_worker), ("--timeout", timeout)):
+        if value not in (None, "", False):
+            from rapidship.errors import ConfigError
+            raise ConfigError(flag, "applies to the cluster smoke only", "add --cluster N, or leave it out")
 
     from rapidship.smoke.run import env_pairs, built_image, host_memlock, memlock_for, pick_uid, plan_smoke, raise_on_failure, smoke as run_smoke, write_record
 
@@ -60,3 +76,53 @@ def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_siz
     console.err.print(f"{result.verdict} in {result.seconds}s (exit {result.exit_code}, OOMKilled {result.oom_killed}) "
                       f"-> {record}")
     raise_on_failure(result, record)
+
+
+def _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount, spill_owner, env, image, out,
+             variants_file, workers, memory_limit, kill_worker, timeout):
+    """invoke smoke --cluster N: the multi-container smoke (smoke/cluster.py)."""
+    from dataclasses import replace
+
+    from rapidship.build.base import host_arch
+    from rapidship.errors import ConfigError
+    from rapidship.smoke import cluster as cl
+    from rapidship.smoke.run import built_image, env_pairs, host_memlock, memlock_for, pick_uid
+
+    if mode != "cpu" or gpus:
+        raise ConfigError("--cluster", "the Docker cluster smoke is CPU (TCP) only: GPU workers run as processes on "
+                          "the GPU machine", "leave out --mode/--gpus, see docs/cluster.md (GPU processes)")
+    if not spill_mount or spill_owner not in (None, ""):
+        raise ConfigError("--no-spill-mount" if not spill_mount else "--spill-owner",
+                          "the cluster smoke always mounts a fresh 0700 spill dir per worker", "leave it out")
+    v = load_matrix(variants_file).get(variant)
+    a = arch_flag(arch or host_arch()).value
+    plan = cl.plan_cluster(v, a, int_flag("--cluster", workers), pick_uid(uid, v.uid), memory, memory_limit, data,
+                           shm_size, Path(out).resolve() / "spill", kill_worker,
+                           image=image or built_image(Workspace(), v.id, a), env=env_pairs(env))
+    memlock, notes = memlock_for("cpu", *host_memlock())
+    plan = replace(plan, memlock=memlock, notes=notes,
+                   **({"timeout_s": float(int_flag("--timeout", timeout))} if timeout not in (None, "") else {}))
+    for note in notes:
+        console.err.print(f"[yellow]note:[/] {note}")
+    what = f"{plan.workers} worker(s) x --memory {memory}, --memory-limit {plan.memory_limit // 2**20} MiB, " \
+           f"data {plan.data_bytes / 2**30:.2f} GiB{', killing one mid-shuffle' if plan.kill_worker else ''}"
+    with console.err.status(f"cluster smoke {plan.ref}: {what}"):
+        record = cl.cluster_smoke(plan)
+    path = cl.write_record(record, Path(out))
+    mib = lambda n: f"{n / 2**20:,.0f}"  # noqa: E731
+    short = lambda name: name.removeprefix(f"{plan.name}-")  # noqa: E731
+    for phase, rows in record.tiers.items():
+        console.table(f"{phase}: per-worker tiers, MiB ({plan.name})",
+                      ["worker", "memory keys/MiB", "disk keys/MiB", "spill files/MiB", "sent", "RSS peak", "OOM"],
+                      [[short(r.worker), f"{r.memory_keys}/{mib(r.memory_bytes)}", f"{r.disk_keys}/{mib(r.disk_bytes)}",
+                        f"{r.spill_files}/{mib(r.spill_file_bytes)}", mib(r.sent_bytes), mib(r.rss_peak_bytes),
+                        r.oom_kills] for r in rows])
+    console.table(f"containers on {record.network} (internal: {record.network_internal})",
+                  ["container", "--memory MiB", "exit", "OOMKilled", "killed by smoke"],
+                  [[short(c.name), mib(c.memory_bytes), "running" if c.exit_code is None else c.exit_code,
+                    c.oom_killed, c.killed_by_smoke] for c in record.containers])
+    console.err.print(f"result {'exact' if record.result_exact else 'NOT exact'} ({record.got} of {record.expected}); "
+                      f"job {record.job_seconds}; {record.verdict} in {record.seconds}s -> {path}")
+    for line in record.notes[len(plan.notes):]:
+        console.err.print(f"[yellow]note:[/] {line}")
+    cl.raise_on_failure(record, path)

@@ -137,23 +137,35 @@ def gpu_flag(gpus: str) -> str:
     return f'{devices},"capabilities=compute,utility"'
 
 
+def hardened_flags(memory_bytes: int, shm_bytes: int, uid: int, tmpfs_bytes: int, memlock: int | None,
+                   network: str = "none", spill_host_dir: str | None = None, gpus: str | None = None,
+                   env: dict | None = None) -> list[str]:
+    """Pure: the hardened run profile as `docker run` flags (the smoke and every container of the
+    cluster smoke): the memory cap with no swap, /dev/shm, a non-root uid in group 0, a read-only
+    root with a small tmpfs /tmp, no new privileges, no capabilities, the memlock ulimit, one
+    network (none by default), the spill dir bind-mounted, GPUs, environment."""
+    argv = ["--memory", str(memory_bytes), "--memory-swap", str(memory_bytes),
+            "--shm-size", str(shm_bytes),
+            "--user", f"{uid}:0",
+            "--read-only", "--tmpfs", f"/tmp:rw,nosuid,nodev,size={tmpfs_bytes},mode=1777",
+            "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
+            "--ulimit", "memlock=-1:-1" if memlock is None else f"memlock={memlock}:{memlock}",
+            "--network", network]
+    if spill_host_dir:
+        argv += ["--volume", f"{spill_host_dir}:{SPILL_IN_CONTAINER}:rw"]
+    if gpus:
+        argv += ["--gpus", gpu_flag(gpus)]
+    for key, value in sorted((env or {}).items()):
+        argv += ["--env", f"{key}={value}"]
+    return argv
+
+
 def run_argv(plan: SmokePlan, cli: str = "docker") -> list[str]:
     """Pure: the hardened `docker run` argv."""
-    argv = [cli, "run", "--name", plan.name,
-            "--memory", str(plan.memory_bytes), "--memory-swap", str(plan.memory_bytes),
-            "--shm-size", str(plan.shm_bytes),
-            "--user", f"{plan.uid}:0",
-            "--read-only", "--tmpfs", f"/tmp:rw,nosuid,nodev,size={plan.tmpfs_bytes},mode=1777",
-            "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
-            "--ulimit", "memlock=-1:-1" if plan.memlock is None else f"memlock={plan.memlock}:{plan.memlock}",
-            "--network", "none"]
-    if plan.spill_host_dir:
-        argv += ["--volume", f"{plan.spill_host_dir}:{SPILL_IN_CONTAINER}:rw"]
-    if plan.gpus:
-        argv += ["--gpus", gpu_flag(plan.gpus)]
-    for key, value in sorted(plan.env.items()):
-        argv += ["--env", f"{key}={value}"]
-    return argv + [plan.ref, "rapids-smoke", "spill", "--mode", plan.mode, *plan.smoke_args]
+    return [cli, "run", "--name", plan.name,
+            *hardened_flags(plan.memory_bytes, plan.shm_bytes, plan.uid, plan.tmpfs_bytes, plan.memlock,
+                            spill_host_dir=plan.spill_host_dir, gpus=plan.gpus, env=plan.env),
+            plan.ref, "rapids-smoke", "spill", "--mode", plan.mode, *plan.smoke_args]
 
 
 def judge_run(exit_code: int | None, oom_killed: bool, stdout: str, stderr: str) -> tuple[str, list[str], dict | None]:
@@ -216,12 +228,15 @@ def built_image(ws: Workspace, variant: str, arch: str) -> str | None:
     return read_record(ws, variant, arch).image_id
 
 def prepare_spill_dir(plan: SmokePlan) -> None:
-    if not plan.spill_host_dir:
-        return
-    path = Path(plan.spill_host_dir)
+    if plan.spill_host_dir:
+        make_spill_dir(Path(plan.spill_host_dir), plan.spill_owner)
+
+
+def make_spill_dir(path: Path, owner: int) -> None:
+    """A fresh host spill dir: mode 0700, owned by `owner` (the run uid), group 0."""
     path.mkdir(parents=True, exist_ok=False)
     path.chmod(0o700)
-    os.chown(path, plan.spill_owner, 0)
+    os.chown(path, owner, 0)
 
 
 def smoke(plan: SmokePlan) -> SmokeResult:

@@ -60,9 +60,18 @@ for i in $(seq 1 "$N"); do
       --rmm-async --rmm-pool-size 2GB --enable-tcp-over-ucx --death-timeout 60 ) > "$OUT/worker$i.log" 2>&1 &
   PIDS="$PIDS $!"
 done
+if [[ " ${JOBS:-runtime bench} " == *" runtime "* ]]; then
+step "the image's cluster job (rapids_runtime.cluster --xp cupy): $GB GB, row blocks -> column blocks"
+t=$(date +%s)
+timeout $(( ${RT_TIMEOUT:-240} + 60 )) python3 -m rapids_runtime.cluster --scheduler ucx://127.0.0.1:8786 --workers "$N" --xp cupy \
+  --data-bytes "${GB}GB" --chunk-bytes 128MB --timeout "${RT_TIMEOUT:-240}" --out "$OUT/cluster-runtime-gpu.json" > /dev/null
+echo "runtime job rc=$? wall=$(( $(date +%s) - t )) s"; du -sh $SPILL/w* 2>/dev/null
+fi
+if [[ " ${JOBS:-runtime bench} " == *" bench "* ]]; then
 step "job: $GB GB, persisted, then transposed and summed per column"
 t=$(date +%s)
-timeout 480 python3 bench/gpu_cluster_job.py --scheduler ucx://127.0.0.1:8786 --workers "$N" --gb "$GB" \
+timeout 300 python3 bench/gpu_cluster_job.py --scheduler ucx://127.0.0.1:8786 --workers "$N" --gb "$GB" \
   --out "$OUT/cluster-gpu.json"; echo "job rc=$? wall=$(( $(date +%s) - t )) s"
 du -sh $SPILL/w* 2>/dev/null
+fi
 tail -5 "$OUT/worker1.log"

@@ -64,7 +64,7 @@ if [[ " ${JOBS:-runtime bench} " == *" runtime "* ]]; then
 step "the image's cluster job (rapids_runtime.cluster --xp cupy): $GB GB, row blocks -> column blocks"
 t=$(date +%s)
 timeout $(( ${RT_TIMEOUT:-240} + 60 )) python3 -m rapids_runtime.cluster --scheduler ucx://127.0.0.1:8786 --workers "$N" --xp cupy \
-  --data-bytes "${GB}GB" --chunk-bytes 128MB --timeout "${RT_TIMEOUT:-240}" --out "$OUT/cluster-runtime-gpu.json" > /dev/null
+  --data-bytes "${GB}GB" --chunk-bytes 128MB --timeout "${RT_TIMEOUT:-240}" ${SHUFFLE:+--shuffle $SHUFFLE} --out "$OUT/cluster-runtime-gpu.json" > /dev/null
 echo "runtime job rc=$? wall=$(( $(date +%s) - t )) s"; du -sh $SPILL/w* 2>/dev/null
 fi
 if [[ " ${JOBS:-runtime bench} " == *" bench "* ]]; then

@@ -399,8 +399,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, required=True, help="workers to wait for")
     p.add_argument("--data-bytes", type=parse_bytes, required=True, help="array size (more than one worker holds)")
     p.add_argument("--chunk-bytes", type=parse_bytes, default=DEFAULT_CHUNK, help="block size (default 32 MiB; the host side passes at most --memory-limit / 10)")
-    p.add_argument("--shuffle", choices=("split", "tasks", "p2p"), default="split",
-                   help="split: a task shuffle of copied pieces (default); tasks, p2p: dask's rechunk methods")
+    p.add_argument("--shuffle", choices=("split", "tasks", "p2p"), default=None,
+                   help="split: a task shuffle of copied pieces (default for numpy); tasks, p2p: dask's rechunk "
+                        "methods (tasks is the default for cupy)")
     p.add_argument("--xp", choices=("numpy", "cupy"), default="numpy", help="array module of the blocks")
     p.add_argument("--allow-worker-loss", action="store_true",
                    help="a worker leaving is a note (dask recomputes its data on the others), not a failure")
@@ -412,8 +413,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def default_shuffle(xp: str) -> str:
+    """Measured on an H200 (docs/cluster.md): with CuPy blocks over UCX the split shuffle's many
+    small transfers timed out a UCX connect and crashed a worker, dask's task rechunk passed; on
+    small CPU workers it is the other way round (the rechunk's pieces hid memory)."""
+    return "tasks" if xp == "cupy" else "split"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.shuffle = args.shuffle or default_shuffle(args.xp)
     t0 = time.monotonic()
     report: dict = {"scheduler": args.scheduler, "workers": args.workers, "shuffle": args.shuffle,
                     "xp": args.xp, "allow_worker_loss": args.allow_worker_loss, "error": None}

@@ -292,3 +292,10 @@ def test_membership_a_lost_or_restarted_worker_fails_at_once_unless_losses_are_a
     loose.update({"tcp://a:1": "w0"})              # reported once, not at every poll
     assert loose.notes == ["worker w1 (tcp://b:1) left the cluster during the job"]
     assert loose.lost_names(["w0"]) == ["w1"]
+
+
+def test_the_shuffle_defaults_to_what_was_measured_to_work_per_array_module():
+    from rapidship.runtime.cluster import _parser, default_shuffle
+
+    assert default_shuffle("numpy") == "split" and default_shuffle("cupy") == "tasks"
+    assert _parser().parse_args(["--scheduler", "tcp://s:8786", "--workers", "2", "--data-bytes", "1GB"]).shuffle is None

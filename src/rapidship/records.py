@@ -311,7 +311,11 @@ def as_document(value: Any) -> dict:
 def save(path: Path, value: Any) -> Path:
     """Write a record atomically: readers see the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(as_document(value), indent=2, default=str) + "\n"
+    return write_atomic(path, json.dumps(as_document(value), indent=2, default=str) + "\n")
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Temp file in the same folder, then rename: no reader ever sees half of `path`."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from rapidship.records import Workspace, save
+from rapidship.records import Workspace, save, write_atomic
 from rapidship.report.charts import charts as draw
 from rapidship.report.collect import collect
 from rapidship.report.model import Summary
@@ -55,18 +54,6 @@ def summary_json(summary: Summary, charts: list[str]) -> dict:
     return {"verdict": summary.status, "counts": counts, "charts": charts, **asdict(summary)}
 
 
-def _write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write(summary: Summary, out: Path) -> tuple[Path, Path, list[Path]]:
     drawn = draw(summary)
     out.mkdir(parents=True, exist_ok=True)
@@ -79,7 +66,7 @@ def write(summary: Summary, out: Path) -> tuple[Path, Path, list[Path]]:
         path.write_bytes(chart.png)
         pngs.append(path)
     index = out / INDEX
-    _write_text(index, render(summary, drawn))
+    write_atomic(index, render(summary, drawn))
     js = save(out / SUMMARY, summary_json(summary, [p.name for p in pngs]))
     return index, js, pngs
 

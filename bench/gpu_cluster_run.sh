@@ -1,7 +1,9 @@
 #!/bin/bash
 # GPU cluster smoke on a machine without Docker: one scheduler and N `dask cuda worker` processes,
 # each worker in its own cgroup v2 child with memory.max (standing in for `docker run --memory`),
-# all on one GPU, talking UCX over TCP (UCX_TLS=tcp,cuda_copy). The client is bench/gpu_cluster_job.py.
+# spread over the machine's GPUs (all on one with one GPU), talking UCX over TCP (UCX_TLS=tcp,cuda_copy;
+# NVLINK=1 adds NVLink through cuda_ipc). Clients: the image's job (rapids_runtime.cluster --xp cupy)
+# and bench/gpu_cluster_job.py (JOBS="runtime bench").
 # Wheels: .whl/p* + .whl/SUM (one tar of the wheels in docs/cluster.md), installed with --target.
 # Also: the doctor's view of the field worker command, with and without ucxx importable.
 R=$(pwd)
@@ -26,7 +28,8 @@ rm -rf /tmp/rt && mkdir -p /tmp/rt && cp -r src/rapidship/runtime /tmp/rt/rapids
 SITE=$(python3 -c "import cupy, os; print(os.path.dirname(os.path.dirname(cupy.__file__)))")
 export PYTHONPATH=/tmp/site:/tmp/rt PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$SITE/nvidia/cu13/lib:/tmp/site/libucx/lib:${LD_LIBRARY_PATH:-}
 export PATH=/tmp/site/bin:$PATH
-export UCX_TLS=tcp,cuda_copy,self UCX_TCP_CM_REUSEADDR=y NCCL_NVLS_ENABLE=0
+GPUS=$(nvidia-smi -L | wc -l)  # worker i on GPU (i-1) mod GPUS; NVLINK=1 adds --enable-nvlink and cuda_ipc
+export UCX_TLS=tcp,cuda_copy,self${NVLINK:+,cuda_ipc} UCX_TCP_CM_REUSEADDR=y NCCL_NVLS_ENABLE=0
 for ns in DASK_DISTRIBUTED__COMM__UCX DASK_DISTRIBUTED_UCXX; do
   export ${ns}__TCP=True ${ns}__CUDA_COPY=True ${ns}__NVLINK=False ${ns}__INFINIBAND=False ${ns}__RDMACM=False
 done
@@ -55,9 +58,9 @@ for i in $(seq 1 "$N"); do
   c=rapidship-w$i-$RANDOM; mkdir /sys/fs/cgroup/$c; echo "$CAP" > /sys/fs/cgroup/$c/memory.max; echo 0 > /sys/fs/cgroup/$c/memory.swap.max
   CGS="$CGS $c"; mkdir -p $SPILL/w$i && chmod 700 $SPILL/w$i
   ( echo $BASHPID > /sys/fs/cgroup/$c/cgroup.procs
-    exec env CUDA_VISIBLE_DEVICES=0 dask cuda worker ucx://127.0.0.1:8786 --name w$i --nthreads 1 \
+    exec env CUDA_VISIBLE_DEVICES=$(( (i - 1) % GPUS )) dask cuda worker ucx://127.0.0.1:8786 --name w$i --nthreads 1 \
       --device-memory-limit "$DEV" --memory-limit "$HOST" --local-directory $SPILL/w$i \
-      --rmm-async --rmm-pool-size 2GB --enable-tcp-over-ucx --death-timeout 60 ) > "$OUT/worker$i.log" 2>&1 &
+      --rmm-async --rmm-pool-size 2GB --enable-tcp-over-ucx ${NVLINK:+--enable-nvlink} --death-timeout 60 ) > "$OUT/worker$i.log" 2>&1 &
   PIDS="$PIDS $!"
 done
 if [[ " ${JOBS:-runtime bench} " == *" runtime "* ]]; then

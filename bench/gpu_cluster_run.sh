@@ -4,7 +4,7 @@
 # spread over the machine's GPUs (all on one with one GPU), talking UCX over TCP (UCX_TLS=tcp,cuda_copy;
 # NVLINK=1 adds NVLink through cuda_ipc). Clients: the image's job (rapids_runtime.cluster --xp cupy)
 # and bench/gpu_cluster_job.py (JOBS="runtime bench").
-# Wheels: .whl/p* + .whl/SUM (one tar of the wheels in docs/cluster.md), installed with --target.
+# Wheels: .whl/p* + .whl/SUM (one tar of the wheels docs/gpu-smoke.md lists), installed with --target.
 # Also: the doctor's view of the field worker command, with and without ucxx importable.
 R=$(pwd)
 OUT=${OUT:-$R/gpu-cluster-out}; mkdir -p "$OUT"

@@ -18,3 +18,32 @@ oses:
              image: library/debian:bookworm-slim, python: "3.11"}}
 axes: {{cuda: [cpu], os: [debian12]}}
 """
+
+
+def build_tiny(work, label: str, dockerfile: str) -> tuple:
+    """Two images of VARIANT built here (amd64, arm64; FROM scratch, so no emulation): `dockerfile`
+    COPYs ${TARGETARCH}.txt. Returns (variants file, image name, {arch: ref}); `remove` them after."""
+    import os
+    import subprocess
+    import uuid
+
+    from rapidship.engine import ENGINE
+
+    name = f"rapidship-test-{uuid.uuid4().hex[:10]}/{label}"
+    (work / "variants.yaml").write_text(VARIANTS_YAML.format(image=name))
+    ctx = work / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text(dockerfile)
+    refs = {}
+    for arch in ("amd64", "arm64"):
+        (ctx / f"{arch}.txt").write_text(f"built for {arch}\n")
+        refs[arch] = f"{name}:26.10-cpu-debian12-py3.11-{arch}"
+        subprocess.run([ENGINE.buildkit_cli(), "build", "-q", "--platform", f"linux/{arch}", "-t", refs[arch], str(ctx)],
+                       check=True, capture_output=True, env=dict(os.environ, DOCKER_BUILDKIT="1"))
+    return work / "variants.yaml", name, refs
+
+
+def remove(refs: dict) -> None:
+    import subprocess
+
+    subprocess.run(["docker", "rmi", *refs.values()], capture_output=True, check=False)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support.tiny_matrix import VARIANTS_YAML
+from support.tiny_matrix import VARIANTS_YAML, build_tiny, remove
 
 from support.commands import ROOT  # noqa: E402
 
@@ -51,23 +51,10 @@ def faults(proxy):
 @pytest.fixture(scope="module")
 def tiny(engine, tmp_path_factory):
     """A two-arch variant whose images are built here: (variants file, image name)."""
-    from rapidship.engine import ENGINE
-
-    work = tmp_path_factory.mktemp("tiny")
-    name = f"rapidship-test-{uuid.uuid4().hex[:10]}/tiny"
-    (work / "variants.yaml").write_text(VARIANTS_YAML.format(image=name))
-    ctx = work / "ctx"
-    ctx.mkdir()
-    (ctx / "Dockerfile").write_text("FROM scratch\nARG TARGETARCH\nCOPY ${TARGETARCH}.txt /arch.txt\n")
-    refs = []
-    for arch in ("amd64", "arm64"):
-        (ctx / f"{arch}.txt").write_text(f"built for {arch}\n")
-        ref = f"{name}:26.10-cpu-debian12-py3.11-{arch}"
-        subprocess.run([ENGINE.buildkit_cli(), "build", "-q", "--platform", f"linux/{arch}", "-t", ref, str(ctx)],
-                       check=True, capture_output=True, env=dict(os.environ, DOCKER_BUILDKIT="1"))
-        refs.append(ref)
-    yield work / "variants.yaml", name
-    subprocess.run(["docker", "rmi", *refs], capture_output=True, check=False)
+    variants, name, refs = build_tiny(tmp_path_factory.mktemp("tiny"), "tiny",
+                                      "FROM scratch\nARG TARGETARCH\nCOPY ${TARGETARCH}.txt /arch.txt\n")
+    yield variants, name
+    remove(refs)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support.tiny_matrix import VARIANTS_YAML
+from support.tiny_matrix import build_tiny, remove
 
 from rapidship.publish.oci import Credentials, Registry
 from rapidship.publish.retrying import RetryPolicy
@@ -31,28 +31,14 @@ LOCK = hashlib.sha256(b"the lock").hexdigest()
 PASSWORD = "release-key-password-7f3a"
 
 
-
 @pytest.fixture(scope="module")
 def images(engine, tmp_path_factory):
     """(variants file, image name, {arch: ref}) of two labelled images built here."""
-    from rapidship.engine import ENGINE
-
-    work = tmp_path_factory.mktemp("signed")
-    name = f"rapidship-test-{uuid.uuid4().hex[:10]}/signed"
-    (work / "variants.yaml").write_text(VARIANTS_YAML.format(image=name))
-    ctx = work / "ctx"
-    ctx.mkdir()
-    (ctx / "Dockerfile").write_text(
-        "FROM scratch\nARG TARGETARCH\nCOPY ${TARGETARCH}.txt /opt/rapids/arch.txt\n"
-        f'LABEL io.rapidship.lock.sha256="{LOCK}" io.rapidship.variant="{VARIANT}"\n')
-    refs = {}
-    for arch in ("amd64", "arm64"):
-        (ctx / f"{arch}.txt").write_text(f"built for {arch}\n")
-        refs[arch] = f"{name}:26.10-cpu-debian12-py3.11-{arch}"
-        subprocess.run([ENGINE.buildkit_cli(), "build", "-q", "--platform", f"linux/{arch}", "-t", refs[arch], str(ctx)],
-                       check=True, capture_output=True, env=dict(os.environ, DOCKER_BUILDKIT="1"))
-    yield work / "variants.yaml", name, refs
-    subprocess.run(["docker", "rmi", *refs.values()], capture_output=True, check=False)
+    built = build_tiny(tmp_path_factory.mktemp("signed"), "signed",
+                       "FROM scratch\nARG TARGETARCH\nCOPY ${TARGETARCH}.txt /opt/rapids/arch.txt\n"
+                       f'LABEL io.rapidship.lock.sha256="{LOCK}" io.rapidship.variant="{VARIANT}"\n')
+    yield built
+    remove(built[2])
 
 
 @pytest.fixture(scope="module")

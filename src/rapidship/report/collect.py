@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict
 from rapidship.build.size_report import SizeReport
 from rapidship.config.matrix import Variant
 from rapidship.export.write import ExportRecord
-from rapidship.records import (BuiltImage, ContentRecord, GatesRecord, PromoteRecord, PushRecord, RecordError,
-                               Rendered, ScanRecord, SignRecord, Workspace, load)
+from rapidship.records import (BuiltImage, ClusterSmokeRecord, ContentRecord, GatesRecord, PromoteRecord, PushRecord,
+                               RecordError, Rendered, ScanRecord, SignRecord, Workspace, load)
 from rapidship.report.model import CORRUPT, MISSING, RecordState
 from rapidship.smoke.run import SmokeResult
 
@@ -36,28 +36,6 @@ class HarborGate(BaseModel):
     variant: str
     passed: bool
     scans: list[dict[str, Any]]
-
-
-class ClusterRun(BaseModel):
-    """What the report shows of a cluster smoke record: the fields it uses, read strictly; the
-    record has more (containers, argv, logs), which the smoke stage owns."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-    variant: str
-    arch: str
-    ref: str
-    uid: int
-    workers: int
-    memory_bytes: int
-    data_bytes: int
-    kill_worker: bool
-    tiers: dict[str, list[dict[str, Any]]]
-    result_exact: bool
-    seconds: float
-    job_seconds: dict[str, float]
-    verdict: str
-    problems: list[str]
-    notes: list[str]
 
 
 @dataclass(frozen=True)
@@ -96,7 +74,7 @@ class Records:
     per_variant: dict[str, VariantRecords]
     smoke: list[Got[SmokeResult]]
     exports: list[Got[ExportRecord]]
-    cluster: tuple[Got[ClusterRun], ...] = ()
+    cluster: tuple[Got[ClusterSmokeRecord], ...] = ()
 
 
 def read(path: Path, kind: type[T], writer: str, what: str) -> Got[T]:
@@ -135,7 +113,7 @@ def collect(ws: Workspace, variants: list[Variant], export_dirs: list[Path]) -> 
     smoke_dir = ws.smoke_dir()
     smoke_files = sorted(p for p in smoke_dir.glob("*.json") if not p.name.startswith(".")) if smoke_dir.is_dir() else []
     smoke = [read(p, SmokeResult, "invoke smoke", "smoke record") for p in smoke_files if not CLUSTER_FILE.search(p.name)]
-    cluster = tuple(read(p, ClusterRun, "invoke smoke --cluster N", "cluster smoke record")
+    cluster = tuple(read(p, ClusterSmokeRecord, "invoke smoke --cluster N", "cluster smoke record")
                     for p in smoke_files if CLUSTER_FILE.search(p.name))
     exports = [read(d / EXPORT_RECORD, ExportRecord, f"invoke export --out {d}", "export record")
                for d in export_dirs]

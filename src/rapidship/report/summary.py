@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
+from rapidship.records import ClusterTiers
 from rapidship.report.collect import Got, ImageRecords, Records, VariantRecords
 from rapidship.report.model import (CORRUPT, FAIL, IMAGE_GATES, MISSING, PASS,
                                     SEVERITIES, STALE, AllowRow, BaseImage, BytesReport, Cell, ExportImage,
@@ -207,8 +208,8 @@ def cluster_runs(records: Records, arches: set[tuple[str, str]]) -> list[SmokeRu
     return runs
 
 
-def _total(workers: list[dict], key: str) -> int:
-    return sum(int(w.get(key) or 0) for w in workers if isinstance(w, dict))
+def _total(workers: list[ClusterTiers], key: str) -> int:
+    return sum(getattr(w, key) for w in workers)
 
 
 def _owner(file_name: str, arches: set[tuple[str, str]]) -> tuple[str, str]:

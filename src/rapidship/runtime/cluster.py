@@ -37,7 +37,7 @@ from pathlib import Path
 
 from . import doctor
 from .smoke import INT64_MAX, _device_tiers, _host_tiers, bounded, dir_usage, parse_bytes, wait_for_workers, \
-    Unfinished, finish
+    wait_held, Unfinished, finish
 
 FAIL_EXIT = 1
 MiB = 2**20
@@ -225,26 +225,11 @@ def _workers_now(client) -> dict[str, str]:
 
 def _hold(client, collection, timeout: float, members: Membership):
     """Persist and wait until every block is held, bounded by `timeout`, watching who leaves."""
-    from distributed import futures_of, wait
+    from distributed import futures_of
 
     held = client.persist(collection)
-    futures = futures_of(held)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            wait(futures, timeout=1)
-            break
-        except TimeoutError:
-            pass
-        erred = [f for f in futures if f.status == "error"]
-        if erred:
-            erred[0].result()
-        members.update(_workers_now(client))
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the blocks were not all held within {timeout:g} s")
-    for f in futures:
-        if f.status != "finished":
-            f.result(timeout=timeout)
+    wait_held(futures_of(held), timeout, lambda: members.update(_workers_now(client)),
+              f"the blocks were not all held within {timeout:g} s")
     members.update(_workers_now(client))
     return held
 

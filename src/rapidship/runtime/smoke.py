@@ -426,11 +426,25 @@ def _held(collection, timeout: float) -> None:
     workers = set(client.scheduler_info()["workers"])
     if not workers:
         raise NoWorker("no worker is connected to the scheduler: nothing can hold the data")
-    deadline = time.monotonic() + timeout
     futures = futures_of(collection)
     if not futures:                      # nothing to watch: a plain wait with the deadline
         wait(collection, timeout=timeout)
         return
+
+    def no_worker_gone() -> None:
+        gone = workers - set(client.scheduler_info()["workers"])
+        if gone:
+            raise WorkerDied(f"worker {sorted(gone)[0]} died while holding data (OOM-killed?) and was restarted")
+
+    wait_held(futures, timeout, no_worker_gone)
+
+
+def wait_held(futures, timeout: float, each_second=lambda: None, late: str = "") -> None:
+    """Wait until every future finished, looking once a second: an erred future raises its error
+    at once, `each_second()` may raise (a worker gone) or watch, and past `timeout` TimeoutError(late)."""
+    from distributed import wait
+
+    deadline = time.monotonic() + timeout
     while True:
         try:
             wait(futures, timeout=1)
@@ -440,11 +454,9 @@ def _held(collection, timeout: float) -> None:
         erred = [f for f in futures if f.status == "error"]
         if erred:
             erred[0].result()
-        gone = workers - set(client.scheduler_info()["workers"])
-        if gone:
-            raise WorkerDied(f"worker {sorted(gone)[0]} died while holding data (OOM-killed?) and was restarted")
+        each_second()
         if time.monotonic() > deadline:
-            raise TimeoutError
+            raise TimeoutError(late)
     for future in futures:
         if future.status != "finished":
             future.result(timeout=timeout)

@@ -140,25 +140,17 @@ def verify(c, image=None, variant=None, key=None, policy=None, ca_cert=None, bui
 
 
 def verify_digest(src, digest, public, policy_file):
-    from rapidship.sign.verify import verify_image
+    """verify_image, with the trivy policy's rules for the variant each provenance names."""
+    from functools import lru_cache
 
-    return verify_image(src, digest, public, None) if policy_file is None else _with_policy(src, digest, public, policy_file)
-
-
-def _with_policy(src, digest, public, policy_file):
-    """The policy's rules as they apply to the variant the provenance names."""
     from rapidship.gates.policy import load_policy
-    from rapidship.sign import formats as f
     from rapidship.sign.verify import verify_image
 
-    first = verify_image(src, digest, public, None)
-    variants = {(v.predicates.get(f.SLSA_PROVENANCE, {}).get("buildDefinition") or {})
-                .get("externalParameters", {}).get("variant") for v in first if v.kind == "image"}
-    variants.discard(None)
-    rules = {v: load_policy(policy_file, v).rules.model_dump(mode="json") for v in variants}
-    if len(rules) > 1:
-        return first  # one image per variant: an index never mixes variants
-    return verify_image(src, digest, public, next(iter(rules.values()), None))
+    @lru_cache(maxsize=None)  # one read of the policy file per variant, not per arch
+    def rules(variant):
+        return load_policy(policy_file, variant).rules.model_dump(mode="json") if variant else None
+
+    return verify_image(src, digest, public, rules if policy_file else None)
 
 
 def report(verdicts, what):

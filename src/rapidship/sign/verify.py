@@ -16,7 +16,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -26,6 +26,7 @@ from rapidship.sign.provenance import LOCK_LABEL, VARIANT_LABEL, byproduct
 
 INDEX_TYPES = (f.OCI_INDEX, "application/vnd.docker.distribution.manifest.list.v2+json")
 NAMES = {f.CYCLONEDX: "SBOM", f.SLSA_PROVENANCE: "provenance"}
+PolicyFor = Callable[[Any], "dict | None"]  # variant id (from the provenance) -> the policy's rules for it
 
 
 class Source(Protocol):
@@ -140,7 +141,7 @@ def open_envelope(data: bytes | None, key: ec.EllipticCurvePublicKey, digest: st
     return "", statement
 
 
-def check_provenance(v: Verdict, config_digest: str, labels: dict, policy: dict | None) -> None:
+def check_provenance(v: Verdict, config_digest: str, labels: dict, policy_for: PolicyFor | None) -> None:
     pred = v.predicates.get(f.SLSA_PROVENANCE)
     if pred is None:
         return
@@ -161,6 +162,7 @@ def check_provenance(v: Verdict, config_digest: str, labels: dict, policy: dict 
         if item is None or (item.get("annotations") or {}).get("passed") is not True:
             v.problems.append(f"{v.digest[:19]}: provenance shows no passing {name}")
     decision = (byproduct(pred, "trivy-decision") or {}).get("annotations") or {}
+    policy = policy_for(params.get("variant")) if policy_for is not None else None
     if policy is not None:
         recorded = {k: val for k, val in (decision.get("policy") or {}).items() if k not in ("source", "variant")}
         if recorded != policy:
@@ -172,8 +174,10 @@ def check_provenance(v: Verdict, config_digest: str, labels: dict, policy: dict 
         v.checked.append(f"provenance (lock {str(lock)[:12]}, gates and trivy passed)")
 
 
-def verify_image(src: Source, digest: str, key: ec.EllipticCurvePublicKey, policy: dict | None = None) -> list[Verdict]:
-    """The verdicts of `digest` and, for an index, of every child image."""
+def verify_image(src: Source, digest: str, key: ec.EllipticCurvePublicKey,
+                 policy_for: PolicyFor | None = None) -> list[Verdict]:
+    """The verdicts of `digest` and, for an index, of every child image. `policy_for(variant)`: the
+    scan rules the provenance's decision must have been made under (None: not checked)."""
     raw = src.manifest(digest)
     doc = _json(raw)
     if not isinstance(doc, dict) or raw is None or f.sha256(raw) != digest:
@@ -182,7 +186,7 @@ def verify_image(src: Source, digest: str, key: ec.EllipticCurvePublicKey, polic
         top = Verdict(digest, "index")
         check_signature(src, digest, key, top)
         return [top] + [v for child in doc.get("manifests") or [] if isinstance(child, dict)
-                        for v in verify_image(src, str(child.get("digest", "")), key, policy)]
+                        for v in verify_image(src, str(child.get("digest", "")), key, policy_for)]
     v = Verdict(digest, "image", image_id=str((doc.get("config") or {}).get("digest", "")))
     check_signature(src, digest, key, v)
     check_attestations(src, digest, key, v)
@@ -190,5 +194,5 @@ def verify_image(src: Source, digest: str, key: ec.EllipticCurvePublicKey, polic
     if not isinstance(config, dict):
         v.problems.append(f"{digest[:19]}: the image config {v.image_id[:19]} cannot be read")
     else:
-        check_provenance(v, v.image_id, (config.get("config") or {}).get("Labels") or {}, policy)
+        check_provenance(v, v.image_id, (config.get("config") or {}).get("Labels") or {}, policy_for)
     return [v]

@@ -10,19 +10,20 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from rapidship.sign import formats as f
 from rapidship.sign.verify import verify_image
-from support.signed_samples import LOCK, POLICY, SBOM, MemSource, provenance, signed_image, signed_index, signer
+from support.signed_samples import LOCK, POLICY, VARIANT, SBOM, MemSource, provenance, signed_image, signed_index, signer
 
 KEY = ec.generate_private_key(ec.SECP256R1())
 OTHER = ec.generate_private_key(ec.SECP256R1())
 
 
 def problems(src, digest, key=KEY, policy=None) -> list[str]:
-    return [p for v in verify_image(src, digest, key.public_key(), policy) for p in v.problems]
+    policy_for = (lambda variant: policy) if policy is not None else None
+    return [p for v in verify_image(src, digest, key.public_key(), policy_for) for p in v.problems]
 
 
 def test_a_signed_attested_image_and_index_pass():
     src, digest = signed_image(KEY)
-    verdicts = verify_image(src, digest, KEY.public_key(), POLICY)
+    verdicts = verify_image(src, digest, KEY.public_key(), lambda variant: POLICY if variant == VARIANT else None)
     assert [v.ok for v in verdicts] == [True]
     assert any("SBOM (1 components)" in c for c in verdicts[0].checked)
     assert any("under the given policy" in c for c in verdicts[0].checked)

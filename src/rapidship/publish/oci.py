@@ -206,6 +206,16 @@ class Registry:
             return False
         raise self._fail(resp, f"mount {digest[:19]} from {from_repo} into {repo}")
 
+    def copy_blob(self, src: str, dst: str, digest: str) -> str:
+        """Make `digest` present in `dst`: "present" already, "mounted" from `src`, or "copied"
+        (the registry declined the mount: read from src, uploaded to dst)."""
+        if self.blob_exists(dst, digest):
+            return "present"
+        if self.mount_blob(dst, digest, src):
+            return "mounted"
+        self.upload_blob(dst, self.get_blob(src, digest), digest)
+        return "copied"
+
     def upload_blob(self, repo: str, data: bytes, digest: str) -> None:
         """Monolithic upload (POST then PUT); a lost PUT answer is settled with a HEAD."""
         scope = self._scope(repo, "pull,push")

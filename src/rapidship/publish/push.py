@@ -215,19 +215,13 @@ def promote(record: PushRecord, target: str, creds: Credentials | None, ca_bundl
         raise ConfigError("--to", f"{target} is where the image already is", "name the release project")
     reg = Registry(host, creds, ca_bundle, policy, on_retry=RetryCounter(log=log))
     index, desc = reg.get_manifest(src, record.index_digest)
-    mounted = copied = 0
+    how: list[str] = []
     for child in json.loads(index)["manifests"]:
         manifest, cdesc = reg.get_manifest(src, child["digest"])
         doc = json.loads(manifest)
-        for blob in [doc["config"], *doc["layers"]]:
-            if reg.blob_exists(dst, blob["digest"]):
-                continue
-            if reg.mount_blob(dst, blob["digest"], src):
-                mounted += 1
-            else:
-                reg.upload_blob(dst, reg.get_blob(src, blob["digest"]), blob["digest"])
-                copied += 1
+        how += [reg.copy_blob(src, dst, blob["digest"]) for blob in [doc["config"], *doc["layers"]]]
         reg.put_manifest(dst, child["digest"], manifest, cdesc.media_type)
+    mounted, copied = how.count("mounted"), how.count("copied")
     digest = reg.put_manifest(dst, record.tag, index, desc.media_type)
     if digest != record.index_digest:
         raise RapidshipError(f"promote {record.variant}", f"release digest {digest} differs from staged "

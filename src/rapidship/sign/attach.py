@@ -155,8 +155,7 @@ def copy_signed(reg: Registry, src_repo: str, dst_repo: str, digest: str) -> int
         data, desc = reg.get_manifest(src_repo, tag)
         doc = json.loads(data)
         for blob in [doc["config"], *doc["layers"]]:
-            if not reg.blob_exists(dst_repo, blob["digest"]) and not reg.mount_blob(dst_repo, blob["digest"], src_repo):
-                reg.upload_blob(dst_repo, reg.get_blob(src_repo, blob["digest"]), blob["digest"])
+            reg.copy_blob(src_repo, dst_repo, blob["digest"])
         reg.put_manifest(dst_repo, tag, data, desc.media_type)
         copied.append((f.Artifact(data, ()), kind))
     if copied:

@@ -160,6 +160,7 @@ class ArchImage(Record):
     size: int
     media_type: str
     platform: dict
+    image_id: str = ""  # the pushed manifest's config digest ("" in records from before it was kept)
 
 
 class PushRecord(Record):
@@ -256,6 +257,7 @@ class GatesRecord(Record):
 
 class ScanRecord(Record):
     artifact: str
+    image_id: str = ""  # the config digest trivy scanned (its Metadata.ImageID); "" = unknown: never gated
     variant: str | None
     arch: str | None
     passed: bool
@@ -290,6 +292,32 @@ def read_content(ws: Workspace, variant: str, arch: str) -> ContentRecord:
 
 def read_sign(ws: Workspace, variant: str) -> SignRecord:
     return ws.load(ws.sign(variant), SignRecord, f"invoke sign --variant {variant}", "sign record")
+
+
+def gated_problems(ws: Workspace, variant: str, arch: str, image_id: str) -> list[str]:
+    """Why the records of one arch do not vouch for image `image_id` (empty: they do). Each of the
+    build record, the gate record, the trivy decision and the content manifest must be readable,
+    name exactly that image (else STALE: it speaks of an earlier build) and, for gates and scan,
+    say passed. Push, promote, Harbor's gate, sign and export all ask this one question."""
+    gates_cmd = f"invoke gates --variant {variant} --arch {arch}"
+    readers = ((ws.build(variant, arch), BuiltImage, f"invoke build --variant {variant} --arch {arch}", "build record"),
+               (ws.gates(variant, arch), GatesRecord, gates_cmd, "gate record"),
+               (ws.decision(variant, arch), ScanRecord, f"invoke scan --variant {variant} --arch {arch}", "scan decision"),
+               (ws.content(variant, arch), ContentRecord, gates_cmd, "content manifest"))
+    problems: list[str] = []
+    for path, kind, writer, what in readers:
+        try:
+            record = ws.load(path, kind, writer, what)
+        except RecordError as err:
+            problems.append(f"{err.where}: {err.problem}")
+            continue
+        named = getattr(record, "image_id", "")
+        if named != image_id:
+            problems.append(f"{path}: STALE {what}: it names image {named[:19] or '(none)'}, the image to publish is "
+                            f"{image_id[:19]}: run {writer} again")
+        elif getattr(record, "passed", True) is not True:
+            problems.append(f"{path}: passed is {json.dumps(record.passed)}")
+    return problems
 
 
 def as_document(value: Any) -> dict:

@@ -27,10 +27,15 @@ def provenance(config_digest: str, lock: str = LOCK, gates: bool = True, trivy: 
                 {"name": "image-config", "digest": {"sha256": config_digest.partition(":")[2]}},
                 {"name": "gates", "digest": {"sha256": "00"}, "annotations": {"passed": gates}},
                 {"name": "trivy-decision", "digest": {"sha256": "00"},
-                 "annotations": {"passed": trivy, "policy": {"source": "p", "variant": VARIANT, **(policy or POLICY)}}}]}}
+                 "annotations": {"passed": trivy, "image_id": config_digest,
+                                 "policy": {"source": "p", "variant": VARIANT, **(policy or POLICY)}}}]}}
 
 
-SBOM = {"bomFormat": "CycloneDX", "specVersion": "1.6", "components": [{"name": "python3"}]}
+def sbom(config_digest: str) -> dict:
+    """trivy's CycloneDX of the image `config_digest` (metadata.component names it)."""
+    return {"bomFormat": "CycloneDX", "specVersion": "1.6", "components": [{"name": "python3"}],
+            "metadata": {"component": {"type": "container", "properties": [
+                {"name": "aquasecurity:trivy:ImageID", "value": config_digest}]}}}
 
 
 @dataclass
@@ -53,7 +58,8 @@ class MemSource:
 
 
 def signed_image(key: ec.EllipticCurvePrivateKey, src: MemSource | None = None, labels: dict | None = None,
-                 predicates: dict | None = None, name: str = "reg.example/p/img") -> tuple[MemSource, str]:
+                 predicates: dict | None = None, name: str = "reg.example/p/img",
+                 names: tuple[str, ...] = ("reg.example/p/img:t",)) -> tuple[MemSource, str]:
     """(source, manifest digest) of a one-layer image signed and attested by `key`."""
     src = src or MemSource()
     config = json.dumps({"config": {"Labels": labels if labels is not None else
@@ -67,8 +73,9 @@ def signed_image(key: ec.EllipticCurvePrivateKey, src: MemSource | None = None, 
     src.manifests[digest] = manifest
     src.blobs[config_digest] = config
     subject = {"mediaType": f.OCI_MANIFEST, "digest": digest, "size": len(manifest)}
-    src.put(f.signature_artifact(name, subject, signer(key)), f.tag_for(digest, "sig"))
-    preds = predicates if predicates is not None else {f.CYCLONEDX: SBOM, f.SLSA_PROVENANCE: provenance(config_digest)}
+    src.put(f.signature_artifact(name, subject, signer(key), names), f.tag_for(digest, "sig"))
+    preds = predicates if predicates is not None else {f.CYCLONEDX: sbom(config_digest),
+                                                       f.SLSA_PROVENANCE: provenance(config_digest)}
     envelopes = {k: f.envelope(f.statement(name, digest, k, v), signer(key)) for k, v in preds.items()}
     src.put(f.attestation_artifact(envelopes, subject), f.tag_for(digest, "att"))
     return src, digest

@@ -21,6 +21,7 @@ from pathlib import Path
 
 LOCK_FORMAT = 1
 _TOKEN_SEGMENT = re.compile(r"/t/[^/]+")
+_PLAIN_HOST = re.compile(r"^([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
 
 
 class LockInstallError(Exception):
@@ -30,9 +31,9 @@ class LockInstallError(Exception):
 def public_url(url: str) -> str:
     """The URL without credentials: no user:password@, no anaconda.org-style /t/<token> segment."""
     parts = urllib.parse.urlsplit(url.strip())
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    host = parts.netloc.rpartition("@")[2]  # nothing before the last "@" is kept: it may be a credential
+    if not _PLAIN_HOST.match(host):  # "host:5000@user:password": what follows "@" is no host either
+        host = "***"
     path = _TOKEN_SEGMENT.sub("", parts.path).rstrip("/")
     return urllib.parse.urlunsplit((parts.scheme, host, path, "", ""))
 

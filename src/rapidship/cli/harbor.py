@@ -67,11 +67,15 @@ def _harbor_gate(c, variant="cpu-debian12", policy="policy/trivy.yaml", config="
     from rapidship.publish.harbor.client import HarborClient
     from rapidship.gates.harbor import scan_gate
     from rapidship.publish.harbor.config import load_harbor
-    from rapidship.publish.push import read_push_record
+    from rapidship.publish.push import gated_records, read_push_record
 
     ws = Workspace(build_dir)
     out = ws.variant_dir(variant)
     record = read_push_record(ws, variant)
+    problems = gated_records(ws, record)
+    if problems:  # a Harbor pass must not stand for images whose own gates were of another build
+        raise GateFailure("harbor gate", f"{variant}: the pushed images are not the ones the records gated:\n  "
+                          + "\n  ".join(problems), "gate, scan and push the same build again, then run the Harbor gate")
     project, _, repository = record.repository.partition("/")
     client = HarborClient.from_env(load_harbor(config), url, on_retry=on_retry)
     decide = report_decider(load_policy(policy, variant), date.today())

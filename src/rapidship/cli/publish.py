@@ -73,9 +73,9 @@ def promote(c, variant, to=None, ca_cert=None, key=None, no_verify=False, build_
     import os
 
     from rapidship.cli.sign import registry_for
-    from rapidship.errors import ConfigError
+    from rapidship.errors import ConfigError, GateFailure
     from rapidship.publish.oci import credentials_for, split_repository
-    from rapidship.publish.push import promote as promote_record, read_push_record, write_record
+    from rapidship.publish.push import gated_records, promote as promote_record, read_push_record, write_record
     from rapidship.publish.retrying import RetryPolicy
     from rapidship.sign.attach import promote_signed, verify_staged
     from rapidship.sign.keys import fingerprint, load_public
@@ -91,13 +91,18 @@ def promote(c, variant, to=None, ca_cert=None, key=None, no_verify=False, build_
     public = load_public(key) if key and not no_verify else None
     ca = ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA")
     reg = registry_for(host, ca)
+    problems = gated_records(ws, record)
+    if problems:
+        raise GateFailure(f"promote {variant}", "the staged push is not of the images the records gated:\n  "
+                          + "\n  ".join(problems), "gate, scan and push the same build again; nothing was copied")
+    verified = None
     if public is not None:
-        verify_staged(reg, record, public)
+        verified = verify_staged(reg, record, public)
         console.err.print(f"verified {host}/{record.repository}@{record.index_digest[:19]} with {fingerprint(public)[:19]}")
     else:
         console.err.print("[bold red]WARNING: --no-verify: promoting WITHOUT checking signatures; the record says so.[/]")
     done = promote_record(record, target, credentials_for(host), ca, RetryPolicy.from_env(), log=console.err.print)
-    signed = promote_signed(reg, record, done.target)
+    signed = promote_signed(reg, record, done.target, verified)
     done = done.model_copy(update={"verified_with": fingerprint(public) if public is not None else "",
                                    "signed_objects": signed})
     console.err.print(f"{signed} signature/attestation objects copied; release record -> {write_record(ws, done)}")

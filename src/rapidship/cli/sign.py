@@ -114,11 +114,14 @@ def split_image(image):
             "key": "cosign.pub (required)",
             "policy": "trivy policy file the scan must have been decided under (its rules for the variant)",
             "ca-cert": "PEM CA bundle of the registry (default $RAPIDSHIP_REGISTRY_CA)",
-            "build-dir": "where build/<variant>/push.json lives (with --variant)"})
+            "signed-as": "HOST/REPO the signatures may name besides the image's own repository (repeatable: "
+                         "where a promoted image was signed, e.g. the staging repository)",
+            "build-dir": "where build/<variant>/push.json lives (with --variant)"}, iterable=["signed_as"])
 @exits_cleanly
-def verify(c, image=None, variant=None, key=None, policy=None, ca_cert=None, build_dir="build"):
+def verify(c, image=None, variant=None, key=None, policy=None, ca_cert=None, signed_as=None, build_dir="build"):
     """Check signature, SBOM and provenance attestations of an image (and every arch under an index)."""
     from rapidship.errors import ConfigError
+    from rapidship.publish.oci import split_repository
     from rapidship.publish.push import read_push_record
     from rapidship.sign.keys import load_public
     from rapidship.sign.sources import RegistrySource
@@ -136,10 +139,15 @@ def verify(c, image=None, variant=None, key=None, policy=None, ca_cert=None, bui
     found = reg.head_manifest(repo, ref)
     if found is None:
         raise ConfigError("--image", f"{image} is not in the registry", "check the name and tag")
-    report(verify_digest(RegistrySource(reg, repo), found.digest, public, policy), image)
+    src = RegistrySource(reg, repo)
+    references = {src.where}
+    for other in signed_as or []:  # checked like --image: HOST/REPO, no tag, no credentials
+        other_host, other_repo = split_repository(other, "--signed-as")
+        references.add(f"{other_host}/{other_repo}")
+    report(verify_digest(src, found.digest, public, policy, references), image)
 
 
-def verify_digest(src, digest, public, policy_file):
+def verify_digest(src, digest, public, policy_file, references=None):
     """verify_image, with the trivy policy's rules for the variant each provenance names."""
     from functools import lru_cache
 
@@ -150,7 +158,7 @@ def verify_digest(src, digest, public, policy_file):
     def rules(variant):
         return load_policy(policy_file, variant).rules.model_dump(mode="json") if variant else None
 
-    return verify_image(src, digest, public, rules if policy_file else None)
+    return verify_image(src, digest, public, rules if policy_file else None, references)
 
 
 def report(verdicts, what):

@@ -9,13 +9,13 @@ export/trust.py.
 
 from __future__ import annotations
 
-import json
 import re
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
+from rapidship import oci_json
 from rapidship.records import RecordError, Workspace, read_sign
 from rapidship.sign import formats as f
 
@@ -25,10 +25,8 @@ BLOB_NAME = re.compile(r"^sha256-[0-9a-f]{64}$")
 
 
 def load_json(data: bytes | None):
-    try:
-        return json.loads(data) if data is not None else None
-    except ValueError:
-        return None
+    """What the disc's own files say, read as a Go client would read them (oci_json), or None."""
+    return oci_json.parse_or_none(data)
 
 
 @dataclass(frozen=True)
@@ -42,6 +40,7 @@ class Bundle:
     variant: str
     signed_at: str
     record: Path       # the sign record that names it
+    names: tuple[str, ...] = ()  # what the signed payload lets an import name it (check_bundle reads them)
 
 
 def find_signed(images: list, ws: Workspace) -> dict[str, Bundle]:
@@ -82,9 +81,10 @@ def check_bundle(b: Bundle) -> Bundle:
     if (load_json(manifest) or {}).get("config", {}).get("digest") != b.image_id:
         raise RecordError(str(b.folder / "manifest.json"), f"is not the manifest of image {b.image_id[:19]}", fix)
     read("att.json")
-    if flat_payload(read("sig.json"), lambda d: _blob(b.folder, d)) is None:
+    flat = flat_payload(read("sig.json"), lambda d: _blob(b.folder, d))
+    if flat is None:
         raise RecordError(str(b.folder / "sig.json"), "holds no cosign signature with its payload", fix)
-    return b
+    return replace(b, names=tuple(f.signed_names(load_json(flat[0]) or {})))
 
 
 def _blob(folder: Path, digest: str) -> bytes | None:

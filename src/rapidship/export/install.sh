@@ -11,11 +11,12 @@
 # (signatures/ on the disc) must verify with that key over the image's manifest digest, and that
 # manifest's config must be the image id; one pass over the archive then checks that every image
 # it holds is one of those signed ids and that its config hashes to that id. A damaged, missing or
-# swapped disc loads nothing. Then the parts are joined and decompressed straight into
+# swapped disc loads nothing; so does an archive spelling a member's name twice or oddly, or tagging
+# an image with a name its signature does not list. Then the parts are joined and decompressed into
 # `docker load` (which checks every layer against the diff_ids of its signed config), or, with
 # --registry, into a temporary docker-archive that skopeo pushes; every image id is compared with
 # the one recorded at export time. --no-verify skips the key and signature checks (and says so).
-# Needs: sh, sha256sum, zstd, openssl and tar (with --key), and docker (or skopeo with --registry).
+# Needs: sh, sha256sum, zstd, openssl, tar, tee and mkfifo (with --key), and docker (or skopeo with --registry).
 set -eu
 
 # @EXPORT_DATA@
@@ -40,7 +41,7 @@ while [ $# -gt 0 ]; do
     --key) [ $# -ge 2 ] || usage "--key needs the public key file (cosign.pub)"; KEY="$2"; shift 2 ;;
     --key=*) KEY="${1#--key=}"; shift ;;
     --no-verify) NO_VERIFY=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     -*) usage "unknown option $1 (see: sh install.sh --help)" ;;
     *) DIRS="$DIRS
 $1"; shift ;;
@@ -168,6 +169,11 @@ else
       || die "$what: $s/manifest.json is not the signed manifest $signed (swapped); nothing was loaded"
     config=$(tr -d ' \t\r\n' < "$s/manifest.json" | sed -n 's/.*"config":{[^}]*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')
     [ "$config" = "$want" ] || die "$what: its signed manifest is of image ${config:-unknown}, not of $want (swapped); nothing was loaded"
+    # the names this image may be created under: those the signed payload lists, no other
+    sed -n 's/.*"io.rapidship.names":\[\([^]]*\)\].*/\1/p' "$s/payload.json" | tr ',' '\n' | tr -d '"' \
+      > "$WORK/names.${want#sha256:}"
+    grep -Fqx "$ref" "$WORK/names.${want#sha256:}" \
+      || die "$what: the export names it $ref, a name its signature does not cover (signed names: $(tr '\n' ' ' < "$WORK/names.${want#sha256:}")); nothing was loaded"
     echo "${want#sha256:}" >> "$WORK/signed.ids"
     echo "signature ok: $ref $want (manifest $signed, key $fp)" >&2
   done || exit 1
@@ -177,12 +183,26 @@ else
   mkdir "$WORK/archive"
   set -- manifest.json index.json
   while read -r h; do set -- "$@" "$h.json" "blobs/sha256/$h"; done < "$WORK/signed.ids"
-  extract() {  # extract NAMES... from the archive into $WORK/archive; the rest is read and dropped
-    { cat_parts | zstd -dcq || echo fail > "$WORK/zstd.failed"; } \
+  extract() {  # extract NAMES... from the archive into $WORK/archive, listing every member into
+               # $WORK/members on the same pass; the rest is read and dropped
+    rm -f "$WORK/list.fifo" "$WORK/list.failed"
+    mkfifo "$WORK/list.fifo"
+    { tar -tf - 2>/dev/null || echo fail > "$WORK/list.failed"; cat > /dev/null; } < "$WORK/list.fifo" > "$WORK/members" &
+    lister=$!
+    { cat_parts | zstd -dcq || echo fail > "$WORK/zstd.failed"; } | tee "$WORK/list.fifo" \
       | { (cd "$WORK/archive" && tar -xf - "$@" 2>/dev/null) || true; cat > /dev/null; }
+    wait "$lister" || true
     [ ! -f "$WORK/cat.failed" ] && [ ! -f "$WORK/zstd.failed" ] || die "reading or decompressing the parts failed"
   }
   extract "$@"
+  # Names as docker save writes them, each once: another reader could take another copy of a name
+  # spelled twice (manifest.json and ./manifest.json), so such an archive is refused whole.
+  [ -s "$WORK/members" ] && [ ! -f "$WORK/list.failed" ] || die "the archive cannot be listed: refused, nothing was loaded"
+  sed 's:/$::' "$WORK/members" > "$WORK/members.clean"
+  odd=$(grep -E '^[.]/|^/|//|(^|/)[.][.]?(/|$)|\\' "$WORK/members.clean" | head -n 1 || true)
+  [ -z "$odd" ] || die "archive member $odd is not spelled as docker save writes names: refused, nothing was loaded"
+  dup=$(sort "$WORK/members.clean" | uniq -d | head -n 1)
+  [ -z "$dup" ] || die "the archive holds $dup more than once (each reader could take another copy): refused, nothing was loaded"
   m="$WORK/archive/manifest.json"
   [ -f "$m" ] && [ ! -h "$m" ] || die "the archive has no manifest.json (docker load would read it another way): refused, nothing was loaded"
   plain_json "$m" Config RepoTags Layers LayerSources \
@@ -201,6 +221,9 @@ else
     tags=$(grep -F "\"Config\":\"$c\"" "$WORK/manifest.lines" | sed -n 's/.*"RepoTags":\[\([^]]*\)\].*/\1/p' | tr -d '"')
     what="image ${tags:-(untagged)} (sha256:$h)"
     grep -Fqx "$h" "$WORK/signed.ids" || die "$what in the archive is not a signed image: no signature on this disc covers that id (the archive was swapped, or an image added); nothing was loaded"
+    for t in $(printf '%s' "$tags" | tr ',' ' '); do
+      grep -Fqx "$t" "$WORK/names.$h" || die "$what: the archive tags it $t, a name its signature does not cover; nothing was loaded"
+    done
     f="$WORK/archive/$c"
     [ -f "$f" ] && [ ! -h "$f" ] || die "$what: its config $c is not in the archive; nothing was loaded"
     [ "$(hash_of "$f")" = "$h" ] || die "$what: its config $c does not hash to its name (changed or swapped); nothing was loaded"

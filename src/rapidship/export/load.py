@@ -110,6 +110,7 @@ def registry_push(checked: Checked, registry: str, tls_verify: bool = True, work
         archive = Path(tmp) / "images.tar"
         with open(archive, "wb") as fh:
             _decompress(checked, fh, on_bytes)
+        _ids_before_push(checked, archive)
         loaded = []
         for image in checked.images:
             dest = registry_path(image["ref"], registry)
@@ -124,6 +125,21 @@ def registry_push(checked: Checked, registry: str, tls_verify: bool = True, work
             loaded.append(Loaded(image["ref"], dest, image["image_id"], got,
                                  "sha256:" + hashlib.sha256(raw).hexdigest()))
     return _checked(loaded)
+
+
+def _ids_before_push(checked: Checked, archive: Path) -> None:
+    """Every image of the temporary archive, as skopeo will read it, is the id the export recorded:
+    checked for all of them before the first push, so a wrong archive leaves the registry untouched."""
+    bad = []
+    for image in checked.images:
+        config = _skopeo(["inspect", "--config", "--raw", f"docker-archive:{archive}:{image['ref']}"], image["ref"])
+        got = "sha256:" + hashlib.sha256(config).hexdigest()
+        if got != image["image_id"]:
+            bad.append(f"{image['ref']}: the archive holds id {got}, the export recorded {image['image_id']}")
+    if bad:
+        raise GateFailure("import", "the archive's images differ from the export's record, before anything was "
+                          "pushed:\n  " + "\n  ".join(bad), "verify the volumes (invoke export-verify --key) and "
+                          "report the export id")
 
 
 def _skopeo(args: list[str], what: str) -> bytes:

@@ -23,7 +23,6 @@ and docker load) -> the config's rootfs.diff_ids -> the layer tars in the archiv
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import posixpath
 import re
@@ -34,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable
 
+from rapidship import oci_json
 from rapidship.errors import ConfigError, GateFailure
-from rapidship.export.carry import PAYLOAD, PAYLOAD_SIG, SIGNATURES, flat_payload, load_json
+from rapidship.export.carry import PAYLOAD, PAYLOAD_SIG, SIGNATURES, flat_payload
 from rapidship.sign import formats as f
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class Trust:
 
     fingerprint: str
     images: dict[str, dict] = field(default_factory=dict)  # image id -> MANIFEST.json image entry
-    names: dict[str, set[str]] = field(default_factory=dict)  # image id -> every ref and tag MANIFEST.json gives it
+    names: dict[str, set[str]] = field(default_factory=dict)  # image id -> the names its verified signature allows
     checked: list[str] = field(default_factory=list)
 
 
@@ -143,16 +143,21 @@ def check_signatures(checked: "Checked", key: "ec.EllipticCurvePublicKey", key_p
         verdicts = verify_image(src, digest, key)
         bad = [p for v in verdicts for p in v.problems]
         ids = {v.image_id for v in verdicts if v.kind == "image"}
+        names = {n for v in verdicts for n in v.names}
         if bad:
             problems += [f"{label(image)}: {p}" for p in bad]
         elif ids != {image.get("image_id")}:
             problems.append(f"{label(image)}: the signed manifest {digest[:19]} is of image "
                             f"{', '.join(i[:19] for i in sorted(ids))}, not of the id MANIFEST.json lists (swapped)")
+        elif image.get("ref") not in names:
+            signed_names = ", ".join(sorted(names)) or "none: signed before names were signed, sign it again"
+            problems.append(f"{label(image)}: MANIFEST.json names it {image.get('ref')}, a name its signature does not "
+                            f"cover (signed names: {signed_names})")
         elif problem := _flat_problem(src, root, digest):
             problems.append(f"{label(image)}: {problem}")
         else:
             trust.images.setdefault(image["image_id"], image)
-            trust.names.setdefault(image["image_id"], set()).update([image.get("ref"), *(image.get("tags") or [])])
+            trust.names.setdefault(image["image_id"], set()).update(names)
             trust.checked.append(f"{image['ref']}: " + "; ".join(c for v in verdicts for c in v.checked))
     if problems:
         raise refusal(problems)
@@ -212,15 +217,35 @@ class _Tail:
             pass
 
 
-def scan_tar(stream: IO[bytes], on_member: Callable[[int], None] = lambda _: None) -> dict[str, Member]:
+class Members(dict):
+    """name -> Member of one scanned archive, and the names it spells ambiguously: `spelling`
+    lists members whose name is not as docker save writes it, or that clean to the name of another
+    member. Each reader of a tar picks its own copy of a repeated name (the first, the last, the one
+    a tool's name matching happens to hit), so such an archive is refused whole, never resolved."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spelling: list[str] = []
+
+
+def scan_tar(stream: IO[bytes], on_member: Callable[[int], None] = lambda _: None) -> Members:
     """Every member of a docker-archive read once, in order, without extracting anything: name ->
-    Member (a later member of the same name replaces an earlier one, as extraction would). Reads
-    the stream to its end; data after the archive's end marker is a TarError."""
-    members: dict[str, Member] = {}
+    Member (a later member of the same name replaces an earlier one, as extraction would, and the
+    repetition is noted in `spelling`). Reads the stream to its end; data after the archive's end
+    marker is a TarError."""
+    members = Members()
+    seen: set[str] = set()
     tail = _Tail(stream)
     with tarfile.open(fileobj=tail, mode="r|") as tar:  # type: ignore[call-overload]
         for m in tar:
             name = _norm(m.name)
+            if m.name != name:
+                members.spelling.append(f"archive member {m.name!r} is not spelled as docker save writes names "
+                                        f"(it means {name!r})")
+            if name in seen:
+                members.spelling.append(f"the archive holds {name!r} more than once: each reader could take "
+                                        "another copy")
+            seen.add(name)
             if m.isdir():
                 continue
             if m.issym():
@@ -259,28 +284,26 @@ def resolve(members: dict[str, Member], name: str) -> Member | None:
     return None
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    """Go's decoder (docker load, containerd) matches keys case-insensitively and lets a later key
-    win: an object with two keys that fold alike could mean one thing here and another there."""
-    folded = [k.casefold() for k, _ in pairs]
-    if len(set(folded)) != len(folded):
-        raise ValueError("keys that differ only in case, or repeated")
-    return dict(pairs)
-
-
 def _strict_json(data: bytes | None):
-    """manifest.json, index.json and OCI manifests of the archive: the unsigned documents that say
-    what gets loaded. None when they are not JSON a Go decoder would read the same way."""
+    """manifest.json of the archive: the unsigned document that says what gets loaded. None when it
+    is not JSON a Go decoder would read the same way (oci_json)."""
+    return oci_json.parse_or_none(data)
+
+
+def _strict_manifest(data: bytes | None):
+    """index.json and the OCI manifests it names, as the image-spec has them (oci_json), or None."""
     try:
-        return json.loads(data, object_pairs_hook=_unique_keys) if data is not None else None
-    except ValueError:
+        return oci_json.parse_manifest(data)
+    except oci_json.Ambiguous:
         return None
 
 
-def check_archive(members: dict[str, Member], trust: Trust) -> list[str]:
+def check_archive(members: Members, trust: Trust) -> list[str]:
     """Pure: every image the archive would load is a signed one, with its own layers. Problems,
     one line each, naming the image (ref and id) and what was swapped."""
-    problems: list[str] = []
+    problems: list[str] = list(members.spelling)
+    if problems:  # which copy of a name is "the" member is exactly what cannot be known
+        return problems + ["the archive names its members ambiguously (not as docker save writes them): refused"]
     by_id = trust.images
 
     def who(image_id: str, tags: list[str]) -> str:
@@ -318,8 +341,8 @@ def check_archive(members: dict[str, Member], trust: Trust) -> list[str]:
             continue
         seen.add(image_id)
         allowed = trust.names.get(image_id, set())
-        problems += [f"{who_}: the archive tags it {t}, a name MANIFEST.json does not give it" for t in tags if t not in allowed]
-        diff_ids = ((load_json(config.data) or {}).get("rootfs") or {}).get("diff_ids") or []
+        problems += [f"{who_}: the archive tags it {t}, a name its signature does not cover" for t in tags if t not in allowed]
+        diff_ids = ((_strict_json(config.data) or {}).get("rootfs") or {}).get("diff_ids") or []
         if len(layers) != len(diff_ids):
             problems.append(f"{who_}: the archive lists {len(layers)} layers, its signed config {len(diff_ids)}")
             continue
@@ -343,7 +366,7 @@ def _check_index(members: dict[str, Member], by_id: dict[str, dict], who) -> lis
     if index is None:
         return []
     problems: list[str] = []
-    todo, done = [(_strict_json(index.data), "index.json")], 0
+    todo, done = [(_strict_manifest(index.data), "index.json")], 0
     while todo and done < 256:
         doc, where = todo.pop()
         done += 1
@@ -353,7 +376,7 @@ def _check_index(members: dict[str, Member], by_id: dict[str, dict], who) -> lis
         for desc in doc.get("manifests") or []:
             digest = str((desc or {}).get("digest", "")) if isinstance(desc, dict) else ""
             blob = resolve(members, "blobs/" + digest.replace(":", "/", 1)) if digest.startswith("sha256:") else None
-            body = _strict_json(blob.data) if blob else None
+            body = _strict_manifest(blob.data) if blob else None
             if not isinstance(body, dict):
                 problems.append(f"{where} names {digest[:19] or 'a manifest'}, which is not in the archive")
             elif body.get("mediaType") in _INDEXES or "manifests" in body:
@@ -371,7 +394,7 @@ def _check_oci_manifest(members, body: dict, digest: str, by_id, who) -> list[st
         return [f"{name} (manifest {digest[:19]} in index.json) is not a signed image: no signature on this disc "
                 "covers that id (the archive was swapped, or an image added)"]
     config = resolve(members, "blobs/" + config_id.replace(":", "/", 1))
-    diff_ids = ((load_json(config.data) if config else None) or {}).get("rootfs", {}).get("diff_ids") or []
+    diff_ids = ((_strict_json(config.data) if config else None) or {}).get("rootfs", {}).get("diff_ids") or []
     layers = [x for x in body.get("layers") or [] if isinstance(x, dict)]
     if len(layers) != len(diff_ids):
         return [f"{name}: manifest {digest[:19]} lists {len(layers)} layers, its signed config {len(diff_ids)}"]
@@ -381,7 +404,7 @@ def _check_oci_manifest(members, body: dict, digest: str, by_id, who) -> list[st
             if x.get("mediaType") in _UNCOMPRESSED and x.get("digest") != d]
 
 
-def scan_archive(checked: "Checked", on_bytes: Callable[[int], None] = lambda _: None) -> dict[str, Member]:
+def scan_archive(checked: "Checked", on_bytes: Callable[[int], None] = lambda _: None) -> Members:
     """The parts, decompressed by zstd as for the load, read by `scan_tar` through a pipe."""
     from rapidship.export.load import _decompress
 

@@ -30,9 +30,9 @@ from typing import Callable, Iterable
 
 from rapidship import __version__
 from rapidship.engine import ENGINE
-from rapidship.errors import ConfigError, RapidshipError
+from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.export.carry import disc_bytes, disc_files, find_signed
-from rapidship.records import Workspace, save
+from rapidship.records import Workspace, gated_problems, save
 
 FORMAT = "rapidship-export/1"
 ARCHIVE = "images.tar.zst"
@@ -298,6 +298,10 @@ def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws
                                       f"{built.image_id[:19]} this build record gated",
                                       f"rebuild and gate it (invoke build --variant {v.id} --arch {a}), or export "
                                       f"the tag as it is with --image {ref}")
+                if tagged is not None and (problems := gated_problems(ws, v.id, a, built.image_id)):
+                    raise GateFailure(f"export --variant {v.id}", f"{ref} is not gated as built:\n  "
+                                      + "\n  ".join(problems), "run the gates and the scan on this build, then "
+                                      "export; nothing was written")
             if arch or inspect(ref) is not None:
                 found.append((ref, v.id, f"--variant {v.id}" + (f" --arch {arch}" if arch else "")))
         if not found:
@@ -495,6 +499,12 @@ def sign_images(images: list[ImageRecord], ws: Workspace, unsigned: bool = False
         warn(f"[bold red]WARNING: --unsigned: {len(missing)} image(s) go onto the disc WITHOUT a signature: "
              + ", ".join(f"{i.ref} ({i.image_id[:19]})" for i in missing)
              + ". MANIFEST.json records them as unsigned; a site can load them only with --no-verify.[/]")
+    unnamed = [f"{i.ref} ({i.image_id[:19]}): its signature covers only {', '.join(b.names) or 'no names'}"
+               for i in images if (b := bundles.get(i.image_id)) and i.ref not in b.names]
+    if unnamed:  # the site would refuse it: a name the signature does not list is anyone's name
+        raise ConfigError("invoke export", "exported under a name its signature does not cover: " + "; ".join(unnamed),
+                          "export it under a signed name (--variant, or --image with one of those names), or sign it "
+                          "again (invoke sign)")
     signed = [replace(i, signed_digest=bundles[i.image_id].digest) if i.image_id in bundles
               else replace(i, unsigned=True) for i in images]
     files = disc_files(list({b.digest: b for b in bundles.values()}.values()))

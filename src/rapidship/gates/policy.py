@@ -182,6 +182,7 @@ class ScanFacts:
     packages: int
     db_updated: date | None = None  # the vulnerability DB's UpdatedAt, when the scan ran here
     results: int | None = None  # entries of the report's Results (None: not from a report)
+    image_id: str = ""  # Metadata.ImageID: the config digest of the image scanned ("" when not an image scan)
 
 
 HARBOR_MIME = "application/vnd.security.vulnerability.report; version=1.1"
@@ -389,8 +390,10 @@ def scan_facts(report: dict[str, Any]) -> ScanFacts:
     os_name = f"{os_meta.get('Family') or ''} {os_meta.get('Name') or ''}".strip()
     results = report.get("Results") or []
     packages = sum(len(r.get("Packages") or []) for r in results)
+    image_id = (report.get("Metadata") or {}).get("ImageID")
     return ScanFacts(artifact=report.get("ArtifactName") or "", artifact_type=report.get("ArtifactType") or "",
-                     os=os_name, packages=packages, results=len(results))
+                     os=os_name, packages=packages, results=len(results),
+                     image_id=image_id if isinstance(image_id, str) else "")
 
 
 def findings(report: dict[str, Any]) -> list[Finding]:

@@ -258,7 +258,7 @@ def _record(decision: Decision, variant: str | None, arch: str | None, version: 
             outputs: dict[str, str | None], seconds: float, today: date) -> ScanRecord:
     verdicts = [{"outcome": v.outcome, "reason": v.reason} | {k: val for k, val in asdict(v.finding).items() if val}
                 for v in decision.verdicts]
-    return ScanRecord(artifact=decision.facts.artifact, variant=variant, arch=arch, passed=decision.passed,
+    return ScanRecord(artifact=decision.facts.artifact, image_id=decision.facts.image_id, variant=variant, arch=arch, passed=decision.passed,
                       reasons=decision.reasons, notes=decision.notes, counts=decision.counts(), policy=decision.policy,
                       os=decision.facts.os, packages=decision.facts.packages, trivy_version=version, db=db,
                       outputs=outputs, seconds=round(seconds, 1), decided_on=today.isoformat(), verdicts=verdicts)

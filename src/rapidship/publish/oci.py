@@ -20,7 +20,9 @@ from urllib.parse import urljoin
 
 import requests
 
+from rapidship import oci_json
 from rapidship.errors import ConfigError, RapidshipError
+from rapidship.redact import redact
 from rapidship.publish.retrying import OnRetry, RetryPolicy, send
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
@@ -166,8 +168,17 @@ class Registry:
         if ref.startswith("sha256:") and digest != ref:
             raise RapidshipError(f"registry {self.host}", f"manifest {repo}@{ref} arrived with digest {digest}",
                                  "the registry or a proxy altered it: do not use this registry path")
-        media = json.loads(data).get("mediaType") or resp.headers.get("Content-Type", "")
+        media = self.parse_manifest(data, f"{repo}:{ref}").get("mediaType") or resp.headers.get("Content-Type", "")
         return data, Descriptor(media, digest, len(data))
+
+    def parse_manifest(self, data: bytes, what: str) -> dict:
+        """A manifest or index as a Go client reads it, or one error (oci_json): never a second meaning."""
+        try:
+            return oci_json.parse_manifest(data)
+        except oci_json.Ambiguous as err:
+            raise RapidshipError(f"registry {self.host}", f"{what} is refused: {err}",
+                                 "a Go client (docker, containerd) could read it as something else: do not use it; "
+                                 "push it again with rapidship") from None
 
     def put_manifest(self, repo: str, ref: str, data: bytes, media_type: str) -> str:
         resp = self.request("PUT", f"/v2/{repo}/manifests/{ref}", self._scope(repo, "pull,push"),
@@ -233,12 +244,6 @@ class Registry:
 _HOST = re.compile(r"^(localhost|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+)(:(\d{1,5}))?$", re.IGNORECASE)
 _PATH = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 REGISTRY_FIX = "write HOST[:PORT]/PROJECT, e.g. harbor.example.internal/staging"
-
-
-def redact(value: str) -> str:
-    """A registry value as it may appear in a message: user:password@ and ?query parts hidden."""
-    value = re.sub(r"^([a-z]+://)?[^/@]*@", lambda m: (m.group(1) or "") + "***@", value)
-    return re.sub(r"[?#].*$", "?***", value)
 
 
 def split_repository(ref: str, flag: str = "--registry") -> tuple[str, str]:

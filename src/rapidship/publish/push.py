@@ -30,11 +30,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from rapidship.build.base import image_exists
+from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.config.matrix import Variant
 from rapidship.publish.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, Credentials, Registry, split_repository
-from rapidship.records import ArchImage, PromoteRecord, PushRecord, RecordError, Workspace, read_decision, read_gates
+from rapidship.records import ArchImage, PromoteRecord, PushRecord, Workspace, gated_problems
 from rapidship.publish.retrying import RetryPolicy, backoff
 
 # skopeo output that no retry can fix.
@@ -56,22 +56,22 @@ class RetryCounter:
 
 # ---- pure parts ----
 
-def check_gates(ws: Workspace, variant: Variant) -> list[str]:
-    """Every arch needs its image gates (gates-<arch>.json) and its trivy decision
-    (scan-<arch>/decision.json), each a whole, valid record that passed. Returns the problems
-    (empty = go); a missing or corrupt record is a problem, never a pass."""
-    problems = []
-    for arch in variant.arches:
-        for read, path in ((read_gates, ws.gates(variant.id, arch.value)),
-                           (read_decision, ws.decision(variant.id, arch.value))):
-            try:
-                record = read(ws, variant.id, arch.value)
-            except RecordError as err:
-                problems.append(f"{err.where}: {err.problem}")
-                continue
-            if record.passed is not True:
-                problems.append(f"{path}: passed is {json.dumps(record.passed)}")
-    return problems
+def check_gates(ws: Workspace, variant: Variant, image_ids: dict[str, str]) -> list[str]:
+    """Every arch (arch -> the image id about to be published) needs its build record, image gates
+    (gates-<arch>.json), trivy decision (scan-<arch>/decision.json) and content manifest, each a
+    whole, valid record of exactly that image, gates and scan passed. Returns the problems (empty =
+    go); a missing, corrupt or STALE record is a problem, never a pass."""
+    return [p for arch in variant.arches for p in gated_problems(ws, variant.id, arch.value, image_ids[arch.value])]
+
+
+def gated_records(ws: Workspace, record: PushRecord) -> list[str]:
+    """What promote, Harbor's gate and export ask of a push record: every pushed arch's records name
+    the image that was pushed (its config digest) and passed."""
+    problems = ["push.json: the push skipped its gates (--skip-gates)"] if record.gates_skipped else []
+    problems += [f"{arch}: push.json records no image id (pushed by an older rapidship): push again"
+                 for arch, a in sorted(record.arches.items()) if not a.image_id]
+    return problems or [p for arch, a in sorted(record.arches.items())
+                        for p in gated_problems(ws, record.variant, arch, a.image_id)]
 
 
 def make_index(children: list[ArchImage]) -> tuple[bytes, str]:
@@ -154,10 +154,22 @@ def _skopeo_error(stderr: str) -> str:
 
 def arch_image(reg: Registry, repo: str, arch: str, tag: str, digest: str) -> ArchImage:
     data, desc = reg.get_manifest(repo, digest)
-    manifest = json.loads(data)
-    config = json.loads(reg.get_blob(repo, manifest["config"]["digest"]))
+    config_digest = reg.parse_manifest(data, f"{repo}@{digest}")["config"]["digest"]
+    config = json.loads(reg.get_blob(repo, config_digest))
     return ArchImage(arch=arch, tag=tag, digest=desc.digest, size=desc.size, media_type=desc.media_type,
-                     platform=platform_of(config))
+                     platform=platform_of(config), image_id=config_digest)
+
+
+def engine_ids(variant: Variant) -> dict[str, str]:
+    """arch -> the id of the image its ref names in the engine now; one error naming every arch
+    that is missing or of another architecture."""
+    found = {a.value: ENGINE.try_inspect(variant.ref(a)) for a in variant.arches}
+    missing = [a for a, info in found.items() if info is None or info.get("Architecture") != a]
+    if missing:
+        raise RapidshipError(f"push {variant.id}", f"no {', '.join(missing)} image in the engine "
+                             f"({', '.join(variant.ref(a) for a in missing)}); a manifest list needs every arch",
+                             f"build them: invoke build --variant {variant.id} --arch {missing[0]}")
+    return {a: info["Id"] for a, info in found.items() if info is not None}
 
 
 def push(variant: Variant, target: str, ws: Workspace, creds: Credentials | None, ca_bundle: str | None = None,
@@ -166,12 +178,8 @@ def push(variant: Variant, target: str, ws: Workspace, creds: Credentials | None
     start = time.monotonic()
     host, project = split_repository(target)
     repo = f"{project}/{variant.image}"
-    missing = [a.value for a in variant.arches if not image_exists(variant.ref(a), a)]
-    if missing:
-        raise RapidshipError(f"push {variant.id}", f"no {', '.join(missing)} image in the engine "
-                             f"({', '.join(variant.ref(a) for a in missing)}); a manifest list needs every arch",
-                             f"build them: invoke build --variant {variant.id} --arch {missing[0]}")
-    problems = check_gates(ws, variant)
+    ids = engine_ids(variant)
+    problems = check_gates(ws, variant, ids)
     if problems and not skip_gates:
         raise GateFailure(f"push {variant.id}", "gates did not pass for every arch:\n  " + "\n  ".join(problems),
                           "run the gates (invoke gate) and fix what fails; nothing was pushed")
@@ -183,9 +191,14 @@ def push(variant: Variant, target: str, ws: Workspace, creds: Credentials | None
     children = []
     for arch in variant.arches:
         tag = variant.tag(arch)
-        log(f"pushing {variant.ref(arch)} -> {host}/{repo}:{tag}")
-        digest = skopeo_push(variant.ref(arch), f"{host}/{repo}:{tag}", host, creds, ca_bundle, policy, retries)
-        children.append(arch_image(reg, repo, arch.value, tag, digest))
+        log(f"pushing {variant.ref(arch)} ({ids[arch.value][:19]}) -> {host}/{repo}:{tag}")
+        # by id, not by tag: the image whose records were just checked, even if the tag moves meanwhile
+        digest = skopeo_push(ids[arch.value], f"{host}/{repo}:{tag}", host, creds, ca_bundle, policy, retries)
+        child = arch_image(reg, repo, arch.value, tag, digest)
+        if child.image_id != ids[arch.value]:
+            raise RapidshipError(f"push {variant.id} {arch.value}", f"the registry holds image {child.image_id[:19]} "
+                                 f"under {tag}, we pushed {ids[arch.value][:19]}", "run push again; no index was pushed")
+        children.append(child)
     data, media = make_index(children)
     log(f"pushing {media.rsplit('.', 2)[-2]} {host}/{repo}:{variant.tag()} over {', '.join(c.arch for c in children)}")
     digest = reg.put_manifest(repo, variant.tag(), data, media)
@@ -215,10 +228,19 @@ def promote(record: PushRecord, target: str, creds: Credentials | None, ca_bundl
         raise ConfigError("--to", f"{target} is where the image already is", "name the release project")
     reg = Registry(host, creds, ca_bundle, policy, on_retry=RetryCounter(log=log))
     index, desc = reg.get_manifest(src, record.index_digest)
+    children = reg.parse_manifest(index, f"{src}@{record.index_digest}")["manifests"]
+    pushed = {a.digest: a for a in record.arches.values()}
+    if sorted(c["digest"] for c in children) != sorted(pushed):
+        raise GateFailure(f"promote {record.variant}", f"the staged index {record.index_digest[:19]} does not name "
+                          "exactly the per-arch manifests push recorded", "push again; nothing was copied")
     how: list[str] = []
-    for child in json.loads(index)["manifests"]:
+    for child in children:
         manifest, cdesc = reg.get_manifest(src, child["digest"])
-        doc = json.loads(manifest)
+        doc = reg.parse_manifest(manifest, f"{src}@{child['digest']}")
+        if doc["config"]["digest"] != pushed[child["digest"]].image_id:
+            raise GateFailure(f"promote {record.variant}", f"{src}@{child['digest'][:19]} is image "
+                              f"{doc['config']['digest'][:19]}, push recorded {pushed[child['digest']].image_id[:19]}",
+                              "push again; nothing was copied")
         how += [reg.copy_blob(src, dst, blob["digest"]) for blob in [doc["config"], *doc["layers"]]]
         reg.put_manifest(dst, child["digest"], manifest, cdesc.media_type)
     mounted, copied = how.count("mounted"), how.count("copied")

@@ -11,7 +11,6 @@ and kept under build/<variant>/signed/ for the disc.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -23,11 +22,13 @@ from typing import Callable
 
 from rapidship.errors import RapidshipError
 from rapidship.publish.oci import Registry
-from rapidship.records import (PushRecord, Rendered, RecordError, SignedDigest, SignRecord, Workspace, read_content,
-                               read_decision, read_gates)
+from rapidship.publish.push import make_index
+from rapidship import oci_json
+from rapidship.records import (PushRecord, Rendered, RecordError, SignedDigest, SignRecord, Workspace, gated_problems,
+                               read_content, read_decision, read_gates)
 from rapidship.sign import formats as f
 from rapidship.sign.keys import Signer, fingerprint
-from rapidship.sign.provenance import predicate
+from rapidship.sign.provenance import predicate, sbom_subject
 from rapidship.sign.sources import keep, push_artifact, update_referrers
 
 
@@ -65,17 +66,22 @@ def _read_bytes(path: Path, writer: str) -> bytes:
         raise RecordError(str(path), "cannot be read", f"run {writer}") from None
 
 
-def _sbom(ws: Workspace, variant: str, arch: str) -> dict:
+def _sbom(ws: Workspace, variant: str, arch: str, image_id: str) -> dict:
+    """The scan's CycloneDX SBOM, which must describe `image_id` (trivy names it in
+    metadata.component): an SBOM of another image is never attested for this one."""
     from rapidship.gates.scan import SBOM
 
     path = ws.scan_dir(variant, arch) / SBOM
     writer = f"invoke scan --variant {variant} --arch {arch}"
     try:
-        doc = json.loads(_read_bytes(path, writer))
-    except ValueError:
-        raise RecordError(str(path), "the SBOM is not JSON", f"run {writer} again") from None
+        doc = oci_json.parse(_read_bytes(path, writer))
+    except oci_json.Ambiguous as err:
+        raise RecordError(str(path), f"the SBOM is not JSON one way ({err})", f"run {writer} again") from None
     if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX":
         raise RecordError(str(path), "not a CycloneDX SBOM", f"run {writer} again")
+    if (subject := sbom_subject(doc)) != image_id:
+        raise RecordError(str(path), f"the SBOM is of image {subject[:19] or '(none named)'}, not of the pushed "
+                          f"{image_id[:19]}", f"run {writer} again on the image that was pushed")
     return doc
 
 
@@ -87,34 +93,37 @@ def sign_variant(ws: Workspace, record: PushRecord, signer: Signer, reg: Registr
     rendered = ws.load(ws.render(variant), Rendered, f"invoke render --variant {variant}", "render record")
     from rapidship.build.buildkit import read_record
 
+    if record.gates_skipped:
+        raise RapidshipError(f"sign {variant}", "push skipped the gates (--skip-gates)",
+                             "only gated images are signed: fix the gates, push again, then sign")
     signed_at, source, builder = _now(), source_info(), builder_id()
-    arches, contents = {}, {}
-    for arch, pushed in sorted(record.arches.items()):
-        built, gates, decision = read_record(ws, variant, arch), read_gates(ws, variant, arch), read_decision(ws, variant, arch)
-        content = read_content(ws, variant, arch)
+    arches, contents, children = {}, {}, []
+    for arch, pushed in record.arches.items():
         manifest, _ = reg.get_manifest(repo, pushed.digest)
-        config_digest = json.loads(manifest)["config"]["digest"]
-        names = {"build record": built.image_id, "gate record": gates.image_id, "content manifest": content.image_id}
-        stale = [f"{what} names {value[:19]}" for what, value in names.items() if value != config_digest]
+        config_digest = reg.parse_manifest(manifest, f"{repo}@{pushed.digest}")["config"]["digest"]
+        stale = gated_problems(ws, variant, arch, config_digest)
+        if pushed.image_id and pushed.image_id != config_digest:
+            stale.insert(0, f"push.json records image {pushed.image_id[:19]} for {arch}")
         if stale:
             raise RapidshipError(f"sign {variant} {arch}", f"the registry's {pushed.digest[:19]} is image "
-                                 f"{config_digest[:19]}, but the " + ", ".join(stale),
+                                 f"{config_digest[:19]}, but:\n  " + "\n  ".join(stale),
                                  "gate, scan and push the same build again, then sign")
+        built, gates, decision = read_record(ws, variant, arch), read_gates(ws, variant, arch), read_decision(ws, variant, arch)
+        content = read_content(ws, variant, arch)
         if built.lock_sha256 != rendered.lock_sha256:
             raise RapidshipError(f"sign {variant} {arch}", "the image's lock label differs from the rendered lock",
                                  f"render and build {variant} again")
-        if gates.passed is not True or decision.passed is not True or record.gates_skipped:
-            raise RapidshipError(f"sign {variant} {arch}", "its gates or scan did not pass (or push skipped them)",
-                                 "only gated images are signed: fix the gates, push again, then sign")
         config = reg.get_blob(repo, config_digest)
         subject = {"mediaType": pushed.media_type, "digest": pushed.digest, "size": pushed.size}
         pred = predicate(rendered=rendered, built=built, gates=gates,
                          gates_bytes=_read_bytes(ws.gates(variant, arch), "invoke gates"), decision=decision,
                          decision_bytes=_read_bytes(ws.decision(variant, arch), "invoke scan"), content=content,
                          image_id=config_digest, source=source, builder_id=builder, signed_at=signed_at)
-        statements = {f.CYCLONEDX: f.statement(reference, pushed.digest, f.CYCLONEDX, _sbom(ws, variant, arch)),
+        statements = {f.CYCLONEDX: f.statement(reference, pushed.digest, f.CYCLONEDX,
+                                               _sbom(ws, variant, arch, config_digest)),
                       f.SLSA_PROVENANCE: f.statement(reference, pushed.digest, f.SLSA_PROVENANCE, pred)}
-        sig = f.signature_artifact(reference, subject, signer.sign)
+        # the names an offline import may create: the build's own ref and the pushed one
+        sig = f.signature_artifact(reference, subject, signer.sign, names=[built.ref, f"{reference}:{pushed.tag}"])
         att = f.attestation_artifact({k: f.envelope(v, signer.sign) for k, v in statements.items()}, subject)
         log(f"{arch}: signing {reference}@{pushed.digest[:19]} (signature, SBOM, provenance)")
         attach(reg, repo, pushed.digest, sig, att)
@@ -123,9 +132,14 @@ def sign_variant(ws: Workspace, record: PushRecord, signer: Signer, reg: Registr
                                     image_id=config_digest,
                                     predicates={k: f.sha256(v) for k, v in statements.items()})
         contents[arch] = content.digest
+        children.append(pushed)
     index_manifest, desc = reg.get_manifest(repo, record.index_digest)
+    if make_index(children)[0] != index_manifest:  # sign exactly the index over the arches checked above
+        raise RapidshipError(f"sign {variant}", f"the registry's index {record.index_digest[:19]} is not the index "
+                             f"over the {len(children)} per-arch manifests just checked",
+                             "push again (invoke push), then sign; nothing of the index was signed")
     index_sig = f.signature_artifact(reference, {"mediaType": desc.media_type, "digest": record.index_digest,
-                                                 "size": desc.size}, signer.sign)
+                                                 "size": desc.size}, signer.sign, names=[f"{reference}:{record.tag}"])
     log(f"index: signing {reference}@{record.index_digest[:19]}")
     attach(reg, repo, record.index_digest, index_sig, None)
     keep(ws.variant_dir(variant) / "signed", record.index_digest, index_manifest, None, {"sig": index_sig})
@@ -144,16 +158,19 @@ def attach(reg: Registry, repo: str, digest: str, sig: f.Artifact, att: f.Artifa
     update_referrers(reg, repo, digest, added)
 
 
-def copy_signed(reg: Registry, src_repo: str, dst_repo: str, digest: str) -> int:
+def copy_signed(reg: Registry, src_repo: str, dst_repo: str, digest: str, objects: dict[str, str] | None) -> int:
     """Promote's part: the .sig / .att objects (and their referrers index) of `digest` from src to
-    dst, byte for byte. Returns how many objects were copied."""
+    dst, byte for byte. `objects` ("sig"/"att" -> manifest digest): exactly the objects verification
+    read, fetched by digest, so a tag moved after the check copies nothing else; None (--no-verify):
+    whatever the tags hold now. Returns how many objects were copied."""
     copied = []
     for suffix, kind in (("sig", f.SIMPLE_SIGNING), ("att", f.DSSE)):
         tag = f.tag_for(digest, suffix)
-        if reg.head_manifest(src_repo, tag) is None:
+        ref = (objects or {}).get(suffix) if objects is not None else tag
+        if not ref or (objects is None and reg.head_manifest(src_repo, tag) is None):
             continue
-        data, desc = reg.get_manifest(src_repo, tag)
-        doc = json.loads(data)
+        data, desc = reg.get_manifest(src_repo, ref)
+        doc = reg.parse_manifest(data, f"{src_repo}:{tag}")
         for blob in [doc["config"], *doc["layers"]]:
             reg.copy_blob(src_repo, dst_repo, blob["digest"])
         reg.put_manifest(dst_repo, tag, data, desc.media_type)
@@ -163,21 +180,26 @@ def copy_signed(reg: Registry, src_repo: str, dst_repo: str, digest: str) -> int
     return len(copied)
 
 
-def verify_staged(reg: Registry, record: PushRecord, key) -> None:
-    """Promote's first step: every staged object verifies with the release key, or nothing moves."""
+def verify_staged(reg: Registry, record: PushRecord, key) -> dict[str, dict[str, str]]:
+    """Promote's first step: every staged object verifies with the release key, signed in the
+    staging repository, or nothing moves. Returns digest -> the signature objects verified."""
     from rapidship.errors import GateFailure
     from rapidship.sign.sources import RegistrySource
     from rapidship.sign.verify import verify_image
 
-    problems = [p for v in verify_image(RegistrySource(reg, record.repository), record.index_digest, key)
-                for p in v.problems]
+    src = RegistrySource(reg, record.repository)
+    verdicts = verify_image(src, record.index_digest, key, references={src.where})
+    problems = [p for v in verdicts for p in v.problems]
     if problems:
         raise GateFailure(f"promote {record.variant}", f"{record.registry}/{record.repository}@"
                           f"{record.index_digest[:19]} does not verify:\n  " + "\n  ".join(problems),
                           "sign the staged push (invoke sign) with the release key; nothing was copied")
+    return {v.digest: v.objects for v in verdicts}
 
 
-def promote_signed(reg: Registry, record: PushRecord, dst_repo: str) -> int:
+def promote_signed(reg: Registry, record: PushRecord, dst_repo: str,
+                   verified: dict[str, dict[str, str]] | None) -> int:
     """Promote's last step: the signed objects of the index and of every arch, copied with them."""
     digests = [record.index_digest, *(a.digest for a in record.arches.values())]
-    return sum(copy_signed(reg, record.repository, dst_repo, d) for d in digests)
+    return sum(copy_signed(reg, record.repository, dst_repo, d, verified.get(d, {}) if verified is not None else None)
+               for d in digests)

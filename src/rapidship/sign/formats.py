@@ -68,11 +68,22 @@ def tag_for(digest: str, suffix: str) -> str:
     return f"{algo}-{hexpart}" + (f".{suffix}" if suffix else "")
 
 
-def simple_signing_payload(reference: str, digest: str) -> bytes:
-    """What a cosign signature signs: the image's manifest digest (and, informationally, its name)."""
+NAMES_KEY = "io.rapidship.names"  # in the payload's `optional`: every name the image may be created under
+
+
+def simple_signing_payload(reference: str, digest: str, names: list[str] | tuple[str, ...] = ()) -> bytes:
+    """What a cosign signature signs: the image's manifest digest and its repository; `names`
+    (repository:tag refs) go into `optional`, which cosign leaves to the signer, so that the names
+    an offline import creates are signed too (install.sh and `invoke import` refuse any other)."""
     doc = {"critical": {"identity": {"docker-reference": reference}, "image": {"docker-manifest-digest": digest},
-                        "type": SIGNATURE_TYPE}, "optional": None}
+                        "type": SIGNATURE_TYPE}, "optional": {NAMES_KEY: list(names)} if names else None}
     return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def signed_names(payload: dict) -> list[str]:
+    """The names a (verified, parsed) simple-signing payload allows; [] when it lists none."""
+    names = (payload.get("optional") or {}).get(NAMES_KEY) if isinstance(payload.get("optional"), dict) else None
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
 def pae(payload_type: str, payload: bytes) -> bytes:
@@ -109,8 +120,9 @@ def artifact(layers: list[Blob], subject: dict | None, artifact_type: str) -> Ar
     return Artifact(json.dumps(doc, indent=2).encode(), (config_blob, *layers))
 
 
-def signature_artifact(reference: str, subject: dict, sign: Callable[[bytes], bytes]) -> Artifact:
-    payload = simple_signing_payload(reference, subject["digest"])
+def signature_artifact(reference: str, subject: dict, sign: Callable[[bytes], bytes],
+                       names: list[str] | tuple[str, ...] = ()) -> Artifact:
+    payload = simple_signing_payload(reference, subject["digest"], names)
     layer = Blob(SIMPLE_SIGNING, payload, {SIGNATURE_ANNOTATION: base64.b64encode(sign(payload)).decode()})
     return artifact([layer], subject, SIMPLE_SIGNING)
 

@@ -51,7 +51,8 @@ def predicate(*, rendered: Rendered, built: BuiltImage, gates: GatesRecord, gate
         {"name": "gates", "digest": file_sha256(gates_bytes),
          "annotations": {"passed": gates.passed, "gates": {g.gate: g.passed for g in gates.gates}}},
         {"name": "trivy-decision", "digest": file_sha256(decision_bytes),
-         "annotations": {"passed": decision.passed, "policy": decision.policy, "counts": decision.counts,
+         "annotations": {"passed": decision.passed, "image_id": decision.image_id, "policy": decision.policy,
+                         "counts": decision.counts,
                          "trivy_version": decision.trivy_version, "db": decision.db,
                          "decided_on": decision.decided_on}},
         {"name": "content-manifest", "digest": _hex(content.digest),
@@ -83,3 +84,14 @@ def byproduct(pred: dict, name: str) -> dict | None:
         if isinstance(item, dict) and item.get("name") == name:
             return item
     return None
+
+
+IMAGE_ID_PROPERTY = "aquasecurity:trivy:ImageID"  # trivy's CycloneDX: metadata.component.properties
+
+
+def sbom_subject(sbom: dict) -> str:
+    """The image id a trivy CycloneDX SBOM describes ('' when it names none)."""
+    component = (sbom.get("metadata") or {}).get("component") or {} if isinstance(sbom, dict) else {}
+    ids = {str(p.get("value")) for p in component.get("properties") or []
+           if isinstance(p, dict) and p.get("name") == IMAGE_ID_PROPERTY}
+    return ids.pop() if len(ids) == 1 else ""

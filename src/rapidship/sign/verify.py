@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from rapidship import oci_json
 from rapidship.sign import formats as f
 from rapidship.sign.keys import fingerprint, verify_signature
-from rapidship.sign.provenance import LOCK_LABEL, VARIANT_LABEL, byproduct
+from rapidship.sign.provenance import LOCK_LABEL, VARIANT_LABEL, byproduct, sbom_subject
 
-INDEX_TYPES = (f.OCI_INDEX, "application/vnd.docker.distribution.manifest.list.v2+json")
+INDEX_TYPES = oci_json.INDEX_TYPES
 NAMES = {f.CYCLONEDX: "SBOM", f.SLSA_PROVENANCE: "provenance"}
 PolicyFor = Callable[[Any], "dict | None"]  # variant id (from the provenance) -> the policy's rules for it
 
@@ -45,6 +45,9 @@ class Verdict:
     checked: list[str] = field(default_factory=list)
     image_id: str = ""
     predicates: dict[str, dict] = field(default_factory=dict)  # type -> statement predicate
+    names: list[str] = field(default_factory=list)  # repository:tag names the verified signature allows
+    reference: str = ""  # the verified signature's docker-reference (the repository it was signed in)
+    objects: dict[str, str] = field(default_factory=dict)  # "sig" / "att" -> digest of the verified object
 
     @property
     def ok(self) -> bool:
@@ -52,17 +55,24 @@ class Verdict:
 
 
 def _json(data: bytes | None) -> Any:
+    """Every document here is read as a Go client would read it, or not at all (oci_json)."""
+    return oci_json.parse_or_none(data)
+
+
+def _manifest(data: bytes | None) -> tuple[dict | None, str]:
     try:
-        return json.loads(data) if data is not None else None
-    except ValueError:
-        return None
+        return oci_json.parse_manifest(data), ""
+    except oci_json.Ambiguous as err:
+        return None, str(err)
 
 
 def check_signature(src: Source, digest: str, key: ec.EllipticCurvePublicKey, v: Verdict) -> None:
     tag = f.tag_for(digest, "sig")
-    doc = _json(src.manifest(tag))
-    if not isinstance(doc, dict):
-        v.problems.append(f"{digest[:19]}: no signature ({src.where}:{tag} is missing or not a manifest)")
+    raw = src.manifest(tag)
+    doc, why = _manifest(raw)
+    if doc is None:
+        v.problems.append(f"{digest[:19]}: no signature ({src.where}:{tag} is missing or not a manifest"
+                          + (f": {why})" if raw is not None else ")"))
         return
     layers = [x for x in doc.get("layers") or [] if isinstance(x, dict) and x.get("mediaType") == f.SIMPLE_SIGNING]
     other_digest = other_key = False
@@ -76,10 +86,13 @@ def check_signature(src: Source, digest: str, key: ec.EllipticCurvePublicKey, v:
         if payload is None or not verify_signature(key, signature, payload):
             other_key = True
             continue
-        critical = (_json(payload) or {}).get("critical") or {}
+        signed = _json(payload) or {}
+        critical = signed.get("critical") or {} if isinstance(signed, dict) else {}
         if critical.get("type") != f.SIGNATURE_TYPE or (critical.get("image") or {}).get("docker-manifest-digest") != digest:
             other_digest = True
             continue
+        v.names, v.objects["sig"] = f.signed_names(signed), f.sha256(raw)
+        v.reference = str((critical.get("identity") or {}).get("docker-reference") or "")
         v.checked.append(f"signature by {fingerprint(key)[:19]} over {digest[:19]}")
         return
     if other_digest:
@@ -93,10 +106,13 @@ def check_signature(src: Source, digest: str, key: ec.EllipticCurvePublicKey, v:
 
 def check_attestations(src: Source, digest: str, key: ec.EllipticCurvePublicKey, v: Verdict) -> None:
     tag = f.tag_for(digest, "att")
-    doc = _json(src.manifest(tag))
-    if not isinstance(doc, dict):
-        v.problems.append(f"{digest[:19]}: no attestations ({src.where}:{tag} is missing)")
+    raw = src.manifest(tag)
+    doc, why = _manifest(raw)
+    if doc is None:
+        v.problems.append(f"{digest[:19]}: no attestations ({src.where}:{tag} is missing"
+                          + (f" or not a manifest: {why})" if raw is not None else ")"))
         return
+    v.objects["att"] = f.sha256(raw)
     for layer in doc.get("layers") or []:
         if not isinstance(layer, dict) or layer.get("mediaType") != f.DSSE:
             continue
@@ -114,8 +130,12 @@ def check_attestations(src: Source, digest: str, key: ec.EllipticCurvePublicKey,
     if f.CYCLONEDX in v.predicates:
         if v.predicates[f.CYCLONEDX].get("bomFormat") != "CycloneDX":
             v.problems.append(f"{digest[:19]}: the SBOM attestation holds no CycloneDX document")
+        elif (subject := sbom_subject(v.predicates[f.CYCLONEDX])) != v.image_id:
+            v.problems.append(f"{digest[:19]}: the SBOM is of image {subject[:19] or '(none named)'}, this image's "
+                              f"config is {v.image_id[:19]}")
         else:
-            v.checked.append(f"SBOM ({len(v.predicates[f.CYCLONEDX].get('components') or [])} components)")
+            v.checked.append(f"SBOM of {v.image_id[:19]} ({len(v.predicates[f.CYCLONEDX].get('components') or [])} "
+                             "components)")
 
 
 def open_envelope(data: bytes | None, key: ec.EllipticCurvePublicKey, digest: str) -> tuple[str, dict]:
@@ -162,6 +182,9 @@ def check_provenance(v: Verdict, config_digest: str, labels: dict, policy_for: P
         if item is None or (item.get("annotations") or {}).get("passed") is not True:
             v.problems.append(f"{v.digest[:19]}: provenance shows no passing {name}")
     decision = (byproduct(pred, "trivy-decision") or {}).get("annotations") or {}
+    if decision.get("image_id") != config_digest:
+        v.problems.append(f"{v.digest[:19]}: provenance's trivy decision is of image "
+                          f"{str(decision.get('image_id') or '(none named)')[:19]}, this image's config is {config_digest[:19]}")
     policy = policy_for(params.get("variant")) if policy_for is not None else None
     if policy is not None:
         recorded = {k: val for k, val in (decision.get("policy") or {}).items() if k not in ("source", "variant")}
@@ -175,24 +198,41 @@ def check_provenance(v: Verdict, config_digest: str, labels: dict, policy_for: P
 
 
 def verify_image(src: Source, digest: str, key: ec.EllipticCurvePublicKey,
-                 policy_for: PolicyFor | None = None) -> list[Verdict]:
+                 policy_for: PolicyFor | None = None, references: set[str] | None = None) -> list[Verdict]:
     """The verdicts of `digest` and, for an index, of every child image. `policy_for(variant)`: the
-    scan rules the provenance's decision must have been made under (None: not checked)."""
+    scan rules the provenance's decision must have been made under (None: not checked).
+    `references`: the repositories a signature may name as its docker-reference (None: not checked,
+    as on a disc, where the signed names are checked instead)."""
     raw = src.manifest(digest)
-    doc = _json(raw)
-    if not isinstance(doc, dict) or raw is None or f.sha256(raw) != digest:
+    doc, why = _manifest(raw)
+    if raw is None or f.sha256(raw) != digest:
         return [Verdict(digest, "image", [f"{digest[:19]}: not found in {src.where} (or not a manifest)"])]
-    if doc.get("mediaType") in INDEX_TYPES or "manifests" in doc:
+    if doc is None:
+        return [Verdict(digest, "image", [f"{digest[:19]}: refused: the manifest is not as the spec has it ({why}); "
+                                          "a Go client could read it as another image"])]
+    if oci_json.is_index(doc):
         top = Verdict(digest, "index")
         check_signature(src, digest, key, top)
-        return [top] + [v for child in doc.get("manifests") or [] if isinstance(child, dict)
-                        for v in verify_image(src, str(child.get("digest", "")), key, policy_for)]
-    v = Verdict(digest, "image", image_id=str((doc.get("config") or {}).get("digest", "")))
+        _check_reference(top, references)
+        return [top] + [v for child in doc["manifests"]
+                        for v in verify_image(src, child["digest"], key, policy_for, references)]
+    v = Verdict(digest, "image", image_id=str(doc["config"]["digest"]))
     check_signature(src, digest, key, v)
+    _check_reference(v, references)
     check_attestations(src, digest, key, v)
     config = _json(src.blob(v.image_id))
     if not isinstance(config, dict):
-        v.problems.append(f"{digest[:19]}: the image config {v.image_id[:19]} cannot be read")
+        v.problems.append(f"{digest[:19]}: the image config {v.image_id[:19]} cannot be read (missing, or JSON a Go "
+                          "client would read otherwise)")
     else:
         check_provenance(v, v.image_id, (config.get("config") or {}).get("Labels") or {}, policy_for)
     return [v]
+
+
+def _check_reference(v: Verdict, references: set[str] | None) -> None:
+    """A signature made in one repository vouches for the image there (or where it was promoted
+    from, when the caller says so), not in any repository that holds the same digest."""
+    if references is None or not v.objects.get("sig") or v.reference in references:
+        return
+    v.problems.append(f"{v.digest[:19]}: signed as {v.reference or '(no docker-reference)'}, not as "
+                      f"{' or '.join(sorted(references))} (pass --signed-as {v.reference} if it was promoted from there)")

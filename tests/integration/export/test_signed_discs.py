@@ -83,25 +83,9 @@ def image_id(ref: str) -> str | None:
 
 def write_records(build: Path, refs: dict[str, str], ids: dict[str, str]) -> None:
     """What render, build, gates and scan leave behind for these images: the records sign reads."""
-    from rapidship.records import BuiltImage, ContentRecord, GatesRecord, Rendered, ScanRecord, Workspace
+    from support.gated_records import write_gated
 
-    ws = Workspace(build)
-    ws.save(ws.render(VARIANT), Rendered(variant=VARIANT, out_dir=str(build / VARIANT),
-                                         dockerfile=str(build / VARIANT / "Dockerfile"), dockerfile_sha256="0" * 64,
-                                         lock_sha256=LOCK))
-    for arch in ARCHES:
-        ref, iid = refs[arch], ids[arch]
-        ws.save(ws.build(VARIANT, arch), BuiltImage(variant=VARIANT, arch=arch, ref=ref, image_id=iid, size_bytes=1,
-                                                    zstd_bytes=1, layers=1, seconds=0.1, lock_sha256=LOCK,
-                                                    base="scratch", log="build.log"))
-        ws.save(ws.gates(VARIANT, arch), GatesRecord(ref=ref, image_id=iid, arch=arch, passed=True, gates=[]))
-        ws.save(ws.decision(VARIANT, arch), ScanRecord(
-            artifact=ref, variant=VARIANT, arch=arch, passed=True, reasons=[], notes=[], counts={}, policy={},
-            os="debian 12", packages=0, trivy_version="test", db={}, outputs={}, seconds=0.0, decided_on="2026-12-01"))
-        ws.save(ws.content(VARIANT, arch), ContentRecord(variant=VARIANT, arch=arch, image_id=iid, roots=["/opt/rapids/"],
-                                                         digest="sha256:" + "0" * 64, files=0, bytes=0, entries=[]))
-        (ws.scan_dir(VARIANT, arch) / "sbom.cdx.json").write_text(json.dumps(
-            {"bomFormat": "CycloneDX", "specVersion": "1.5", "components": [{"type": "file", "name": "payload.bin"}]}))
+    write_gated(build, VARIANT, {arch: (refs[arch], ids[arch]) for arch in ARCHES}, lock=LOCK)
 
 
 @pytest.fixture(scope="module")
@@ -541,3 +525,121 @@ def test_an_image_smuggled_past_manifest_json_is_refused_by_both(signed, present
     assert (evil in last and "is not a signed image" in last) if how == "index.json" \
         else "manifest.json is not as docker save writes it" in last, proc.stderr
     assert nothing_loaded(signed) and image_id(evil) is None
+
+
+# ---- round 2: one name, one meaning -------------------------------------------------------------
+
+def duplicated(archive: bytes, name: str, evil: bytes, evil_first: bool) -> bytes:
+    """The archive with a second member spelled `name` (which cleans to an existing member's name)
+    holding `evil`: before the genuine one or after it."""
+    source = tarfile.open(fileobj=io.BytesIO(archive))
+    members = [(m, source.extractfile(m).read() if m.isfile() else None) for m in source]
+    info = tarfile.TarInfo(name)
+    info.size = len(evil)
+    extra = [(info, evil)]
+    ordered = extra + members if evil_first else members + extra
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for m, data in ordered:
+            tar.addfile(m, io.BytesIO(data) if data is not None else None)
+    return out.getvalue()
+
+
+def catalog(registry: str) -> list[str]:
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(f"http://{registry}/v2/_catalog", timeout=5) as resp:
+        return json.loads(resp.read())["repositories"]
+
+
+@pytest.mark.parametrize("spelling", ["manifest.json", "./manifest.json"])
+@pytest.mark.parametrize("evil_first", [True, False], ids=["evil-first", "evil-last"])
+def test_a_manifest_json_given_twice_loads_and_pushes_nothing(signed, present, spelling, evil_first, tmp_path):
+    """Whichever copy a reader takes (install.sh's tar, docker load, skopeo), an archive holding
+    manifest.json twice is refused by every reader before anything is loaded or pushed."""
+    from rapidship.export.load import scratch_registry
+
+    evil, config, layer, layer_path = unsigned_parts(signed, f"rapidship-test-{uuid.uuid4().hex[:8]}:twice")
+    archive = saved_tar(*signed["refs"].values())
+    entries = json.loads(tarfile.open(fileobj=io.BytesIO(archive)).extractfile("manifest.json").read())
+    evil_entries = [dict(entries[0], Config=f"{evil[7:]}.json", Layers=[layer_path])]
+    archive = add_members(archive, {f"{evil[7:]}.json": config, layer_path: layer})
+    forged = duplicated(archive, spelling, json.dumps(evil_entries).encode(), evil_first)
+    subprocess.run(["docker", "rmi", "-f", *signed["ids"].values(), evil], capture_output=True)
+    dirs = forge(signed, forged, tmp_path)
+    proc = install(signed, dirs, "--key", str(signed["pub"]))
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "loading into docker" not in proc.stderr
+    assert ("more than once" in last or "is not spelled as docker save writes names" in last), proc.stderr
+    proc = run(signed["env"], "import", *from_args(dirs), "--key", str(signed["pub"]))
+    message = error_of(proc)
+    assert proc.returncode == 1 and "'manifest.json' more than once" in message and "nothing was loaded" in message
+    assert nothing_loaded(signed) and image_id(evil) is None
+    with scratch_registry(tmp_path) as registry:
+        proc = run(signed["env"], "import", *from_args(dirs), "--key", str(signed["pub"]), "--registry", registry,
+                   "--insecure", "--work", str(tmp_path))
+        assert proc.returncode == 1 and "more than once" in error_of(proc)
+        assert catalog(registry) == []  # nothing reached the site registry
+
+
+def test_import_checks_every_id_in_the_archive_before_pushing_any(signed, tmp_path):
+    """--no-verify still compares ids; now before the first push, so a wrong archive pushes nothing."""
+    from rapidship.export.load import scratch_registry
+
+    swapped = copy_dirs(signed["dirs"], tmp_path / "disc")
+    for volume in swapped:  # MANIFEST.json's record of the arm64 id is wrong (as a swapped archive would be)
+        doc = json.loads((volume / "MANIFEST.json").read_text())
+        for image in doc["images"]:
+            if image["image_id"] == signed["ids"]["arm64"]:
+                image["image_id"] = signed["ids"]["amd64"]
+        from rapidship.export.write import manifest_text
+        (volume / "MANIFEST.json").write_text(manifest_text(doc))
+        reseal(volume)
+    with scratch_registry(tmp_path) as registry:
+        proc = run(signed["env"], "import", *from_args(swapped), "--no-verify", "--registry", registry, "--insecure",
+                   "--work", str(tmp_path))
+        message = error_of(proc)
+        assert proc.returncode == 1 and "before anything was pushed" in message and signed["refs"]["arm64"] in message
+        assert catalog(registry) == []
+
+
+def retagged(archive: bytes, tag: str) -> bytes:
+    """The archive with every image's RepoTags replaced by `tag` (a site's existing name)."""
+    entries = json.loads(tarfile.open(fileobj=io.BytesIO(archive)).extractfile("manifest.json").read())
+    for entry in entries[:1]:
+        entry["RepoTags"] = [tag]
+    return add_members(archive, {"manifest.json": json.dumps(entries).encode()})
+
+
+def test_a_signed_image_under_a_name_its_signature_does_not_cover_is_refused(signed, present, tmp_path):
+    """The names an import creates come from the archive, which the disc's writer controls: each
+    must be one the image's signature lists, in install.sh and in invoke import."""
+    archive = saved_tar(*signed["refs"].values())
+    dirs = forge(signed, retagged(archive, "site-registry.example/python:3.11"), tmp_path)
+    subprocess.run(["docker", "rmi", "-f", *signed["ids"].values()], capture_output=True)
+    proc = install(signed, dirs, "--key", str(signed["pub"]))
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "loading into docker" not in proc.stderr
+    assert "the archive tags it site-registry.example/python:3.11, a name its signature does not cover" in last
+    proc = run(signed["env"], "import", *from_args(dirs), "--key", str(signed["pub"]))
+    message = error_of(proc)
+    assert proc.returncode == 1 and "tags it site-registry.example/python:3.11, a name its signature does not cover" \
+        in message
+    assert nothing_loaded(signed) and image_id("site-registry.example/python:3.11") is None
+
+
+def test_the_signature_lists_the_names_and_export_refuses_any_other(signed, present, tmp_path):
+    amd64 = signed["refs"]["amd64"]
+    folder = signed["dirs"][0] / "signatures" / signed["sign"]["arches"]["amd64"]["digest"].replace(":", "-")
+    names = json.loads((folder / "payload.json").read_text())["optional"]["io.rapidship.names"]
+    assert amd64 in names and any(n.endswith(":26.10-cpu-debian12-py3.11-amd64") and "/staging/" in n for n in names)
+    alias = f"rapidship-test-{uuid.uuid4().hex[:8]}:alias"
+    subprocess.run(["docker", "tag", amd64, alias], check=True)
+    try:
+        proc = run(signed["env"], "export", "--image", alias, "--build-dir", str(signed["build"]), "--out",
+                   str(tmp_path / "x"))
+        message = error_of(proc)
+        assert proc.returncode == 2 and f"{alias} ({signed['ids']['amd64'][:19]}): its signature covers only" in message
+    finally:
+        subprocess.run(["docker", "rmi", alias], capture_output=True)

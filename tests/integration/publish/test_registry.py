@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from support.gated_records import engine_id
 from support.tiny_matrix import VARIANTS_YAML, build_tiny, remove
 
 from support.commands import ROOT  # noqa: E402
@@ -28,6 +29,7 @@ from rapidship.publish.retrying import RetryPolicy  # noqa: E402
 
 pytestmark = pytest.mark.docker
 VARIANT = "cpu-debian12"
+TINY: dict[str, str] = {}  # the tiny images' name, once the module fixture made them
 
 
 
@@ -53,6 +55,7 @@ def tiny(engine, tmp_path_factory):
     """A two-arch variant whose images are built here: (variants file, image name)."""
     variants, name, refs = build_tiny(tmp_path_factory.mktemp("tiny"), "tiny",
                                       "FROM scratch\nARG TARGETARCH\nCOPY ${TARGETARCH}.txt /arch.txt\n")
+    TINY["name"] = name
     yield variants, name
     remove(refs)
 
@@ -67,17 +70,14 @@ def env(registry, tmp_path):
 
 
 def gates(build_dir: Path, **passed: bool):
-    """Whole gate records and scan decisions for VARIANT, as `invoke gates` / `invoke scan` write them."""
-    from rapidship.records import GatesRecord
-    from rapidship.records import ScanRecord
-    from rapidship.records import Workspace
+    """Whole records for VARIANT's tiny images (build, gates, scan, content), naming their engine ids,
+    as the stages write them; `passed` per arch."""
+    from support.gated_records import write_gated
 
-    ws = Workspace(build_dir)
+    ws = None
     for arch, ok in passed.items():
-        ws.save(ws.gates(VARIANT, arch), GatesRecord(ref="r", image_id="i", arch=arch, passed=ok, gates=[]))
-        ws.save(ws.decision(VARIANT, arch), ScanRecord(
-            artifact="r", variant=VARIANT, arch=arch, passed=True, reasons=[], notes=[], counts={}, policy={},
-            os="debian 12", packages=1, trivy_version="", db={}, outputs={}, seconds=0.0, decided_on="2026-12-01"))
+        ref = f"{TINY['name']}:26.10-cpu-debian12-py3.11-{arch}"
+        ws = write_gated(build_dir, VARIANT, {arch: (ref, engine_id(ref))}, lock="5e" * 32, passed=ok)
     return ws
 
 
@@ -324,3 +324,42 @@ def test_bearer_token_auth_as_harbor_uses(tiny, env, tmp_path_factory, tmp_path)
     finally:
         reg.stop()
         tokens.stop()
+
+
+def test_a_stale_gate_record_pushes_nothing_and_promote_refuses_records_of_another_image(registry, engine, env,
+                                                                                         tmp_path):
+    """The records gated one build; a rebuild gave the tag a new image. push must not publish the
+    new image on the old image's verdicts; promote must not release a push whose records moved on."""
+    from support.gated_records import write_gated
+
+    variants, name, refs = build_tiny(tmp_path, "stale",
+                                      "FROM scratch\nARG TARGETARCH\nCOPY ${TARGETARCH}.txt /arch.txt\n")
+    gated = {arch: (ref, engine_id(ref)) for arch, ref in refs.items()}
+    try:
+        build = tmp_path / "build"
+        write_gated(build, VARIANT, gated, lock="5e" * 32)
+        ctx = tmp_path / "ctx"
+        (ctx / "amd64.txt").write_text("rebuilt: another image under the same tag\n")
+        from rapidship.engine import ENGINE
+        subprocess.run([ENGINE.buildkit_cli(), "build", "-q", "--platform", "linux/amd64", "-t", refs["amd64"], str(ctx)],
+                       check=True, capture_output=True, env=dict(os.environ, DOCKER_BUILDKIT="1"))
+        new_id = engine_id(refs["amd64"])
+        assert new_id != gated["amd64"][1]
+        target = f"{registry.host}/{project()}"
+        reg, repo = direct(registry), f"{target.split('/', 1)[1]}/{name}"
+        proc = run(env, *push_args(variants, target, build))
+        assert proc.returncode == 1 and proc.stderr.count("STALE") == 4, proc.stderr  # build, gates, scan, content
+        assert f"gates-amd64.json: STALE gate record: it names image {gated['amd64'][1][:19]}, the image to publish " \
+               f"is {new_id[:19]}" in proc.stderr
+        assert reg.head_manifest(repo, "26.10-cpu-debian12-py3.11-arm64") is None  # nothing was pushed
+
+        write_gated(build, VARIANT, {"amd64": (refs["amd64"], new_id)}, lock="5e" * 32)  # gated again: pushes
+        assert run(env, *push_args(variants, target, build)).returncode == 0
+        write_gated(build, VARIANT, {"amd64": (refs["amd64"], gated["amd64"][1])}, lock="5e" * 32)  # records moved on
+        proc = run(env, "promote", "--variant", VARIANT, "--to", f"{registry.host}/release-{uuid.uuid4().hex[:6]}",
+                   "--build-dir", str(build), "--no-verify")
+        assert proc.returncode == 1 and "not of the images the records gated" in proc.stderr
+        assert "STALE gate record" in proc.stderr and "nothing was copied" in proc.stderr
+    finally:
+        remove(refs)
+        subprocess.run(["docker", "rmi", gated["amd64"][1]], capture_output=True)

@@ -59,30 +59,17 @@ def write_records(build: Path, refs: dict[str, str], passed: bool = True) -> Non
     """The records sign reads, as render / build / gates / scan write them, for the real images."""
     from rapidship.gates.policy import load_policy
     from rapidship.image import snapshot
-    from rapidship.records import BuiltImage, GatesRecord, Rendered, ScanRecord, Workspace
     from rapidship import content
+    from support.gated_records import write_gated
 
-    ws = Workspace(build)
-    ws.save(ws.render(VARIANT), Rendered(variant=VARIANT, out_dir=str(build / VARIANT), dockerfile=str(
-        build / VARIANT / "Dockerfile"), dockerfile_sha256="ab" * 32, lock_sha256=LOCK))
     policy = load_policy(ROOT / "policy" / "trivy.yaml", VARIANT)
     described = {"source": policy.source, "variant": VARIANT} | policy.rules.model_dump(mode="json")
-    for arch, ref in refs.items():
-        image = snapshot(ref, hash_under=content.ROOTS)
-        image_id = image.config["Id"]
-        ws.save(ws.build(VARIANT, arch), BuiltImage(
-            variant=VARIANT, arch=arch, ref=ref, image_id=image_id, size_bytes=1, zstd_bytes=1, layers=1, seconds=1.0,
-            lock_sha256=LOCK, base="scratch", log="build.log",
-            extra={"bases": {"RUNTIME_BASE": {"ref": "scratch", "id": "", "repo_digests": []}},
-                   "build_args": {"BUILDER_BASE": "local/builder"}, "secret_ids": ["pip-index"]}))
-        ws.save(ws.gates(VARIANT, arch), GatesRecord(ref=ref, image_id=image_id, arch=arch, passed=passed, gates=[]))
-        ws.save(ws.decision(VARIANT, arch), ScanRecord(
-            artifact=ref, variant=VARIANT, arch=arch, passed=passed, reasons=[], notes=[], counts={"HIGH": {"fail": 0}},
-            policy=described, os="debian 12", packages=1, trivy_version="0.59.1", db={}, outputs={}, seconds=0.0,
-            decided_on="2026-12-01"))
-        ws.save(ws.content(VARIANT, arch), content.manifest(image, VARIANT, arch, image_id))
-        (ws.scan_dir(VARIANT, arch) / "sbom.cdx.json").write_text(json.dumps(
-            {"bomFormat": "CycloneDX", "specVersion": "1.6", "components": [{"type": "file", "name": "arch.txt"}]}))
+    snapshots = {arch: snapshot(ref, hash_under=content.ROOTS) for arch, ref in refs.items()}
+    write_gated(build, VARIANT, {arch: (ref, snapshots[arch].config["Id"]) for arch, ref in refs.items()}, lock=LOCK,
+                passed=passed, policy=described,
+                extra={"bases": {"RUNTIME_BASE": {"ref": "scratch", "id": "", "repo_digests": []}},
+                       "build_args": {"BUILDER_BASE": "local/builder"}, "secret_ids": ["pip-index"]},
+                content=lambda arch, _ref, image_id: content.manifest(snapshots[arch], VARIANT, arch, image_id))
 
 
 def env_for(registry, **extra) -> dict:
@@ -213,8 +200,10 @@ def _put_att(reg, repo, digest, envelopes: dict[str, bytes]):
     reg.put_manifest(repo, f.tag_for(digest, "att"), art.manifest, f.OCI_MANIFEST)
 
 
-def _verify(registry, repo, tag, pub) -> subprocess.CompletedProcess:
-    return invoke(env_for(registry), "verify", "--image", f"{registry.host}/{repo}:{tag}", "--key", str(pub))
+def _verify(registry, repo, tag, pub, signed_in: str = "") -> subprocess.CompletedProcess:
+    """invoke verify; `signed_in`: the repository the signatures were made in, when not `repo`."""
+    extra = ["--signed-as", f"{registry.host}/{signed_in}"] if signed_in else []
+    return invoke(env_for(registry), "verify", "--image", f"{registry.host}/{repo}:{tag}", "--key", str(pub), *extra)
 
 
 def test_tampering_in_the_registry_is_refused(registry, signed, keypairs):
@@ -224,13 +213,18 @@ def test_tampering_in_the_registry_is_refused(registry, signed, keypairs):
     pub = keypairs["release"] / "cosign.pub"
     digest = record["arches"]["arm64"]["digest"]
     reg, repo = _copy_repo(registry, record, "v1")
-    assert _verify(registry, repo, "v1", pub).returncode == 0  # the untouched copy verifies
+    # a signature made in staging does not vouch for the same bytes in any other repository ...
+    proc = _verify(registry, repo, "v1", pub)
+    assert proc.returncode == 1 and f"signed as {registry.host}/{record['repository']}, not as " \
+        f"{registry.host}/{repo}" in proc.stderr.replace("\n", "")
+    # ... unless the verifier names where it was signed (a promotion)
+    assert _verify(registry, repo, "v1", pub, record["repository"]).returncode == 0  # the untouched copy verifies
 
     # 1. the tag re-pushed with another manifest (same layers, one annotation more)
     doc = json.loads(reg.get_manifest(repo, digest)[0])
     doc["annotations"] = {"evil": "yes"}
     reg.put_manifest(repo, "v1", json.dumps(doc).encode(), doc["mediaType"])
-    proc = _verify(registry, repo, "v1", pub)
+    proc = _verify(registry, repo, "v1", pub, record["repository"])
     assert proc.returncode == 1 and "no signature" in proc.stderr
     reg.put_manifest(repo, "v1", reg.get_manifest(repo, digest)[0], doc["mediaType"])
 
@@ -241,7 +235,7 @@ def test_tampering_in_the_registry_is_refused(registry, signed, keypairs):
     statement["predicate"]["buildDefinition"]["externalParameters"]["lock"]["sha256"] = "00" * 32
     edited = dict(envelopes[f.SLSA_PROVENANCE], payload=base64.b64encode(json.dumps(statement).encode()).decode())
     _put_att(reg, repo, digest, {**raw, f.SLSA_PROVENANCE: json.dumps(edited).encode()})
-    proc = _verify(registry, repo, "v1", pub)
+    proc = _verify(registry, repo, "v1", pub, record["repository"])
     assert proc.returncode == 1 and "provenance attestation: no signature by key" in proc.stderr
 
     # 3. a provenance that is signed by the release key but whose lock differs from the label
@@ -253,12 +247,12 @@ def test_tampering_in_the_registry_is_refused(registry, signed, keypairs):
     name = statement["subject"][0]["name"]
     wrong = f.envelope(f.statement(name, digest, f.SLSA_PROVENANCE, statement["predicate"]), signer.sign)
     _put_att(reg, repo, digest, {**raw, f.SLSA_PROVENANCE: wrong})
-    proc = _verify(registry, repo, "v1", pub)
+    proc = _verify(registry, repo, "v1", pub, record["repository"])
     assert proc.returncode == 1 and "differs from the image label io.rapidship.lock.sha256" in proc.stderr
 
     # 4. the SBOM left out
     _put_att(reg, repo, digest, {f.SLSA_PROVENANCE: raw[f.SLSA_PROVENANCE]})
-    proc = _verify(registry, repo, "v1", pub)
+    proc = _verify(registry, repo, "v1", pub, record["repository"])
     assert proc.returncode == 1 and "no SBOM attestation" in proc.stderr
 
     # 5. the signature replaced by one from another key
@@ -273,7 +267,7 @@ def test_tampering_in_the_registry_is_refused(registry, signed, keypairs):
     for blob in art.blobs:
         reg.upload_blob(repo, blob.data, blob.digest)
     reg.put_manifest(repo, f.tag_for(digest, "sig"), art.manifest, f.OCI_MANIFEST)
-    proc = _verify(registry, repo, "v1", pub)
+    proc = _verify(registry, repo, "v1", pub, record["repository"])
     assert proc.returncode == 1 and "signature does not verify with key" in proc.stderr
 
 
@@ -293,8 +287,11 @@ def test_promote_verifies_then_copies_the_signed_objects(registry, signed, keypa
     assert proc.returncode == 0, proc.stderr
     promoted = json.loads((build / VARIANT / "promote.json").read_text())
     assert promoted["signed_objects"] == 5 and promoted["verified_with"].startswith("sha256:")
-    proc = invoke(env, "verify", "--image", f"{registry.host}/{target_repo}:{record['tag']}", "--key",
-                  str(keypairs["release"] / "cosign.pub"))
+    released = f"{registry.host}/{target_repo}:{record['tag']}"
+    proc = invoke(env, "verify", "--image", released, "--key", str(keypairs["release"] / "cosign.pub"))
+    assert proc.returncode == 1 and "signed as" in proc.stderr  # signed in staging, checked in release
+    proc = invoke(env, "verify", "--image", released, "--key", str(keypairs["release"] / "cosign.pub"),
+                  "--signed-as", f"{registry.host}/{record['repository']}")
     assert proc.returncode == 0, proc.stderr
 
 
@@ -320,7 +317,7 @@ def test_push_without_a_key_says_so_and_promote_refuses_it(registry, images, key
     gates.write_text(good.replace('"image_id": "sha256:', '"image_id": "sha256:0'))
     proc = invoke(env_key, "sign", "--image", ref_of(record), "--key", str(keypairs["release"] / "cosign.key"),
                   "--build-dir", str(build))
-    assert proc.returncode == 2 and "gate record names" in proc.stderr
+    assert proc.returncode == 2 and "STALE gate record" in proc.stderr
     gates.write_text(good)
     proc = invoke(env_key, "sign", "--image", ref_of(record), "--key", str(keypairs["release"] / "cosign.key"),
                   "--build-dir", str(build))

@@ -21,6 +21,7 @@ from rapidship.export import carry, trust as t
 from rapidship.export.write import (ExportRecord, ImageRecord, Media, PartWriter, install_script, plan_layout,
                                     sign_images, write_volume_files, INSTALL_BODY, ISO_RESERVE, METADATA_RESERVE)
 from rapidship.records import SignedDigest, SignRecord, Workspace
+from support.signed_samples import sbom
 from rapidship.sign import formats as f
 from rapidship.sign.keys import FileSigner, fingerprint, public_pem
 from rapidship.sign.sources import keep
@@ -77,11 +78,12 @@ def sign(image: Image, signer: FileSigner, root: Path) -> Path:
     predicate = {"buildDefinition": {"externalParameters": {"variant": VARIANT, "lock": {"sha256": LOCK}}},
                  "runDetails": {"byproducts": [{"name": "image-config", "digest": {"sha256": image.id[7:]}},
                                                {"name": "gates", "annotations": {"passed": True}},
-                                               {"name": "trivy-decision", "annotations": {"passed": True}}]}}
+                                               {"name": "trivy-decision",
+                                                "annotations": {"passed": True, "image_id": image.id}}]}}
     name = "registry.example/site/" + image.ref.split("/")[1].split(":")[0]
-    statements = {f.CYCLONEDX: f.statement(name, image.digest, f.CYCLONEDX, {"bomFormat": "CycloneDX", "components": []}),
+    statements = {f.CYCLONEDX: f.statement(name, image.digest, f.CYCLONEDX, sbom(image.id)),
                   f.SLSA_PROVENANCE: f.statement(name, image.digest, f.SLSA_PROVENANCE, predicate)}
-    sig = f.signature_artifact(name, subject, signer.sign)
+    sig = f.signature_artifact(name, subject, signer.sign, names=[image.ref])
     att = f.attestation_artifact({k: f.envelope(v, signer.sign) for k, v in statements.items()}, subject)
     return keep(root, image.digest, image.manifest, image.config, {"sig": sig, "att": att})
 
@@ -193,21 +195,48 @@ def test_a_config_that_does_not_hash_to_its_name_is_refused(pair):
     assert any(f"({forged.id[:19]}) in the archive is not a signed image" in p for p in problems)
 
 
-def test_a_later_member_of_the_same_name_wins_as_extraction_would(pair):
+@pytest.mark.parametrize("first, second", [("manifest.json", "manifest.json"), ("./manifest.json", "manifest.json"),
+                                           ("manifest.json", "./manifest.json"), ("repositories", "./repositories")])
+@pytest.mark.parametrize("evil_first", [True, False])
+def test_a_member_named_twice_is_refused_whichever_copy_is_the_signed_one(pair, first, second, evil_first):
+    """tar readers differ on which copy of a name they take (the first, the last, the one their name
+    matching hits): the archive is refused whole, with both orders and every spelling."""
     b, _ = pair
     other = Image("x", "something else")
     good = archive_v1(b)
     evil_manifest = json.dumps([{"Config": f"{other.id[7:]}.json", "RepoTags": [b.ref], "Layers": []}]).encode()
-    data = _tar([(m.name, tarfile.open(fileobj=io.BytesIO(good)).extractfile(m).read())
-                 for m in tarfile.open(fileobj=io.BytesIO(good)) if m.isfile()]
-                + [(f"{other.id[7:]}.json", other.config), ("manifest.json", evil_manifest)])
-    assert any("is not a signed image" in p for p in t.check_archive(scanned(data), trust_for(b)))
+    members = [(m.name, tarfile.open(fileobj=io.BytesIO(good)).extractfile(m).read())
+               for m in tarfile.open(fileobj=io.BytesIO(good)) if m.isfile() and m.name != "manifest.json"]
+    genuine = tarfile.open(fileobj=io.BytesIO(good)).extractfile("manifest.json").read()
+    name = first.removeprefix("./")
+    copies = [(first, evil_manifest if name == "manifest.json" else b"{}"), (second, genuine if name == "manifest.json" else b"{}")]
+    if not evil_first:
+        copies.reverse()
+    extra = [] if name == "manifest.json" else [("manifest.json", genuine)]
+    problems = t.check_archive(scanned(_tar(members + [(f"{other.id[7:]}.json", other.config)] + extra + copies)),
+                               trust_for(b))
+    assert problems[-1].startswith("the archive names its members ambiguously")
+    assert any(f"holds {name!r} more than once" in p for p in problems)
+    if first != second:
+        assert any(f"archive member './{name}' is not spelled as docker save writes names" in p for p in problems)
+
+
+def test_an_odd_spelling_alone_is_refused(pair):
+    b, _ = pair
+    good = archive_v1(b)
+    members = [(("./" + m.name) if m.name == "manifest.json" else m.name,
+                tarfile.open(fileobj=io.BytesIO(good)).extractfile(m).read())
+               for m in tarfile.open(fileobj=io.BytesIO(good)) if m.isfile()]
+    problems = t.check_archive(scanned(_tar(members)), trust_for(b))
+    assert "archive member './manifest.json' is not spelled as docker save writes names (it means 'manifest.json')" \
+        in problems
+    assert t.check_archive(scanned(good), trust_for(b)) == []  # the same archive, spelled as docker save does
 
 
 def test_an_extra_tag_on_a_signed_image_is_refused(pair):
     b, _ = pair
     problems = t.check_archive(scanned(archive_v1(b, tags={b.ref: [b.ref, "debian:12"]})), trust_for(b))
-    assert problems == [f"image {b.ref} ({b.id[:19]}): the archive tags it debian:12, a name MANIFEST.json does not give it"]
+    assert problems == [f"image {b.ref} ({b.id[:19]}): the archive tags it debian:12, a name its signature does not cover"]
 
 
 def test_data_after_the_end_of_the_archive_is_refused(pair):

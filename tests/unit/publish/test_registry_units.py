@@ -38,42 +38,44 @@ def test_index_type_follows_the_children():
     assert platform_of({"architecture": "arm64", "os": "linux", "variant": "v8"})["variant"] == "v8"
 
 
-def _gates(passed=True):
-    from rapidship.records import GateReport, GatesRecord
-    return GatesRecord(ref="r", image_id="sha256:1", arch="amd64", passed=passed,
-                       gates=[GateReport(gate="size", passed=passed)])
+IDS = {"amd64": "sha256:" + "a" * 64, "arm64": "sha256:" + "b" * 64}
 
 
-def _decision(passed=True):
-    from rapidship.records import ScanRecord
-    return ScanRecord(artifact="r", variant="cuda12-ubuntu22", arch="amd64", passed=passed, reasons=[], notes=[],
-                      counts={}, policy={}, os="debian 12", packages=1, trivy_version="0.59.1", db={}, outputs={},
-                      seconds=1.0, decided_on="2026-12-01")
+def test_gate_records_fail_closed_and_must_name_the_image_published(tmp_path):
+    from support.gated_records import write_gated
 
-
-def test_gate_records_fail_closed(tmp_path):
-    from rapidship.records import Workspace
-
-    ws = Workspace(tmp_path)
     vid = "cuda12-ubuntu22"
     v = parse_matrix((ROOT / "variants.yaml").read_text()).get(vid)  # amd64 + arm64
-    problems = check_gates(ws, v)
-    assert len(problems) == 4 and all("no gate record" in p or "no scan decision" in p for p in problems)
+    from rapidship.records import Workspace
+    ws = Workspace(tmp_path)
+    problems = check_gates(ws, v, IDS)
+    assert len(problems) == 8 and all("no " in p for p in problems)  # build, gates, scan, content per arch
     for arch in ("amd64", "arm64"):
-        ws.save(ws.gates(vid, arch), _gates())
-        ws.save(ws.decision(vid, arch), _decision())
-    assert check_gates(ws, v) == []
+        write_gated(tmp_path, vid, {arch: (f"r-{arch}", IDS[arch])}, lock="11" * 32)
+    assert check_gates(ws, v, IDS) == []
     doc = json.loads(ws.gates(vid, "arm64").read_text())
     ws.gates(vid, "arm64").write_text(json.dumps(doc | {"passed": "true"}))  # a string is not a pass
-    assert check_gates(ws, v) == [f"{ws.gates(vid, 'arm64')}: gate record of another shape: passed: "
-                                  "Input should be a valid boolean"]
+    assert check_gates(ws, v, IDS) == [f"{ws.gates(vid, 'arm64')}: gate record of another shape: passed: "
+                                       "Input should be a valid boolean"]
     ws.gates(vid, "arm64").write_text("[1]")
-    assert "not a JSON object" in check_gates(ws, v)[0]
+    assert "not a JSON object" in check_gates(ws, v, IDS)[0]
     ws.gates(vid, "arm64").write_text('{"passed": true, "gates": []}')  # a pass without the rest of the record
-    assert "gate record of another shape" in check_gates(ws, v)[0]
-    ws.save(ws.gates(vid, "arm64"), _gates())
-    ws.save(ws.decision(vid, "arm64"), _decision(passed=False))  # trivy said no
-    assert check_gates(ws, v) == [f"{ws.decision(vid, 'arm64')}: passed is false"]
+    assert "gate record of another shape" in check_gates(ws, v, IDS)[0]
+    write_gated(tmp_path, vid, {"arm64": ("r-arm64", IDS["arm64"])}, lock="11" * 32, passed=False)  # trivy said no
+    assert check_gates(ws, v, IDS) == [f"{ws.gates(vid, 'arm64')}: passed is false",
+                                       f"{ws.decision(vid, 'arm64')}: passed is false"]
+    # a rebuild: the engine's image is new, every record still names the old one: STALE, all four
+    write_gated(tmp_path, vid, {"arm64": ("r-arm64", IDS["arm64"])}, lock="11" * 32)
+    rebuilt = IDS | {"arm64": "sha256:" + "c" * 64}
+    stale = check_gates(ws, v, rebuilt)
+    assert len(stale) == 4 and all("-arm64" in p and ": STALE " in p and "sha256:bbbbbbbbbbbb" in p
+                                   and "sha256:cccccccccccc" in p for p in stale)
+    # only the scan decision is of another image (trivy ran on something else): named alone
+    doc = json.loads(ws.decision(vid, "amd64").read_text())
+    ws.decision(vid, "amd64").write_text(json.dumps(doc | {"image_id": "sha256:" + "d" * 64}))
+    assert check_gates(ws, v, IDS) == [f"{ws.decision(vid, 'amd64')}: STALE scan decision: it names image "
+                                       "sha256:dddddddddddd, the image to publish is sha256:aaaaaaaaaaaa: run invoke "
+                                       f"scan --variant {vid} --arch amd64 again"]
 
 
 def test_backoff_grows_and_honours_retry_after():

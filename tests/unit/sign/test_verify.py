@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from rapidship.sign import formats as f
 from rapidship.sign.verify import verify_image
-from support.signed_samples import LOCK, POLICY, VARIANT, SBOM, MemSource, provenance, signed_image, signed_index, signer
+from support.signed_samples import LOCK, POLICY, VARIANT, MemSource, provenance, sbom, signed_image, signed_index, signer
 
 KEY = ec.generate_private_key(ec.SECP256R1())
 OTHER = ec.generate_private_key(ec.SECP256R1())
@@ -25,7 +25,7 @@ def test_a_signed_attested_image_and_index_pass():
     src, digest = signed_image(KEY)
     verdicts = verify_image(src, digest, KEY.public_key(), lambda variant: POLICY if variant == VARIANT else None)
     assert [v.ok for v in verdicts] == [True]
-    assert any("SBOM (1 components)" in c for c in verdicts[0].checked)
+    assert any("SBOM of sha256:" in c and "(1 components)" in c for c in verdicts[0].checked)
     assert any("under the given policy" in c for c in verdicts[0].checked)
     src, digest = signed_index(KEY)
     verdicts = verify_image(src, digest, KEY.public_key())
@@ -77,7 +77,7 @@ def test_a_signed_provenance_whose_lock_differs_from_the_label_is_refused():
     config_digest = None
     src, digest = signed_image(KEY, src)
     config_digest = json.loads(src.manifests[digest])["config"]["digest"]
-    src2, digest2 = signed_image(KEY, MemSource(), predicates={f.CYCLONEDX: SBOM,
+    src2, digest2 = signed_image(KEY, MemSource(), predicates={f.CYCLONEDX: sbom(config_digest),
                                                                f.SLSA_PROVENANCE: provenance(config_digest, lock="77" * 32)})
     found = problems(src2, digest2)
     assert any("provenance lock sha256 7777" in p and "differs from the image label" in p for p in found)
@@ -94,7 +94,7 @@ def test_missing_attestations_and_failed_gates_are_refused():
     config_digest = json.loads(src.manifests[digest])["config"]["digest"]
     del src.manifests[f.tag_for(digest, "att")]
     assert any("no attestations" in p for p in problems(src, digest))
-    src, digest = signed_image(KEY, predicates={f.CYCLONEDX: SBOM, f.SLSA_PROVENANCE: provenance(
+    src, digest = signed_image(KEY, predicates={f.CYCLONEDX: sbom(config_digest), f.SLSA_PROVENANCE: provenance(
         "sha256:" + "00" * 32, trivy=False)})
     found = problems(src, digest)
     assert any("no passing trivy-decision" in p for p in found)

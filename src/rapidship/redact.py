@@ -1,0 +1,48 @@
+"""Pure, stdlib only: a value that may hold a credential, as it may appear in a message, log or record.
+
+Credentials do not only sit where `scheme://user:password@host` puts them: a mistyped flag puts
+them after the host (`host:5000@user:password/x`), a mirror token sits in a query value
+(`?private_token=...`) or a fragment. So, wherever it is in the string:
+  - everything before the last `@` is hidden, and what follows it up to the next `/` too unless
+    it is a host name and what precedes is not (`***@harbor.example:443/x`), so the message
+    still says where when it safely can;
+  - every query value and the fragment are hidden (`?private_token=***`);
+  - the `/t/<token>/` segment of anaconda.org-style channel URLs is hidden.
+What is left is the scheme, host names and the path: enough to say which URL is meant.
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "***"
+_HOST = re.compile(r"^(localhost|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
+_TOKEN = re.compile(r"(^|/)t/[^/?#]+")
+
+
+def redact(value: str) -> str:
+    """`value` with everything that may be a credential replaced by ***."""
+    text = str(value)
+    head, query, fragment = text, "", ""
+    if "#" in head:
+        head, _, fragment = head.partition("#")
+        fragment = "#" + MASK
+    if "?" in head:
+        head, _, raw = head.partition("?")
+        query = "?" + "&".join(_mask_pair(p) for p in raw.split("&"))
+    scheme, sep, rest = head.partition("://")
+    if not sep:
+        scheme, rest = "", head
+    if "@" in rest:  # a password may hold "/" itself: nothing before the last "@" is shown
+        before, _, after = rest.rpartition("@")
+        host, slash, tail = after.partition("/")
+        # "host:5000@tok.en/x": when the left side is the host, the right one is the credential
+        shown = _HOST.match(host) and not _HOST.match(before.rpartition("/")[2])
+        rest = f"{MASK}@{host if shown else MASK}{slash}{tail}"
+    path = _TOKEN.sub(lambda m: f"{m.group(1)}t/{MASK}", rest)
+    return (f"{scheme}://" if sep else "") + path + query + fragment
+
+
+def _mask_pair(pair: str) -> str:
+    key, eq, _ = pair.partition("=")
+    return f"{key}={MASK}" if eq else MASK

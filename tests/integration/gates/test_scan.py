@@ -118,13 +118,18 @@ def test_gate_fails_on_the_planted_vulnerability_at_the_threshold(default_scan, 
     assert "severity" in proc.stderr and "allowlisted" in proc.stderr and "CRITICAL" in proc.stderr
 
 
-def test_scan_writes_trivy_json_sbom_and_a_valid_gitlab_report(default_scan, planted):
+def test_scan_writes_trivy_json_sbom_and_a_valid_gitlab_report(default_scan, planted, cpu_image):
+    from rapidship.sign.provenance import sbom_subject
+
     _, out = default_scan
     _, binary, version, _ = planted["fixable"]
     trivy = json.loads((out / "trivy.json").read_text())
     assert trivy["SchemaVersion"] == 2 and trivy["Metadata"]["OS"]["Family"] == "debian"
     sbom = json.loads((out / "sbom.cdx.json").read_text())
     assert sbom["bomFormat"] == "CycloneDX"
+    # decision and SBOM are bound to the image trivy really read (its config digest), which push,
+    # sign, verify and promote compare with the image they publish
+    assert record(out)["image_id"] == trivy["Metadata"]["ImageID"] == sbom_subject(sbom) == cpu_image.image_id
     assert {"name": binary, "version": version} in [{"name": c.get("name"), "version": c.get("version")}
                                                    for c in sbom["components"]]
     gitlab = json.loads((out / "gl-container-scanning-report.json").read_text())

@@ -343,3 +343,30 @@ def test_the_password_and_private_key_never_leave(registry, signed, keypairs):
             for blob in [doc["config"], *doc["layers"]]:
                 data = reg.get_blob(record["repository"], blob["digest"]).decode("utf-8", "replace")
                 assert PASSWORD not in data and "PRIVATE KEY" not in data
+
+
+def test_sign_signs_only_the_index_rebuilt_from_the_checked_arches(registry, signed, keypairs, tmp_path):
+    """push.json names the index sign signs; an index the registry holds under another digest, or
+    one a Go client would read as other children, is refused before anything is signed."""
+    import shutil
+
+    build, record, _ = signed
+    reg, repo = direct(registry), record["repository"]
+    amd64, arm64 = record["arches"]["amd64"], record["arches"]["arm64"]
+    child = (f'{{"mediaType": "{amd64["media_type"]}", "digest": "{amd64["digest"]}", "size": {amd64["size"]}, '
+             f'"platform": {{"architecture": "amd64", "os": "linux"}}, "Digest": "{arm64["digest"]}"}}')
+    two_faced = (f'{{"schemaVersion": 2, "mediaType": "{record["index_media_type"]}", "manifests": [{child}]}}').encode()
+    only_one = json.dumps({"schemaVersion": 2, "mediaType": record["index_media_type"], "manifests": [
+        {"mediaType": amd64["media_type"], "digest": amd64["digest"], "size": amd64["size"],
+         "platform": {"architecture": "amd64", "os": "linux"}}]}).encode()
+    env = env_for(registry, RAPIDSHIP_SIGNING_PASSWORD=PASSWORD)
+    for index, why in ((two_faced, "differ only in case"), (only_one, "is not the index over the 2 per-arch")):
+        digest = reg.put_manifest(repo, f"bent-{uuid.uuid4().hex[:6]}", index, record["index_media_type"])
+        ws = tmp_path / uuid.uuid4().hex[:6]
+        shutil.copytree(build, ws)
+        bent = json.loads((ws / VARIANT / "push.json").read_text()) | {"index_digest": digest}
+        (ws / VARIANT / "push.json").write_text(json.dumps(bent))
+        proc = invoke(env, "sign", "--variant", VARIANT, "--key", str(keypairs["release"] / "cosign.key"),
+                      "--build-dir", str(ws))
+        assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+        assert reg.head_manifest(repo, f.tag_for(digest, "sig")) is None  # nothing of that index was signed

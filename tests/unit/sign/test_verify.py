@@ -124,3 +124,65 @@ def test_an_index_child_that_fails_fails_the_index():
     found = problems(src, digest)
     assert found == [f"{child[:19]}: no signature ({src.where}:{f.tag_for(child, 'sig')} is missing or not a manifest)"]
     assert signer(KEY)
+
+
+# ---- round 2: bound to the digest, read as a Go client reads it ----------------------------------
+
+def _sign_index(src: MemSource, index: bytes) -> str:
+    digest = f.sha256(index)
+    src.manifests[digest] = index
+    src.put(f.signature_artifact("reg.example/p/img", {"mediaType": f.OCI_INDEX, "digest": digest, "size": len(index)},
+                                 signer(KEY)), f.tag_for(digest, "sig"))
+    return digest
+
+
+def test_an_index_whose_child_says_digest_twice_is_refused_even_when_signed():
+    """Python's json keeps the last "digest", Go's decoder takes "Digest" too: one index, two children."""
+    src, gated = signed_image(KEY)
+    _, unsigned = signed_image(OTHER, src, labels={"evil": "1"})
+    child = (f'{{"mediaType": "{f.OCI_MANIFEST}", "digest": "{gated}", "size": {len(src.manifests[gated])}, '
+             f'"Digest": "{unsigned}"}}')
+    index = f'{{"schemaVersion": 2, "mediaType": "{f.OCI_INDEX}", "manifests": [{child}]}}'.encode()
+    found = problems(src, _sign_index(src, index))
+    assert len(found) == 1 and "refused: the manifest is not as the spec has it" in found[0]
+    assert "keys 'digest' and 'Digest' differ only in case" in found[0]
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda d: d.replace(b'"config": {', b'"Config": {"digest": "sha256:' + b"0" * 64 + b'", "size": 1, '
+                         b'"mediaType": "x"}, "config": {'), "differ only in case"),
+    (lambda d: d.replace(b'"layers": []', b'"layers": [], "layers": []'), "given twice"),
+    (lambda d: d.replace(b'"layers": []', b'"layers": [], "extra": 1'), "field(s) the spec does not define: extra"),
+])
+def test_a_manifest_a_go_client_would_read_otherwise_is_refused(edit, why):
+    src, digest = signed_image(KEY)
+    bent = edit(src.manifests[digest])
+    assert bent != src.manifests[digest]
+    bent_digest = f.sha256(bent)
+    src.manifests[bent_digest] = bent
+    found = problems(src, bent_digest)
+    assert len(found) == 1 and why in found[0]
+
+
+def test_an_sbom_or_a_scan_decision_of_another_image_is_refused():
+    src, digest = signed_image(KEY)
+    config_digest = json.loads(src.manifests[digest])["config"]["digest"]
+    other = "sha256:" + "ab" * 32
+    bad_decision = provenance(config_digest)
+    next(b for b in bad_decision["runDetails"]["byproducts"] if b["name"] == "trivy-decision")["annotations"][
+        "image_id"] = other
+    src2, digest2 = signed_image(KEY, MemSource(), predicates={f.CYCLONEDX: sbom(other),
+                                                               f.SLSA_PROVENANCE: bad_decision})
+    found = problems(src2, digest2)
+    assert any(f"the SBOM is of image {other[:19]}, this image's config is {config_digest[:19]}" in p for p in found)
+    assert any(f"trivy decision is of image {other[:19]}" in p for p in found)
+    assert len(found) == 2
+
+
+def test_the_docker_reference_binds_a_signature_to_its_repository():
+    src, digest = signed_image(KEY, name="reg.example/staging/img")
+    assert [v.ok for v in verify_image(src, digest, KEY.public_key(), references={"reg.example/staging/img"})] == [True]
+    [v] = verify_image(src, digest, KEY.public_key(), references={"reg.example/release/img"})
+    assert v.problems == [f"{digest[:19]}: signed as reg.example/staging/img, not as reg.example/release/img (pass "
+                          "--signed-as reg.example/staging/img if it was promoted from there)"]
+    assert v.names == ["reg.example/p/img:t"] and set(v.objects) == {"sig", "att"}

@@ -268,3 +268,45 @@ def test_a_file_too_big_for_a_config_is_refused(tmp_path):
 def test_a_date_yaml_cannot_build_is_one_config_error():
     with pytest.raises(ConfigError, match=r"when \(line [0-9]+\).*is not a date"):
         parse_matrix(GOOD + "\nwhen: 2027-13-45\n", "variants.yaml")
+
+
+UBUNTU_WITH_MERGE = """  ubuntu22: &ubuntu
+    family: deb
+    distro: ubuntu
+    version: "22.04"
+    arches: [amd64, arm64]
+    image: library/ubuntu:22.04
+  ubuntu24:
+    <<: *ubuntu
+    version: "24.04"
+    image: library/ubuntu:24.04
+"""
+
+
+def _with_merge(extra: str = "") -> str:
+    start, end = GOOD.index("  ubuntu22:\n"), GOOD.index("  debian12:\n")
+    return GOOD[:start] + UBUNTU_WITH_MERGE + extra + GOOD[end:]
+
+
+def test_yaml_merge_keys_are_ordinary_yaml():
+    """`<<: *base` (as GitLab CI files use it) reads as the mapping written out."""
+    text = GOOD[:GOOD.index("  ubuntu22:\n")] + """  ubuntu22: &ubuntu
+    family: deb
+    distro: ubuntu
+    version: "22.04"
+    arches: [amd64, arm64]
+    image: library/ubuntu:22.04
+  ubuntu24:
+    <<: *ubuntu
+""" + GOOD[GOOD.index("  debian12:\n"):]
+    merged, written = parse_matrix(text, "variants.yaml"), parse_matrix(GOOD, "variants.yaml")
+    by_os = {v.os: v for v in merged.variants.values()}
+    assert by_os["ubuntu24"].os_version == "22.04" and by_os["ubuntu24"].arches == by_os["ubuntu22"].arches
+    assert set(merged.variants) == set(written.variants)
+
+
+def test_a_key_given_through_a_merge_and_again_is_named():
+    with pytest.raises(ConfigError) as caught:
+        parse_matrix(_with_merge(), "variants.yaml")
+    assert "duplicate key 'version': at lines" in caught.value.problem and "merged in through <<" in caught.value.problem
+    assert caught.value.where.startswith("variants.yaml line ")

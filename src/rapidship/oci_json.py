@@ -18,7 +18,7 @@ class Ambiguous(ValueError):
     """JSON that two readers could take for two different documents."""
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     seen: dict[str, str] = {}
     for key, _ in pairs:
         folded = key.casefold()
@@ -34,7 +34,7 @@ def parse(data: bytes | str | None) -> Any:
     if data is None:
         raise Ambiguous("no document")
     try:
-        return json.loads(data, object_pairs_hook=_unique_keys)
+        return json.loads(data, object_pairs_hook=unique_keys)
     except Ambiguous:
         raise
     except (ValueError, UnicodeDecodeError) as err:

@@ -219,8 +219,13 @@ def _parse_json(raw: bytes | str, source: str) -> Any:
     if not text or text.isspace():
         raise RapidshipError(source, "not a trivy JSON report (the file is empty)",
                              "the scan that wrote it did not finish: scan again")
-    try:
-        return json.loads(text, parse_constant=_no_constant)
+    from rapidship import oci_json
+
+    try:  # a key given twice (or twice but for case) is two reports in one: refused, never "the last wins"
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=oci_json.unique_keys)
+    except oci_json.Ambiguous as err:
+        raise RapidshipError(source, f"an ambiguous report: {err} (readers differ on which one counts)",
+                             REPORT_FIX) from None
     except RecursionError:
         raise RapidshipError(source, "not a trivy JSON report (nested too deeply: trivy's reports are a few levels "
                              "deep)", REPORT_FIX) from None
@@ -418,8 +423,15 @@ def findings(report: dict[str, Any]) -> list[Finding]:
     return out
 
 
+# Harbor's scale (pkg/scan/vuln: None < Unknown < Negligible < Low < ...) has two levels trivy's
+# lacks: Negligible ("technically a vulnerability, theoretical") and None (graded, no impact). Both
+# rank below Low there; the lowest graded level here is LOW, so a LOW threshold still sees them.
+HARBOR_SEVERITIES = {"NEGLIGIBLE": "LOW", "NONE": "LOW"}
+
+
 def _severity(value: Any) -> str:
     value = str(value or "UNKNOWN").upper()
+    value = HARBOR_SEVERITIES.get(value, value)
     return value if value in SEVERITIES else "UNKNOWN"
 
 

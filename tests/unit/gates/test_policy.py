@@ -233,3 +233,35 @@ def test_a_stale_db_fails_closed_and_the_limit_is_configurable():
     assert decide([], FACTS, policy(""), TODAY).passed  # DB age unknown (a report made elsewhere): not judged
     with pytest.raises(ConfigError, match="max_db_age_days"):
         parse_policy("defaults: {max_db_age_days: 0}", "p.yaml")
+
+
+def test_harbor_negligible_and_none_are_graded_low_not_unknown():
+    """Harbor ranks None and Negligible below Low; as UNKNOWN they failed every default gate."""
+    doc = json.loads(json.dumps(HARBOR))
+    report = next(iter(doc.values()))
+    report["vulnerabilities"] = [dict(report["vulnerabilities"][1], id="CVE-2099-4", severity="Negligible"),
+                                 dict(report["vulnerabilities"][1], id="CVE-2099-5", severity="None")]
+    found = findings(read_report(json.dumps(doc), "harbor.json"))
+    assert [(f.id, f.severity) for f in found] == [("CVE-2099-4", "LOW"), ("CVE-2099-5", "LOW")]
+    facts = scan_facts(read_report(json.dumps(doc), "harbor.json"))
+    assert decide(found, facts, policy(""), TODAY).passed  # below the committed MEDIUM threshold
+    assert not decide(found, facts, policy("defaults: {threshold: LOW}"), TODAY).passed
+
+
+@pytest.mark.parametrize("text", [
+    '{"SchemaVersion": 2, "Results": [], "Results": [{"Target": "x"}]}',
+    '{"SchemaVersion": 2, "ArtifactName": "a", "artifactName": "b", "Results": []}',
+])
+def test_a_report_with_a_key_given_twice_is_refused_as_ambiguous(text):
+    with pytest.raises(RapidshipError, match="an ambiguous report"):
+        read_report(text, "trivy.json")
+
+
+def test_a_harbor_answer_with_a_key_given_twice_is_refused():
+    from rapidship.publish.harbor.client import parse_report
+
+    body = json.dumps(HARBOR)
+    twice = body.replace('"severity": "High",', '"severity": "High", "severity": "Low",', 1)
+    assert twice != body
+    with pytest.raises(RapidshipError, match="ambiguous: key 'severity' given twice"):
+        parse_report(twice)

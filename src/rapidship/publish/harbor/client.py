@@ -150,12 +150,15 @@ class HarborClient:
 def parse_report(text: str) -> dict:
     """The vulnerabilities addition: a JSON object keyed by report MIME type. The spec types the
     body as a string, so it may arrive JSON-encoded once more; accept both."""
+    from rapidship import oci_json
+
     try:
-        doc = json.loads(text)
+        doc = oci_json.parse(text)
         if isinstance(doc, str):
-            doc = json.loads(doc)
-    except ValueError:
-        raise RapidshipError("harbor vulnerabilities report", "not JSON", "check the scanner in Harbor") from None
+            doc = oci_json.parse(doc)
+    except oci_json.Ambiguous as err:
+        why = "not JSON" if str(err).startswith("not JSON") else f"ambiguous: {err} (readers differ on which counts)"
+        raise RapidshipError("harbor vulnerabilities report", why, "check the scanner in Harbor") from None
     if not isinstance(doc, dict):
         raise RapidshipError("harbor vulnerabilities report", f"expected a JSON object, got {type(doc).__name__}",
                              "check the scanner in Harbor")

@@ -191,9 +191,12 @@ class CommandSigner:
         if proc.returncode != 0:
             raise RapidshipError(COMMAND_ENV, f"the signer command failed (exit {proc.returncode})",
                                  "check the token / KMS and the key URI")
-        out = proc.stdout.strip()
-        signature = out if out[:1] == b"\x30" else _b64_or_none(out)
-        if signature is None or not verify_signature(self.public, signature, data):
+        # DER as printed (stripping it would eat a last byte that happens to be 0x0a or 0x20), DER
+        # with a line end after it, or base64 text: the first form that verifies is the signature
+        out = proc.stdout
+        candidates = [out, out.rstrip(b"\r\n"), _b64_or_none(out.strip())]
+        signature = next((c for c in candidates if c and verify_signature(self.public, c, data)), None)
+        if signature is None:
             raise RapidshipError(COMMAND_ENV, f"the signer's answer does not verify with {COMMAND_PUB_ENV}",
                                  "the command must print an ECDSA-SHA256 signature made by that key")
         return signature

@@ -315,14 +315,17 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
     }, f"verify the signature and attestations of the pushed {vid} with {SIGNING_PUBLIC_KEY}; {p.sign_skipped}"))
     # optional: where sign and verify are left out, promote still checks the signatures itself and refuses
     signed_needs = [{"job": verify, "optional": True}]
-    release_needs: list = [push]
+    # promote, Harbor's gate and export check that the gate, scan and build records name the
+    # pushed image (records.gated_problems): they need those jobs' artifacts
+    records = [*build_jobs, *gates_jobs, *scan_jobs]
+    release_needs: list = [push, *records]
     if p.harbor_gate:
         harbor_gate = _name("harbor-gate", v)
         release_needs.append(harbor_gate)
         found.append(Job(harbor_gate, {
             "stage": "publish",
             **p.arch_tags("amd64"),
-            "needs": [push],
+            "needs": [push, *records],
             "variables": {"RAPIDSHIP_HARBOR_USER": "$HARBOR_CI_ROBOT_NAME",
                           "RAPIDSHIP_HARBOR_PASSWORD": "$HARBOR_CI_ROBOT_SECRET"},
             "script": [f"invoke harbor.gate --variant {vid}"],
@@ -346,7 +349,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         "stage": "release",
         **p.arch_tags("amd64", "docker"),
         # sign's artifacts: the signature objects travel on the disc
-        "needs": [render, *build_jobs, {"job": sign, "optional": True}, *signed_needs, promote],
+        "needs": [render, *records, {"job": sign, "optional": True}, *signed_needs, promote],
         "rules": on_tags,
         "interruptible": False,
         "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)),

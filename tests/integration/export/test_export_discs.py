@@ -340,14 +340,21 @@ def test_missing_image_and_bad_media_are_one_clear_message(tmp_path):
     assert proc.returncode == 2 and "--media" in proc.stderr
 
 
-def test_a_variant_resolves_through_its_build_record(cpu_image):
-    from rapidship.errors import ConfigError
+def test_a_variant_resolves_through_its_build_record(cpu_image, tmp_path):
+    from rapidship.errors import ConfigError, GateFailure
     from rapidship.export.write import resolve_images
     from rapidship.config.matrix import load_matrix
+    from support.gated_records import write_gated
 
     variant = load_matrix(ROOT / "variants.yaml").get("cpu-debian12")
     subprocess.run(["docker", "tag", cpu_image.image_id, cpu_image.ref], check=True)  # as its build left it
-    [image] = resolve_images([variant], "amd64", [], Workspace(ROOT / "build"))
+    ws = write_gated(tmp_path / "build", "cpu-debian12", {"amd64": (cpu_image.ref, "sha256:" + "0" * 64)}, lock="0" * 64)
+    ws.save(ws.build("cpu-debian12", "amd64"), cpu_image)
+    with pytest.raises(GateFailure, match="(?s)is not gated as built:.*STALE gate record"):  # gates of another image
+        resolve_images([variant], "amd64", [], ws)
+    write_gated(tmp_path / "build", "cpu-debian12", {"amd64": (cpu_image.ref, cpu_image.image_id)}, lock="0" * 64)
+    ws.save(ws.build("cpu-debian12", "amd64"), cpu_image)
+    [image] = resolve_images([variant], "amd64", [], ws)
     assert (image.ref, image.image_id, image.variant) == (cpu_image.ref, cpu_image.image_id, "cpu-debian12")
     # a later build moved the tag: the record no longer describes what the tag names; refused, not swapped
     moved = f"rapidship-test-moved:{uuid.uuid4().hex[:8]}"
@@ -358,10 +365,10 @@ def test_a_variant_resolves_through_its_build_record(cpu_image):
     try:
         subprocess.run(["docker", "tag", moved, cpu_image.ref], check=True)
         with pytest.raises(ConfigError, match="not the .* this build record gated"):
-            resolve_images([variant], "amd64", [], Workspace(ROOT / "build"))
+            resolve_images([variant], "amd64", [], ws)
     finally:
         subprocess.run(["docker", "tag", cpu_image.image_id, cpu_image.ref], check=True)
         subprocess.run(["docker", "rmi", moved], capture_output=True, check=False)
     assert image.layers and image.arch == "amd64"
     with pytest.raises(ConfigError, match="no image named"):
-        resolve_images([], None, [], Workspace(ROOT / "build"))
+        resolve_images([], None, [], ws)

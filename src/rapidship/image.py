@@ -16,6 +16,9 @@ from typing import IO, Callable, Iterator
 from rapidship.engine import ENGINE
 
 
+CAPABILITY_XATTR = "SCHILY.xattr.security.capability"  # file capabilities, as tar (pax) carries them
+
+
 @dataclass(frozen=True)
 class FileEntry:
     layer: str  # layer id in the archive, or "final"
@@ -23,6 +26,13 @@ class FileEntry:
     mode: int
     size: int
     is_file: bool
+    is_dir: bool = False
+    capabilities: bool = False  # carries security.capability (setcap): privilege without a setuid bit
+
+
+def entry_of(f: tarfile.TarInfo, layer: str) -> FileEntry:
+    return FileEntry(layer=layer, path="/" + f.name.lstrip("./"), mode=f.mode, size=f.size, is_file=f.isfile(),
+                     is_dir=f.isdir(), capabilities=CAPABILITY_XATTR in (f.pax_headers or {}))
 
 
 def saved_image(ref: str) -> Iterator[tuple[str, FileEntry | None, IO[bytes] | None]]:
@@ -42,8 +52,7 @@ def saved_image(ref: str) -> Iterator[tuple[str, FileEntry | None, IO[bytes] | N
                 except tarfile.ReadError:
                     continue  # an OCI blob that is not a layer (config, manifest)
                 for f in inner:
-                    entry = FileEntry(layer=name.split("/")[0], path="/" + f.name.lstrip("./"), mode=f.mode,
-                                      size=f.size, is_file=f.isfile())
+                    entry = entry_of(f, name.split("/")[0])
                     yield "file", entry, inner.extractfile(f) if f.isfile() else None
 
 
@@ -58,8 +67,7 @@ def exported_members(ref: str) -> Iterator[tuple[tarfile.TarInfo, tarfile.TarFil
 def final_files(ref: str) -> Iterator[tuple[FileEntry, IO[bytes] | None]]:
     """Files of the flattened image; the content stream is valid until the next item."""
     for f, archive in exported_members(ref):
-        entry = FileEntry(layer="final", path="/" + f.name.lstrip("./"), mode=f.mode, size=f.size, is_file=f.isfile())
-        yield entry, archive.extractfile(f) if f.isfile() else None
+        yield entry_of(f, "final"), archive.extractfile(f) if f.isfile() else None
 
 
 def image_config(ref: str) -> dict:
@@ -91,7 +99,7 @@ def snapshot(ref: str, keep: Callable[[str], bool] = lambda _: False,
     config = ENGINE.inspect(ref)
     files, contents, digests, links = [], {}, {}, {}
     for f, archive in exported_members(ref):
-        entry = FileEntry(layer="final", path="/" + f.name.lstrip("./"), mode=f.mode, size=f.size, is_file=f.isfile())
+        entry = entry_of(f, "final")
         files.append(entry)
         hashed = entry.path.startswith(hash_under) if hash_under else False
         if f.issym() and hashed:

@@ -16,7 +16,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
 
 from rapidship.errors import RapidshipError
 
@@ -246,13 +246,25 @@ class GateReport(Record):
 
 
 class GatesRecord(Record):
-    """build/<variant>/gates-<arch>.json: every image gate of one built image; push reads `passed`."""
+    """build/<variant>/gates-<arch>.json: every image gate of one built image; push reads `passed`.
+    A record that contradicts itself (a gate listed twice; `passed` not what its gates say) is of
+    another shape: CORRUPT for every reader, never read one way by push and another by the report."""
 
     ref: str
     image_id: str
     arch: str
     passed: bool
     gates: list[GateReport]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "GatesRecord":
+        names = [g.gate for g in self.gates]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"gate(s) listed twice: {', '.join(twice)}")
+        if self.passed != all(g.passed for g in self.gates):
+            raise ValueError(f"passed is {str(self.passed).lower()}, its gates say {str(not self.passed).lower()}")
+        return self
 
 
 class ScanRecord(Record):
@@ -312,7 +324,11 @@ def gated_problems(ws: Workspace, variant: str, arch: str, image_id: str) -> lis
             problems.append(f"{err.where}: {err.problem}")
             continue
         named = getattr(record, "image_id", "")
-        if named != image_id:
+        of = {k: getattr(record, k) for k in ("variant", "arch") if getattr(record, k, None) is not None}
+        if of != {k: want for k, want in (("variant", variant), ("arch", arch)) if k in of}:
+            problems.append(f"{path}: the {what} is of {' '.join(str(x) for x in of.values())}, not of {variant} {arch}: "
+                            f"run {writer} again")
+        elif named != image_id:
             problems.append(f"{path}: STALE {what}: it names image {named[:19] or '(none)'}, the image to publish is "
                             f"{image_id[:19]}: run {writer} again")
         elif getattr(record, "passed", True) is not True:

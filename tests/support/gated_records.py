@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from rapidship.records import BuiltImage, ContentRecord, GatesRecord, Rendered, ScanRecord, Workspace
+from rapidship.records import BuiltImage, ContentRecord, GateReport, GatesRecord, Rendered, ScanRecord, Workspace
 from rapidship.sign.provenance import IMAGE_ID_PROPERTY
 
 
@@ -33,7 +33,8 @@ def write_gated(build: Path, variant: str, images: dict[str, tuple[str, str]], *
                                                     size_bytes=1, zstd_bytes=1, layers=1, seconds=0.1,
                                                     lock_sha256=lock, base="scratch", log="build.log",
                                                     extra=extra or {}))
-        ws.save(ws.gates(variant, arch), GatesRecord(ref=ref, image_id=image_id, arch=arch, passed=passed, gates=[]))
+        ws.save(ws.gates(variant, arch), GatesRecord(ref=ref, image_id=image_id, arch=arch, passed=passed,
+                                                     gates=[GateReport(gate="size", passed=passed)]))
         ws.save(ws.decision(variant, arch), ScanRecord(
             artifact=ref, image_id=image_id, variant=variant, arch=arch, passed=passed, reasons=[], notes=[],
             counts={"HIGH": {"fail": 0}}, policy=policy or {}, os="debian 12", packages=1, trivy_version="0.59.1",

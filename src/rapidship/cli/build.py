@@ -80,18 +80,21 @@ def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
     """Run the image gates (size, labels, user, suid, secrets) on a built image; writes gates-<arch>.json."""
     from rapidship.build.buildkit import BuildSecrets, read_record
     from rapidship.gates.run import run_gates, write_content_record, write_gates_record
+    from rapidship.records import Rendered
 
     v = load_matrix(variants_file).get(variant)
     secrets = BuildSecrets.from_flags(ca_bundle, pip_index, None)
     failed = []
     ws = Workspace()
+    rendered = ws.load(ws.render(v.id), Rendered, f"invoke render --variant {v.id}", "render record")
     for a in arches_flag(v, arch):
         built = read_record(ws, v.id, a.value)
         with console.err.status(f"gates on {built.ref}") as status:
-            reports, content = run_gates(v, built, secrets, on_gate=lambda g: status.update(f"{built.ref}: gate {g}"))
+            reports, content, judged = run_gates(v, built, secrets, rendered.lock_sha256,
+                                                 on_gate=lambda g: status.update(f"{built.ref}: gate {g}"))
         console.table(f"gates {built.ref}", ["gate", "result", "why"],
                       [(r.gate, "PASS" if r.passed else "FAIL", "; ".join(r.reasons) or "-") for r in reports])
-        console.err.print(f"record: {write_gates_record(ws, built, reports)}; content manifest "
+        console.err.print(f"record: {write_gates_record(ws, built, reports, judged)}; content manifest "
                           f"{content.digest[:19]} ({content.files:,} files) -> {write_content_record(ws, content)}")
         failed += [f"{a.value}:{r.gate}" for r in reports if not r.passed]
     if failed:

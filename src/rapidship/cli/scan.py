@@ -82,8 +82,10 @@ def gate(c, report=None, config_report=None, policy="policy/trivy.yaml", variant
             raise
         binary = None  # the decision needs no trivy; only the SBOM conversion does
         console.err.print("[yellow]no trivy binary: the SBOM is not written[/]")
-    pol = _policy(policy, variant, load_matrix(variants_file))
+    matrix = load_matrix(variants_file)
+    pol = _policy(policy, variant, matrix)
     out_dir = Path(out) if out else Path(report).resolve().parent
+    _same_variant(out_dir, variant, matrix)
     record = run_gate(Path(report), Path(config_report) if config_report else None, pol, out_dir, binary, variant)
     _verdict(record)
 
@@ -102,6 +104,17 @@ def trivy_db(c, advisories=None, cache_dir=None):
 
     db_dir = write_db(Path(cache_dir), load_advisories(Path(advisories)))
     console.err.print(f"wrote {db_dir}/trivy.db and metadata.json")
+
+
+def _same_variant(out_dir, variant, matrix):
+    """A decision lands only in its own variant's folder (build/<variant>/scan-<arch>/): one written
+    into another variant's folder would be read there as that variant's verdict."""
+    from rapidship.errors import ConfigError
+
+    folder = out_dir.resolve().parent.name
+    if folder in matrix.variants and folder != variant:
+        raise ConfigError("--out / --variant", f"{out_dir} is {folder}'s scan folder, but the decision is made for "
+                          f"{variant or 'no variant'}", f"pass --variant {folder}, or --out a folder of {variant or 'your own'}")
 
 
 def _policy(path, variant, m):

@@ -21,12 +21,18 @@ def expected_labels(v: Variant) -> dict[str, str]:
             "org.opencontainers.image.version": v.tag()}
 
 
-def check_labels(labels: dict[str, str] | None, v: Variant) -> GateReport:
+def check_labels(labels: dict[str, str] | None, v: Variant, rendered_lock: str | None = None) -> GateReport:
+    """`rendered_lock`: the sha256 render computed of the lock (render.json): the label must be it,
+    not merely look like a hash."""
     labels = labels or {}
     reasons = [f"missing label {key}" for key in OCI_REQUIRED if not labels.get(key)]
     for key, want in expected_labels(v).items():
         if labels.get(key) != want:
             reasons.append(f"label {key} is {labels.get(key)!r}, expected {want!r}")
-    if not re.fullmatch(r"[0-9a-f]{64}", labels.get("io.rapidship.lock.sha256", "")):
+    lock = labels.get("io.rapidship.lock.sha256", "")
+    if not re.fullmatch(r"[0-9a-f]{64}", lock):
         reasons.append("label io.rapidship.lock.sha256 is not a sha256: the image was built without a lock")
+    elif rendered_lock is not None and lock != rendered_lock:
+        reasons.append(f"label io.rapidship.lock.sha256 is {lock[:12]}..., the rendered lock is {rendered_lock[:12]}...: "
+                       "the image was built from another lock (render and build again)")
     return verdict("labels", reasons, labels=labels)

@@ -37,6 +37,8 @@ class AllowEntry(LaxConfig):
     reason: str = Field(min_length=10)
     expires: date
     package: str | None = None  # limit the entry to one package (fnmatch pattern)
+    path: str | None = None  # limit the entry to files (fnmatch pattern on the finding's target);
+    #                          a secret is allowlisted only with one: a rule id alone covers every file
 
     @field_validator("reason")
     @classmethod
@@ -69,6 +71,7 @@ class Rules(LaxConfig):
     fail_on_secrets: bool = True
     require_os: bool = True  # an image whose OS trivy cannot detect was not really scanned
     max_db_age_days: int | None = Field(default=7, ge=1)  # a mirror that stopped updating hides new CVEs
+    max_allowlist_days: int = Field(default=180, ge=1)  # how far ahead an entry may expire: acceptance is reviewed
     allowlist: tuple[AllowEntry, ...] = ()
 
 
@@ -81,6 +84,7 @@ class Override(LaxConfig):
     fail_on_secrets: bool | None = None
     require_os: bool | None = None
     max_db_age_days: int | None = Field(default=None, ge=1)
+    max_allowlist_days: int | None = Field(default=None, ge=1)
     allowlist: tuple[AllowEntry, ...] = ()
 
 
@@ -183,6 +187,7 @@ class ScanFacts:
     db_updated: date | None = None  # the vulnerability DB's UpdatedAt, when the scan ran here
     results: int | None = None  # entries of the report's Results (None: not from a report)
     image_id: str = ""  # Metadata.ImageID: the config digest of the image scanned ("" when not an image scan)
+    db_age_unknown: bool = False  # the scan ran here, but the DB's metadata names no UpdatedAt
 
 
 HARBOR_MIME = "application/vnd.security.vulnerability.report; version=1.1"
@@ -480,10 +485,17 @@ def decide(report_findings: list[Finding], facts: ScanFacts, policy: Policy, tod
     if rules.require_os and facts.artifact_type == "container_image" and not facts.os:
         problems.append(f"trivy detected no operating system in {facts.artifact}: its OS packages were not "
                         "checked (unsupported distribution, or no package database in the image)")
+    if rules.max_db_age_days and facts.db_age_unknown:  # a DB of unknown age is never "fresh"
+        problems.append(f"the vulnerability DB's metadata.json names no UpdatedAt: its age is unknown "
+                        f"(max_db_age_days: {rules.max_db_age_days}): refresh the DB mirror, or write a DB with "
+                        "its metadata")
     if rules.max_db_age_days and facts.db_updated and (today - facts.db_updated).days > rules.max_db_age_days:
         problems.append(f"the vulnerability DB was last updated {facts.db_updated}, "
                         f"{(today - facts.db_updated).days} days ago (max_db_age_days: {rules.max_db_age_days}): "
                         "refresh the DB mirror")
+    problems += [f"allowlist entry {e.id} expires {e.expires}, {(e.expires - today).days} days ahead: more than "
+                 f"max_allowlist_days ({rules.max_allowlist_days}); accept it for a shorter time and review it again"
+                 for e in rules.allowlist if (e.expires - today).days > rules.max_allowlist_days]
     notes = [f"allowlist entry {e.id} matched nothing; remove it if the finding is gone"
              for i, e in enumerate(rules.allowlist) if i not in used and e.expires >= today]
     notes += [f"allowlist entry {e.id} expired on {e.expires}" for i, e in enumerate(rules.allowlist) if e.expires < today]
@@ -529,6 +541,10 @@ def _judge(f: Finding, rules: Rules, threshold: int, today: date, used: set[int]
     expired = None
     for i, entry in by_id.get(f.id, ()):
         if entry.package and not fnmatch.fnmatchcase(f.package, entry.package):
+            continue
+        if f.kind == "secret" and not entry.path:  # a rule id alone would accept the secret in every file
+            continue
+        if entry.path and not fnmatch.fnmatchcase(f.target, entry.path):
             continue
         if entry.expires >= today:
             used.add(i)

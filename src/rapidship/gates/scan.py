@@ -195,7 +195,10 @@ def gate(report: Path, config_report: Path | None, policy: Policy, out_dir: Path
     found = findings(data)
     if config_report is not None:
         found += findings(read_report(_read_bytes(config_report, "--config-report"), str(config_report)))
-    facts = replace(scan_facts(data), db_updated=_day((db or {}).get("UpdatedAt")))
+    updated = _day((db or {}).get("UpdatedAt"))
+    # db is None: a report made elsewhere (its DB's age is not ours to know); {} or no UpdatedAt:
+    # the scan ran here on a DB that does not say how old it is
+    facts = replace(scan_facts(data), db_updated=updated, db_age_unknown=db is not None and updated is None)
     decision = decide(found, facts, policy, today)
     out_dir.mkdir(parents=True, exist_ok=True)
     outputs: dict[str, str | None] = {"trivy_json": str(report), "trivy_config_json": str(config_report) if config_report else None}

@@ -1,8 +1,9 @@
 """Secrets gate: build-time secrets appear in no layer, no config and no history entry.
 
-Needles are the secret values themselves (index URLs with tokens, registry passwords) and, for
-the CA bundle, every certificate that is NOT public: a cert the image's own trust stores carry
-anyway (Debian's ca-certificates, certifi) is no leak, a corporate root CA copied in is.
+Needles are the secret values themselves (index URLs with tokens, registry passwords) in every
+encoding a build tool writes them, and, for the CA bundle, every certificate that is NOT public:
+a Mozilla root as Debian's ca-certificates ships it is no leak; a corporate root CA copied in is,
+wherever it lands (the image's own trust store included), as PEM at any line width or as DER.
 Every layer is read, deleted files included, so a secret removed later is still found.
 """
 
@@ -15,14 +16,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from rapidship.gates import GateReport, verdict
 from rapidship.image import ImageSnapshot, saved_image
 
 _PEM = re.compile(rb"-----BEGIN CERTIFICATE-----\s*(.+?)\s*-----END CERTIFICATE-----", re.S)
-TRUST_STORES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
-                "/certifi/cacert.pem")
 ENV_SECRETS = ("RAPIDSHIP_REGISTRY_PASSWORD", "RAPIDSHIP_PIP_INDEX_URL", "RAPIDSHIP_CONDA_CHANNELS",
                "RAPIDSHIP_MIRROR_TOKEN")
 CHUNK = 1 << 20
@@ -32,6 +31,11 @@ CHUNK = 1 << 20
 class Needle:
     name: str  # what it is, never the value: reports and logs must not leak it either
     value: bytes
+    squeeze: bool = False  # matched with all whitespace removed (base64 bodies, wrapped at any width)
+
+
+_KEY = re.compile(rb"-----BEGIN ([A-Z ]*PRIVATE KEY)-----\s*(.+?)\s*-----END \1-----", re.S)
+MIN_SECRET = 6  # shorter parts (a user name like "ci") would match everywhere and prove nothing
 
 
 def cert_bodies(pem: bytes) -> dict[str, bytes]:
@@ -48,64 +52,98 @@ def cert_bodies(pem: bytes) -> dict[str, bytes]:
 
 
 def ca_needles(bundle: bytes, trusted: bytes) -> list[Needle]:
-    """Pure: needles for the bundle's private certs. A 64-char slice from inside the body finds the
-    cert however the file wraps its lines, as long as one wrapped line holds it (PEM wraps at 64)."""
+    """Pure: needles for the bundle's private certs, in every form a build would write them: the
+    base64 body at any line width (matched without whitespace) and the DER bytes themselves; and
+    any private key the bundle (wrongly) holds."""
     public = cert_bodies(trusted)
     needles = []
     for fp, body in cert_bodies(bundle).items():
         if fp not in public and len(body) >= 200:
-            needles.append(Needle(f"CA certificate {fp} from the build's CA bundle", body[128:192]))
+            needles.append(Needle(f"CA certificate {fp} from the build's CA bundle", body[128:192], squeeze=True))
+            der = base64.b64decode(body)
+            needles.append(Needle(f"CA certificate {fp} from the build's CA bundle (DER)", der[96:144]))
+    for match in _KEY.finditer(bundle):
+        body = re.sub(rb"\s+", b"", match.group(2))
+        needles.append(Needle(f"a {match.group(1).decode().lower()} inside the build's CA bundle", body[:64],
+                              squeeze=True))
     return needles
 
 
 def value_needles(values: dict[str, str]) -> list[Needle]:
-    """Pure: needles for secret strings; for URLs also the password/token part alone."""
+    """Pure: needles for secret strings and every encoding a build tool writes them in: each
+    whitespace-separated part; of a URL its password, the user of a token-only URL, each query
+    value, each also URL-decoded; and base64("user:password"), a docker config's `auth`."""
     needles = []
     for name, value in values.items():
-        if not value:
-            continue
-        for part in value.split():
+        for part in (value or "").split():
             needles.append(Needle(name, part.encode()))
             url = urlsplit(part)
-            if url.password and len(url.password) >= 6:
-                needles.append(Needle(f"{name} (password part)", url.password.encode()))
+            forms: list[tuple[str, str]] = []
+            if url.password:
+                forms.append(("password part", url.password))
+            elif url.username:
+                forms.append(("token in the user part", url.username))
+            forms += [("query value", v) for _, v in parse_qsl(url.query, keep_blank_values=False)]
+            for what, raw in forms:
+                for text in {raw, unquote(raw)}:
+                    if len(text) >= MIN_SECRET:
+                        needles.append(Needle(f"{name} ({what})", text.encode()))
+            if url.username and url.password:
+                for user, password in {(url.username, url.password), (unquote(url.username), unquote(url.password))}:
+                    auth = base64.b64encode(f"{user}:{password}".encode())
+                    needles.append(Needle(f"{name} (base64 user:password, as in a docker config)", auth))
     return needles
 
 
 def found_in_stream(stream: IO[bytes], needles: list[Needle]) -> set[str]:
-    """Pure over a stream: names of needles present, reading in chunks with overlap."""
+    """Pure over a stream: names of needles present, reading in chunks with overlap. Squeezed
+    needles are looked for in the window with its whitespace removed."""
     found: set[str] = set()
-    overlap = max((len(n.value) for n in needles), default=1) - 1
+    longest = max((len(n.value) for n in needles), default=1)
+    overlap = (longest * 2 if any(n.squeeze for n in needles) else longest) - 1  # room for line breaks
+    squeezing = any(n.squeeze for n in needles)
     tail = b""
     while chunk := stream.read(CHUNK):
         window = tail + chunk
+        squeezed = re.sub(rb"\s+", b"", window) if squeezing else b""
         for n in needles:
-            if n.name not in found and n.value in window:
+            if n.name not in found and n.value in (squeezed if n.squeeze else window):
                 found.add(n.name)
         tail = window[-overlap:] if overlap else b""
     return found
 
 
-def is_trust_store(path: str) -> bool:
-    return path.endswith(TRUST_STORES)
+# What is public is decided by a known list, never by the image being judged (whose trust store a
+# build can put a private CA into): the Mozilla roots exactly as Debian's ca-certificates package
+# ships them, not /etc/ssl/certs (which holds each machine's local additions too).
+PUBLIC_CA_DIR = "/usr/share/ca-certificates/mozilla"
 
 
-def trusted_certs(image: ImageSnapshot) -> bytes:
-    """The image's own trust stores (kept by the snapshot: take it with keep=is_trust_store)."""
-    return b"".join(data for path, data in sorted(image.contents.items()) if is_trust_store(path))
+def public_certs(directory: str | None = None) -> bytes:
+    """The public roots (PEM): $RAPIDSHIP_PUBLIC_CA_DIR, else Debian's Mozilla set. b"" when none."""
+    folder = Path(directory or os.environ.get("RAPIDSHIP_PUBLIC_CA_DIR") or PUBLIC_CA_DIR)
+    return b"".join(p.read_bytes() for p in sorted(folder.glob("*.crt")) if p.is_file()) if folder.is_dir() else b""
 
 
 def env_secret_values() -> dict[str, str]:
     return {name: os.environ[name] for name in ENV_SECRETS if os.environ.get(name)}
 
 
-def check_secrets(image: ImageSnapshot, ca_bundle: Path | None, values: dict[str, str]) -> GateReport:
+def check_secrets(image: ImageSnapshot, ca_bundle: Path | None, values: dict[str, str],
+                  unsearched: list[str] = ()) -> GateReport:
+    """`unsearched`: secrets the build used that this run has no value for: each one fails."""
     ref = image.ref
     needles = value_needles(values)
-    if ca_bundle:
-        needles += ca_needles(ca_bundle.read_bytes(), trusted_certs(image))
+    public = public_certs()
+    if ca_bundle and not public:  # without the public list every cert is a needle: say so, fail closed
+        unsearched = [*unsearched, f"no list of public CA certificates ({PUBLIC_CA_DIR} or $RAPIDSHIP_PUBLIC_CA_DIR): "
+                      "the CA bundle's private certificates cannot be told from public ones; install Debian's "
+                      "ca-certificates or point RAPIDSHIP_PUBLIC_CA_DIR at a folder of the public roots (*.crt)"]
+    elif ca_bundle:
+        needles += ca_needles(ca_bundle.read_bytes(), public)
     if not needles:  # a build with no CA bundle, tokens or credentials has nothing that can leak
-        return verdict("secrets", [], needles=0, note="the build used no secrets")
+        return verdict("secrets", list(unsearched), needles=0,
+                       note="the build used no secrets" if not unsearched else "the build's secrets were not given")
     hits: dict[str, list[str]] = {}
     for kind, entry, content in saved_image(ref):
         if content is None:
@@ -114,8 +152,9 @@ def check_secrets(image: ImageSnapshot, ca_bundle: Path | None, values: dict[str
         for name in found_in_stream(content, needles):
             hits.setdefault(name, []).append(where)
     meta = "\n".join(image.history).encode() + repr(image.config.get("Config", {})).encode()
+    squeezed = re.sub(rb"\s+", b"", meta)
     for n in needles:
-        if n.value in meta:
+        if n.value in (squeezed if n.squeeze else meta):
             hits.setdefault(n.name, []).append("history/config")
     reasons = [f"{name} found in {', '.join(sorted(set(places))[:5])}" for name, places in sorted(hits.items())]
-    return verdict("secrets", reasons, needles=len(needles), needle_names=sorted({n.name for n in needles}))
+    return verdict("secrets", [*unsearched, *reasons], needles=len(needles), needle_names=sorted({n.name for n in needles}))

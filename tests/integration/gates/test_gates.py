@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rapidship.gates.labels import check_labels
-from rapidship.gates.secrets import check_secrets, is_trust_store
+from rapidship.gates.secrets import check_secrets
 from rapidship.gates.size import check_size
 from rapidship.gates.suid import check_suid
 from rapidship.gates.user import check_user
@@ -96,20 +96,20 @@ def corporate_bundle(tmp_path_factory) -> Path:
 
 def test_secrets_gate(cpu_image, derive, corporate_bundle):
     token_url = "https://ci-bot:s3cr3t-t0ken-abc@pypi.mirror.example/simple"
-    good = check_secrets(snapshot(cpu_image.ref, keep=is_trust_store), corporate_bundle, {"pip index URL": token_url})
+    good = check_secrets(snapshot(cpu_image.ref), corporate_bundle, {"pip index URL": token_url})
     assert good.passed, good.reasons
     assert good.details["needles"] >= 3
 
     private_ca = corporate_bundle.read_bytes().split(b"-----BEGIN CERTIFICATE-----")[-1]
     copied = derive("COPY ca.pem /usr/local/share/ca-certificates/corp.crt",
                     {"ca.pem": b"-----BEGIN CERTIFICATE-----" + private_ca})
-    report = check_secrets(snapshot(copied, keep=is_trust_store), corporate_bundle, {})
+    report = check_secrets(snapshot(copied), corporate_bundle, {})
     assert not report.passed and "corp.crt" in report.reasons[0]
 
     # Deleted in a later layer still ships in the earlier one.
     deleted = derive("USER 0\nCOPY ca.pem /tmp/ca.pem\nRUN rm /tmp/ca.pem\nUSER 1001:0",
                      {"ca.pem": b"-----BEGIN CERTIFICATE-----" + private_ca})
-    report = check_secrets(snapshot(deleted, keep=is_trust_store), corporate_bundle, {})
+    report = check_secrets(snapshot(deleted), corporate_bundle, {})
     assert not report.passed and "/tmp/ca.pem" in report.reasons[0]
 
     # A token passed as a build arg lands in the history; as ENV in the config.
@@ -118,13 +118,13 @@ def test_secrets_gate(cpu_image, derive, corporate_bundle):
                                  "-"], input=f"FROM {arg}\nARG INDEX\nRUN test -n \"$INDEX\"\n", text=True,
                                 capture_output=True, check=True)
     try:
-        report = check_secrets(snapshot(f"{arg}-arg", keep=is_trust_store), None, {"pip index URL": token_url})
+        report = check_secrets(snapshot(f"{arg}-arg"), None, {"pip index URL": token_url})
         assert not report.passed and "history/config" in report.reasons[0]
     finally:
         subprocess.run(["docker", "rmi", "-f", f"{arg}-arg"], capture_output=True, check=False)
     assert engine_arg.returncode == 0
     env = derive("ENV PIP_INDEX_URL=" + token_url)
-    report = check_secrets(snapshot(env, keep=is_trust_store), None, {"pip index URL": token_url})
+    report = check_secrets(snapshot(env), None, {"pip index URL": token_url})
     assert not report.passed
     assert "s3cr3t" not in " ".join(report.reasons)  # the report names the secret, never shows it
 
@@ -138,3 +138,115 @@ def test_gates_task_writes_a_passing_record(cpu_image):
     record = json.loads((ROOT / "build" / "cpu-debian12" / "gates-amd64.json").read_text())
     assert record["passed"] is True and record["image_id"] == cpu_image.image_id
     assert [g["gate"] for g in record["gates"]] == ["size", "labels", "user", "suid", "secrets"]
+
+
+# ---- round 2: the paths around the gates ---------------------------------------------------------
+
+def load_capability_image(tag: str) -> str:
+    """A real image whose /bin/escalate carries `cap_setuid+ep` (vfs_cap_data v2 in the layer's
+    pax header, as `setcap` leaves it and docker applies it on load). Returns the tag."""
+    import hashlib
+    import io
+    import json
+    import struct
+    import tarfile
+
+    cap = struct.pack("<IIIII", 0x02000001, 1 << 7, 0, 0, 0).decode("utf-8", "surrogateescape")  # CAP_SETUID, +ep
+
+    def tar(files):
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as t:
+            for name, data, pax in files:
+                info = tarfile.TarInfo(name)
+                info.size, info.mode = len(data), 0o755
+                info.pax_headers = pax or {}
+                t.addfile(info, io.BytesIO(data))
+        return out.getvalue()
+
+    layer = tar([("bin/escalate", b"#!/bin/sh\n", {"SCHILY.xattr.security.capability": cap})])
+    diff = "sha256:" + hashlib.sha256(layer).hexdigest()
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Cmd": ["/bin/escalate"], "Env": ["PATH=/bin"]},
+                         "rootfs": {"type": "layers", "diff_ids": [diff]}}).encode()
+    hex_id = hashlib.sha256(config).hexdigest()
+    archive = tar([(f"{hex_id}.json", config, None), (f"{diff[7:]}/layer.tar", layer, None),
+                   ("manifest.json", json.dumps([{"Config": f"{hex_id}.json", "RepoTags": [tag],
+                                                  "Layers": [f"{diff[7:]}/layer.tar"]}]).encode(), None)])
+    subprocess.run(["docker", "load"], input=archive, capture_output=True, check=True)
+    return tag
+
+
+def test_file_capabilities_and_a_writable_dir_on_path_fail_the_privilege_gate(cpu_image, derive, unique_name):
+    tag = load_capability_image(f"{unique_name}:caps")
+    try:
+        report = check_suid(snapshot(tag))
+        assert not report.passed and report.reasons == ["/bin/escalate carries file capabilities (security.capability)"]
+    finally:
+        subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
+    writable = derive("USER 0\nRUN chmod 0777 /usr/local/bin\nUSER 1001:0")
+    assert check_suid(snapshot(writable)).reasons == ["/usr/local/bin is on PATH and world-writable"]
+    assert check_suid(snapshot(cpu_image.ref)).passed  # the real image has neither
+
+
+@pytest.fixture(scope="module")
+def private_ca(corporate_bundle) -> tuple[bytes, bytes]:
+    """(PEM, DER) of the bundle's private root."""
+    pem = b"-----BEGIN CERTIFICATE-----" + corporate_bundle.read_bytes().split(b"-----BEGIN CERTIFICATE-----")[-1]
+    der = subprocess.run(["openssl", "x509", "-outform", "DER"], input=pem, capture_output=True, check=True).stdout
+    return pem, der
+
+
+def _rewrapped(pem: bytes, width: int) -> bytes:
+    import re
+
+    body = re.sub(rb"\s+", b"", pem.split(b"-----")[2])
+    lines = [body[i:i + width] for i in range(0, len(body), width)]
+    return b"-----BEGIN CERTIFICATE-----\n" + b"\n".join(lines) + b"\n-----END CERTIFICATE-----\n"
+
+
+@pytest.mark.parametrize("how", ["trust store (update-ca-certificates)", "certifi", "DER", "PEM at 76 columns",
+                                 "PEM at 40 columns"])
+def test_the_private_ca_is_found_wherever_and_however_it_is_copied(cpu_image, derive, corporate_bundle, private_ca,
+                                                                   how):
+    """What is public comes from Debian's list, never from the judged image's own trust store."""
+    pem, der = private_ca
+    system = Path("/usr/share/ca-certificates/mozilla")
+    public = b"".join(p.read_bytes() for p in sorted(system.glob("*.crt")))
+    files, line = {
+        "trust store (update-ca-certificates)": ({"bundle.crt": public + pem},
+                                                 "COPY bundle.crt /etc/ssl/certs/ca-certificates.crt"),
+        "certifi": ({"cacert.pem": public + pem}, "COPY cacert.pem /opt/tool/lib/certifi/cacert.pem"),
+        "DER": ({"corp.der": der}, "COPY corp.der /usr/local/share/corp.der"),
+        "PEM at 76 columns": ({"corp.pem": _rewrapped(pem, 76)}, "COPY corp.pem /etc/corp.pem"),
+        "PEM at 40 columns": ({"corp.pem": _rewrapped(pem, 40)}, "COPY corp.pem /etc/corp.pem"),
+    }[how]
+    report = check_secrets(snapshot(derive(line, files)), corporate_bundle, {})
+    assert not report.passed and report.reasons[0].startswith("CA certificate "), report.reasons
+
+
+@pytest.mark.parametrize("how", ["docker config auth", ".netrc token", "url-decoded password", "query token"])
+def test_a_credential_in_another_encoding_is_found(cpu_image, derive, how):
+    import base64
+
+    url = "https://ci-bot:p%40ss-w0rd-42@pypi.mirror.example/simple?private_token=glpat-Zq9TOKEN77"
+    token_only = "https://glpat-Zq9ONLYTOKEN55@pypi.mirror.example/simple"
+    auth = base64.b64encode(b"ci-bot:p@ss-w0rd-42").decode()
+    files, line, values = {
+        "docker config auth": ({"config.json": f'{{"auths": {{"pypi.mirror.example": {{"auth": "{auth}"}}}}}}'.encode()},
+                               "COPY config.json /home/rapids/.docker/config.json", {"pip index URL": url}),
+        ".netrc token": ({"netrc": b"machine pypi.mirror.example login glpat-Zq9ONLYTOKEN55\n"},
+                         "COPY netrc /home/rapids/.netrc", {"pip index URL": token_only}),
+        "url-decoded password": ({"pip.conf": b"[global]\npassword = p@ss-w0rd-42\n"},
+                                 "COPY pip.conf /etc/pip.conf", {"pip index URL": url}),
+        "query token": ({"gl": b"token=glpat-Zq9TOKEN77\n"}, "COPY gl /etc/gl", {"pip index URL": url}),
+    }[how]
+    report = check_secrets(snapshot(derive(line, files)), None, values)
+    assert not report.passed, how
+    assert "p@ss" not in " ".join(report.reasons) and "glpat" not in " ".join(report.reasons)
+
+
+def test_a_private_key_in_the_ca_bundle_is_a_needle_too(cpu_image, derive, corporate_bundle, tmp_path):
+    key = (corporate_bundle.parent / "key.pem").read_bytes()
+    bundle = tmp_path / "with-key.pem"
+    bundle.write_bytes(corporate_bundle.read_bytes() + key)
+    report = check_secrets(snapshot(derive("COPY k.pem /etc/k.pem", {"k.pem": key})), bundle, {})
+    assert not report.passed and any("private key inside the build's CA bundle" in r for r in report.reasons)

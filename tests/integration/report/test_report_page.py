@@ -104,7 +104,7 @@ def release(project, engine, cpu_image, tmp_path_factory):
         {"id": "CVE-2099-1001", "reason": "planted by the test suite: gzip is never fed untrusted input here",
          "expires": expiring},
         {"id": "CVE-2099-1004", "reason": "planted by the test suite: an entry that matches nothing",
-         "expires": (date.today() + timedelta(days=200)).isoformat()}]}}))
+         "expires": (date.today() + timedelta(days=170)).isoformat()}]}}))
     stage("scan", "scan", "--variant", CPU_VARIANT, "--arch", ARCH, "--image", pinned, "--policy", str(policy),
           "--cache-dir", str(cache), *OFFLINE)
     stage("smoke", "smoke", "--variant", CPU_VARIANT, "--arch", ARCH, "--memory", "768m")

@@ -97,7 +97,7 @@ def test_allowlist_package_pattern_limits_the_entry():
 
 
 def test_unused_allowlist_entries_are_noted():
-    text = "defaults: {allowlist: [{id: CVE-GONE, reason: was in an old base image, expires: 2027-01-01}]}"
+    text = "defaults: {allowlist: [{id: CVE-GONE, reason: was in an old base image, expires: 2026-10-01}]}"
     d = decide([], FACTS, policy(text), TODAY)
     assert d.passed and any("CVE-GONE matched nothing" in n for n in d.notes)
 
@@ -265,3 +265,32 @@ def test_a_harbor_answer_with_a_key_given_twice_is_refused():
     assert twice != body
     with pytest.raises(RapidshipError, match="ambiguous: key 'severity' given twice"):
         parse_report(twice)
+
+
+def test_a_secret_is_allowlisted_only_for_the_files_an_entry_names():
+    """A rule id alone would accept that kind of secret in every file of every image until expiry."""
+    secret = Finding(kind="secret", id="aws-access-key-id", severity="LOW", target="/etc/app/credentials")
+    by_id = "defaults: {allowlist: [{id: aws-access-key-id, reason: a documented test fixture key, expires: 2026-07-01}]}"
+    d = decide([secret], FACTS, policy(by_id), TODAY)
+    assert not d.passed and d.verdicts[0].outcome == "fail"
+    scoped = by_id.replace("expires:", "path: '/etc/app/*', expires:")
+    assert decide([secret], FACTS, policy(scoped), TODAY).verdicts[0].outcome == "allowlisted"
+    elsewhere = Finding(kind="secret", id="aws-access-key-id", severity="LOW", target="/home/rapids/.aws/credentials")
+    assert decide([elsewhere], FACTS, policy(scoped), TODAY).verdicts[0].outcome == "fail"
+
+
+def test_an_allowlist_entry_may_not_expire_too_far_ahead():
+    entry = "defaults: {{allowlist: [{{id: CVE-M, reason: not reachable from the API, expires: {day}}}]{extra}}}"
+    found = [vuln("CVE-M", "MEDIUM")]
+    far = decide(found, FACTS, policy(entry.format(day="2099-01-01", extra="")), TODAY)
+    assert not far.passed and "more than max_allowlist_days (180)" in far.reasons[0]
+    assert decide(found, FACTS, policy(entry.format(day="2026-11-27", extra="")), TODAY).passed  # 179 days
+    longer = entry.format(day="2027-05-01", extra=", max_allowlist_days: 365")
+    assert decide(found, FACTS, policy(longer), TODAY).passed
+
+
+def test_a_db_of_unknown_age_fails_closed_when_the_scan_ran_here():
+    unknown = ScanFacts(artifact="img:1", artifact_type="container_image", os="debian 12.15", packages=1,
+                        db_age_unknown=True)
+    d = decide([], unknown, policy(""), TODAY)
+    assert not d.passed and "names no UpdatedAt: its age is unknown" in d.reasons[0]

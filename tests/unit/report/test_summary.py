@@ -222,3 +222,27 @@ def test_cluster_smoke_records_are_runs_of_their_own_not_corrupt_single_runs(rec
     assert cell.status == FAIL and "did not finish after a worker was killed" in cell.detail
     (smoke_dir / f"{VARIANT}-{ARCH}-cluster3-uid1001.json").write_text('{"variant": 1}')
     assert row(records.summary()).cells["smoke"].status == CORRUPT
+
+
+def test_a_gate_record_that_contradicts_itself_is_corrupt_for_the_report_and_for_push(records):
+    """passed: false with every gate listed (one twice) and passing read PASS here while push refused it."""
+    from rapidship.config.matrix import load_matrix
+    from rapidship.publish.push import check_gates
+    from support.commands import ROOT
+
+    records.full()
+    path = records.ws.gates(VARIANT, ARCH)
+    doc = json.loads(path.read_text())
+    doc["passed"] = False
+    doc["gates"].append(dict(doc["gates"][0]))
+    path.write_text(json.dumps(doc))
+    cells = row(records.summary()).cells
+    assert all(cells[g].status == CORRUPT for g in GATES)
+    assert "gate(s) listed twice" in cells["size"].detail
+    v = load_matrix(ROOT / "variants.yaml").get(VARIANT)
+    image_id = json.loads(records.ws.build(VARIANT, ARCH).read_text())["image_id"]
+    problems = check_gates(records.ws, v, {a.value: image_id for a in v.arches})
+    assert any("gate record of another shape" in p and "listed twice" in p for p in problems)
+    doc["gates"].pop()  # no repeat, but passed still contradicts the gates
+    path.write_text(json.dumps(doc))
+    assert "its gates say true" in row(records.summary()).cells["size"].detail

@@ -28,11 +28,13 @@ class FileEntry:
     is_file: bool
     is_dir: bool = False
     capabilities: bool = False  # carries security.capability (setcap): privilege without a setuid bit
+    uid: int = 0
+    gid: int = 0
 
 
 def entry_of(f: tarfile.TarInfo, layer: str) -> FileEntry:
     return FileEntry(layer=layer, path="/" + f.name.lstrip("./"), mode=f.mode, size=f.size, is_file=f.isfile(),
-                     is_dir=f.isdir(), capabilities=CAPABILITY_XATTR in (f.pax_headers or {}))
+                     is_dir=f.isdir(), capabilities=CAPABILITY_XATTR in (f.pax_headers or {}), uid=f.uid, gid=f.gid)
 
 
 def saved_image(ref: str) -> Iterator[tuple[str, FileEntry | None, IO[bytes] | None]]:

@@ -13,7 +13,9 @@ What is left is the scheme, host names and the path: enough to say which URL is 
 
 from __future__ import annotations
 
+import base64
 import re
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 MASK = "***"
 _HOST = re.compile(r"^(localhost|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
@@ -46,3 +48,43 @@ def redact(value: str) -> str:
 def _mask_pair(pair: str) -> str:
     key, eq, _ = pair.partition("=")
     return f"{key}={MASK}" if eq else MASK
+
+
+MIN_SECRET = 6  # shorter parts (a user name like "ci") would match everywhere and prove nothing
+
+
+def secret_forms(value: str) -> list[tuple[str, str]]:
+    """(what, text) for every form in which a build tool may write a secret value: each
+    whitespace-separated part; of a URL its password, the user of a token-only URL, each query
+    value and a `/t/<token>/` segment, each also URL-decoded; and base64("user:password"), a
+    docker config's `auth`. The gates search images for them; the build scrubs them from its log."""
+    forms: list[tuple[str, str]] = []
+    for part in (value or "").split():
+        forms.append(("", part))
+        url = urlsplit(part)
+        pieces: list[tuple[str, str]] = []
+        if url.password:
+            pieces.append(("password part", url.password))
+        elif url.username:
+            pieces.append(("token in the user part", url.username))
+        pieces += [("query value", v) for _, v in parse_qsl(url.query, keep_blank_values=False)]
+        pieces += [("path token", m.group(1)) for m in re.finditer(r"/t/([^/?#]+)", url.path)]
+        for what, raw in pieces:
+            forms += [(what, text) for text in dict.fromkeys((raw, unquote(raw))) if len(text) >= MIN_SECRET]
+        if url.username and url.password:
+            for user, password in dict.fromkeys(((url.username, url.password),
+                                                 (unquote(url.username), unquote(url.password)))):
+                forms.append(("base64 user:password, as in a docker config",
+                              base64.b64encode(f"{user}:{password}".encode()).decode()))
+    return forms
+
+
+def scrub(text: str, values: list[str]) -> str:
+    """`text` (a log line, an error tail) with every form of every secret value replaced: whole
+    URLs by their redact() form, the other forms by ***. Longest first, so a URL is replaced whole
+    before its parts."""
+    forms = sorted({form for value in values for _, form in secret_forms(value)}, key=len, reverse=True)
+    for form in forms:
+        if form in text:
+            text = text.replace(form, redact(form) if "://" in form or "@" in form else MASK)
+    return text

@@ -228,6 +228,14 @@ class HarborDouble:
         self.rules[project["project_id"]][rid] = dict(body, id=rid, priority=0)
         return Reply(201, None, {"Location": f"/api/v2.0/projects/{project['project_id']}/immutabletagrules/{rid}"})
 
+    def op_UpdateImmuRule(self, params, headers, body, **_):
+        project = self._project(params["project_name_or_id"], headers)
+        rid = int(params["immutable_rule_id"])
+        if rid not in self.rules[project["project_id"]]:
+            raise Reply(404, _errors("NOT_FOUND", "rule not found"))
+        self.rules[project["project_id"]][rid] = dict(body, id=rid, priority=0)
+        return None
+
     def op_DeleteImmuRule(self, params, headers, **_):
         project = self._project(params["project_name_or_id"], headers)
         if self.rules[project["project_id"]].pop(int(params["immutable_rule_id"]), None) is None:

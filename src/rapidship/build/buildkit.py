@@ -22,6 +22,7 @@ from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Flavour, Variant
 from rapidship.records import BuiltImage, Workspace
+from rapidship.redact import scrub
 from rapidship.render.dockerfile import Rendered
 
 
@@ -32,6 +33,10 @@ class BuildSecrets:
     ca_bundle: Path | None = None
     pip_index: str | None = None
     conda_channels: tuple[str, ...] = ()
+
+    def values(self) -> list[str]:
+        """The secret strings (mirror URLs that may carry tokens), to hide from what a build saves."""
+        return [v for v in (self.pip_index, *self.conda_channels) if v]
 
     @classmethod
     def from_flags(cls, ca_bundle: str | None, pip_index: str | None, conda_channels: list[str] | None) -> "BuildSecrets":
@@ -85,8 +90,8 @@ def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildS
 
 def build_command(plan: BuildPlan, cli: str, secret_files: dict[str, Path]) -> list[str]:
     """Pure: the docker build argv. Secret files are referenced by path, their content never appears."""
-    cmd = [cli, "build", "--progress=plain", "--platform", f"linux/{plan.arch}", "--target", plan.target,
-           "--tag", plan.ref]
+    cmd = [cli, "build", "--progress=plain", "--platform", f"linux/{plan.arch}",
+           *(["--target", plan.target] if plan.target else []), "--tag", plan.ref]
     if plan.no_cache:
         cmd.append("--no-cache")
     for key, value in sorted(plan.base_args.items()):
@@ -135,7 +140,9 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
             log.flush()
             proc = ENGINE.build_process(cmd, env)
             assert proc.stdout is not None
-            for line in proc.stdout:
+            hidden = secrets.values()
+            for line in proc.stdout:  # pip and conda print index URLs: tokens never reach the log
+                line = scrub(line, hidden) if hidden else line
                 log.write(line)
                 line = line.rstrip()
                 if m := _STEP.match(line):

@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 from rapidship.gates import GateReport, verdict
 from rapidship.image import ImageSnapshot, saved_image
+from rapidship.redact import secret_forms
 
 _PEM = re.compile(rb"-----BEGIN CERTIFICATE-----\s*(.+?)\s*-----END CERTIFICATE-----", re.S)
 ENV_SECRETS = ("RAPIDSHIP_REGISTRY_PASSWORD", "RAPIDSHIP_PIP_INDEX_URL", "RAPIDSHIP_CONDA_CHANNELS",
@@ -35,7 +35,6 @@ class Needle:
 
 
 _KEY = re.compile(rb"-----BEGIN ([A-Z ]*PRIVATE KEY)-----\s*(.+?)\s*-----END \1-----", re.S)
-MIN_SECRET = 6  # shorter parts (a user name like "ci") would match everywhere and prove nothing
 
 
 def cert_bodies(pem: bytes) -> dict[str, bytes]:
@@ -70,29 +69,11 @@ def ca_needles(bundle: bytes, trusted: bytes) -> list[Needle]:
 
 
 def value_needles(values: dict[str, str]) -> list[Needle]:
-    """Pure: needles for secret strings and every encoding a build tool writes them in: each
-    whitespace-separated part; of a URL its password, the user of a token-only URL, each query
-    value, each also URL-decoded; and base64("user:password"), a docker config's `auth`."""
-    needles = []
-    for name, value in values.items():
-        for part in (value or "").split():
-            needles.append(Needle(name, part.encode()))
-            url = urlsplit(part)
-            forms: list[tuple[str, str]] = []
-            if url.password:
-                forms.append(("password part", url.password))
-            elif url.username:
-                forms.append(("token in the user part", url.username))
-            forms += [("query value", v) for _, v in parse_qsl(url.query, keep_blank_values=False)]
-            for what, raw in forms:
-                for text in {raw, unquote(raw)}:
-                    if len(text) >= MIN_SECRET:
-                        needles.append(Needle(f"{name} ({what})", text.encode()))
-            if url.username and url.password:
-                for user, password in {(url.username, url.password), (unquote(url.username), unquote(url.password))}:
-                    auth = base64.b64encode(f"{user}:{password}".encode())
-                    needles.append(Needle(f"{name} (base64 user:password, as in a docker config)", auth))
-    return needles
+    """Pure: needles for secret strings in every encoding a build tool writes them
+    (rapidship.redact.secret_forms: the value, URL password, token-only user, query values,
+    URL-decoded forms, base64 user:password)."""
+    return [Needle(f"{name} ({what})" if what else name, form.encode())
+            for name, value in values.items() for what, form in secret_forms(value)]
 
 
 def found_in_stream(stream: IO[bytes], needles: list[Needle]) -> set[str]:

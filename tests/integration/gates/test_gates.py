@@ -183,7 +183,8 @@ def test_file_capabilities_and_a_writable_dir_on_path_fail_the_privilege_gate(cp
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True)
     writable = derive("USER 0\nRUN chmod 0777 /usr/local/bin\nUSER 1001:0")
-    assert check_suid(snapshot(writable)).reasons == ["/usr/local/bin is on PATH and world-writable"]
+    reasons = check_suid(snapshot(writable)).reasons
+    assert reasons[0] == "/usr/local/bin is on PATH and world-writable" and "writable by the runtime user" in reasons[1]
     assert check_suid(snapshot(cpu_image.ref)).passed  # the real image has neither
 
 
@@ -250,3 +251,16 @@ def test_a_private_key_in_the_ca_bundle_is_a_needle_too(cpu_image, derive, corpo
     bundle.write_bytes(corporate_bundle.read_bytes() + key)
     report = check_secrets(snapshot(derive("COPY k.pem /etc/k.pem", {"k.pem": key})), bundle, {})
     assert not report.passed and any("private key inside the build's CA bundle" in r for r in report.reasons)
+
+
+def test_the_env_is_read_only_to_the_runtime_user_and_the_gate_says_when_it_is_not(cpu_image, derive):
+    """uid 1001 owned /opt/rapids (its bin first on PATH): the workload could replace python for
+    every later process. The env is root's now; the privilege gate fails an image where it is not."""
+    tried = subprocess.run(["docker", "run", "--rm", "--entrypoint", "sh", cpu_image.ref, "-c",
+                            "touch /opt/rapids/bin/python 2>&1; touch /opt/rapids/x 2>&1; touch \"$HOME/ok\" /spill/ok && echo wrote"],
+                           capture_output=True, text=True)
+    assert tried.stdout.count("Permission denied") == 2 and "wrote" in tried.stdout, tried.stdout + tried.stderr
+    owned = derive("USER 0\nRUN chown -R 1001:0 /opt/rapids/bin\nUSER 1001:0")
+    report = check_suid(snapshot(owned))
+    assert not report.passed and "writable by the runtime user 1001:0" in report.reasons[-1]
+    assert "/opt/rapids/bin" in report.reasons[-1]

@@ -295,11 +295,12 @@ def test_cosign_enforcement_is_planned_applied_once_and_kept(contract, double, c
 
     changes, live = plan(client, cfg)
     assert [c.summary() for c in changes] == [
-        "update project release: metadata.enable_content_trust_cosign 'false' -> 'true'"]
+        "update project release: metadata.enable_content_trust_cosign 'false' -> 'true'  [LOOSER IN HARBOR THAN "
+        "CONFIGURED: metadata.enable_content_trust_cosign is 'false' in Harbor, 'true' in the config]"]
     from rapidship.publish.harbor.apply import change_record
 
     assert change_record(changes[0]) == {"action": "update", "kind": "project", "name": "release", "fields": {
-        "metadata.enable_content_trust_cosign": {"live": "false", "wanted": "true"}}}
+        "metadata.enable_content_trust_cosign": {"live": "false", "wanted": "true"}}, "loosened": ["metadata.enable_content_trust_cosign is 'false' in Harbor, 'true' in the config"]}
 
     before = len(double.requests)
     apply(client, cfg, changes, live, SecretSink(tmp_path / "s.json"))
@@ -334,7 +335,33 @@ def test_invoke_plan_shows_cosign_enforcement(double, tmp_path):
     run("harbor.apply", "--config", str(_without_cosign(tmp_path)))
     shown = run("harbor.plan", "--config", str(ROOT / "harbor"), "--json")
     assert json.loads(shown.stdout)["changes"] == [{"action": "update", "kind": "project", "name": "release", "fields": {
-        "metadata.enable_content_trust_cosign": {"live": "false", "wanted": "true"}}}]
+        "metadata.enable_content_trust_cosign": {"live": "false", "wanted": "true"}}, "loosened": ["metadata.enable_content_trust_cosign is 'false' in Harbor, 'true' in the config"]}]
     assert "update project release: metadata.enable_content_trust_cosign 'false' -> 'true'" in shown.stderr
     assert json.loads((ROOT / "build" / "harbor" / "plan.json").read_text())["changes"] == json.loads(
         shown.stdout)["changes"]
+
+
+@pytest.mark.parametrize("drift", ["rule disabled", "selector inverted", "system allowlist reused",
+                                   "cosign enforcement off", "severity raised"])
+def test_drift_that_loosens_is_planned_loudly_and_repaired(contract, double, client, cfg, monkeypatch, tmp_path, drift):
+    """After apply, each of these used to plan as "no changes"."""
+    monkeypatch.setenv("RAPIDSHIP_NGC_API_KEY", NGC_KEY)
+    apply(client, cfg, *plan(client, cfg), SecretSink(tmp_path / "s.json"))
+    release = next(p for p in double.projects.values() if p["name"] == "release")
+    rule = next(iter(double.rules[release["project_id"]].values()))
+    if drift == "rule disabled":
+        rule["disabled"] = True
+    elif drift == "selector inverted":
+        rule["tag_selectors"][0]["decoration"] = "excludes"
+    elif drift == "system allowlist reused":
+        release["metadata"]["reuse_sys_cve_allowlist"] = "true"
+    elif drift == "cosign enforcement off":
+        release["metadata"]["enable_content_trust_cosign"] = "false"
+    else:
+        release["metadata"]["severity"] = "critical"
+    changes, _ = plan(client, cfg)
+    assert len(changes) == 1 and changes[0].action == "update", [c.summary() for c in changes]
+    assert changes[0].loosened() and "LOOSER IN HARBOR THAN CONFIGURED" in changes[0].summary()
+    apply(client, cfg, *plan(client, cfg), SecretSink(tmp_path / "s.json"))
+    assert plan(client, cfg)[0] == []  # tightened back, in place
+    assert_all_requests_in_spec(contract, double)

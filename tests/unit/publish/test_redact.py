@@ -60,3 +60,15 @@ def test_the_reported_case_from_the_cli_is_masked():
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "carries credentials" in proc.stderr, proc.stderr
     assert "hunter2" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_scrub_hides_every_form_of_a_secret_in_a_log_line():
+    from rapidship.redact import scrub
+
+    url = "https://bot:p%40ss-w0rd@mirror.example/simple?private_token=glpat-abcdefgh"
+    line = (f"Looking in indexes: {url}\n  WARNING: 401 for https://mirror.example/simple/dask/?private_token="
+            "glpat-abcdefgh (password p@ss-w0rd)\n")
+    out = scrub(line, [url])
+    assert "glpat-abcdefgh" not in out and "p%40ss-w0rd" not in out and "p@ss-w0rd" not in out
+    assert "https://***@mirror.example/simple?private_token=***" in out
+    assert scrub("nothing secret here\n", [url]) == "nothing secret here\n"

@@ -133,6 +133,8 @@ def _apply_one(client: HarborClient, cfg: HarborConfig, c: Change, live: Live, s
     elif c.kind == "immutable-rule":
         if c.action == "create":
             client.create_immutable_rule(c.after["project"], payload_immutable_rule(c.after))
+        elif c.action == "update":  # drift in place (disabled, a selector changed): put the rule back whole
+            client.update_immutable_rule(c.after["project"], c.ref, payload_immutable_rule(c.after) | {"id": c.ref})
         else:
             client.delete_immutable_rule(c.before["project"], c.ref)
     elif c.kind == "retention":
@@ -153,4 +155,5 @@ def _apply_one(client: HarborClient, cfg: HarborConfig, c: Change, live: Live, s
 def change_record(c: Change) -> dict:
     """What the JSON record of plan/apply holds: no secret can be in it (none is in the state)."""
     return {"action": c.action, "kind": c.kind, "name": c.name,
-            "fields": {k: {"live": old, "wanted": new} for k, (old, new) in c.fields.items()}}
+            "fields": {k: {"live": old, "wanted": new} for k, (old, new) in c.fields.items()},
+            "loosened": c.loosened()}

@@ -105,6 +105,10 @@ class HarborClient:
         self.call("POST", f"/projects/{quote(project, safe='')}/immutabletagrules", body=body, ok=(201,),
                   headers={"X-Is-Resource-Name": "true"})
 
+    def update_immutable_rule(self, project: str, rule_id: int, body: dict) -> None:
+        self.call("PUT", f"/projects/{quote(project, safe='')}/immutabletagrules/{rule_id}", body=body, ok=(200,),
+                  headers={"X-Is-Resource-Name": "true"})
+
     def delete_immutable_rule(self, project: str, rule_id: int) -> None:
         self.call("DELETE", f"/projects/{quote(project, safe='')}/immutabletagrules/{rule_id}",
                   headers={"X-Is-Resource-Name": "true"})

@@ -36,9 +36,10 @@ def project_spec(project: Project) -> dict:
             "enable_content_trust_cosign": _flag(project.require_cosign)}
     if project.prevent_vul is not None:
         meta["severity"] = project.prevent_vul.severity
+    # owned on every managed project: switched on, the system-wide allowlist would apply too
+    meta["reuse_sys_cve_allowlist"] = "false"
     allow = None
     if project.cve_allowlist is not None:
-        meta["reuse_sys_cve_allowlist"] = "false"
         allow = {"expires_at": project.cve_allowlist.expires_at, "items": sorted(project.cve_allowlist.items)}
     return {"metadata": meta, "proxy_cache": project.proxy_cache, "cve_allowlist": allow}
 
@@ -58,7 +59,7 @@ def desired_state(cfg: HarborConfig) -> State:
     for name, project in cfg.projects.items():
         state[("project", name)] = project_spec(project)
         for rule in project.immutable_tags:
-            spec = {"project": name, "repositories": rule.repositories, "tags": rule.tags}
+            spec = immutable_spec(name, rule.repositories, rule.tags)
             state[("immutable-rule", _rule_name(spec))] = spec
         if project.retention is not None:
             state[("retention", name)] = retention_spec(project.retention)
@@ -93,10 +94,26 @@ def live_project(project: dict, registry_names: dict[int, str], wanted: dict) ->
             "cve_allowlist": {"expires_at": allow.get("expires_at"), "items": items} if items else None}
 
 
+def immutable_spec(project: str, repositories: str, tags: str) -> dict:
+    """Every field that changes what an immutable-tag rule does, as rapidship makes the rule."""
+    return {"project": project, "repositories": repositories, "tags": tags, "disabled": False, "action": "immutable",
+            "tag_selectors": [{"kind": "doublestar", "decoration": "matches", "pattern": tags}],
+            "scope_selectors": [{"kind": "doublestar", "decoration": "repoMatches", "pattern": repositories}]}
+
+
+def _selectors(items: Any) -> list[dict]:
+    return [{"kind": s.get("kind", ""), "decoration": s.get("decoration", ""), "pattern": s.get("pattern", "")}
+            for s in items or [] if isinstance(s, dict)]
+
+
 def live_immutable_rule(project: str, rule: dict) -> dict:
-    tags = (rule.get("tag_selectors") or [{}])[0].get("pattern", "")
-    repos = ((rule.get("scope_selectors") or {}).get("repository") or [{}])[0].get("pattern", "")
-    return {"project": project, "repositories": repos, "tags": tags}
+    """The same fields read back: disabled, action, every selector's kind, decoration and pattern
+    (a selector turned to `excludes`, or a second selector, is a difference, not "no changes")."""
+    tag_selectors = _selectors(rule.get("tag_selectors"))
+    scope_selectors = _selectors((rule.get("scope_selectors") or {}).get("repository"))
+    return {"project": project, "repositories": (scope_selectors or [{}])[0].get("pattern", ""),
+            "tags": (tag_selectors or [{}])[0].get("pattern", ""), "disabled": bool(rule.get("disabled", False)),
+            "action": rule.get("action", ""), "tag_selectors": tag_selectors, "scope_selectors": scope_selectors}
 
 
 def live_retention(policy: dict) -> dict:
@@ -150,11 +167,38 @@ class Change:
                 out[k] = (old, new)
         return out
 
+    def loosened(self) -> list[str]:
+        """Pure: where the live object is LOOSER than the config (drift that weakens a control):
+        the plan marks each loudly, apply tightens it back."""
+        if self.action != "update":
+            return []
+        out = []
+        for field, (live, wanted) in self.fields.items():
+            if (isinstance(live, str) and (field, live, wanted) in _LOOSER) or (field == "disabled" and live is True) or (
+                    field.endswith("_selectors") and "excludes" in json.dumps(live)):
+                out.append(f"{field} is {live!r} in Harbor, {wanted!r} in the config")
+            elif field == "metadata.severity" and _rank(live) > _rank(wanted):
+                out.append(f"{field} is {live!r} in Harbor (blocks less), {wanted!r} in the config")
+        return out
+
     def summary(self) -> str:
         if self.action != "update":
             return f"{self.action} {self.kind} {self.name}"
-        return f"update {self.kind} {self.name}: " + "; ".join(
+        loose = self.loosened()
+        return (f"update {self.kind} {self.name}: " + "; ".join(
             f"{k} {old!r} -> {new!r}" for k, (old, new) in self.fields.items())
+            + (f"  [LOOSER IN HARBOR THAN CONFIGURED: {'; '.join(loose)}]" if loose else ""))
+
+
+# (field, live, wanted) that mean Harbor enforces less than the config asks
+_LOOSER = {("metadata.prevent_vul", "false", "true"), ("metadata.enable_content_trust_cosign", "false", "true"),
+           ("metadata.auto_scan", "false", "true"), ("metadata.public", "true", "false"),
+           ("metadata.reuse_sys_cve_allowlist", "true", "false")}
+_SEVERITY_ORDER = ("none", "low", "medium", "high", "critical")  # prevent_vul blocks this level and above
+
+
+def _rank(severity: Any) -> int:
+    return _SEVERITY_ORDER.index(severity) if severity in _SEVERITY_ORDER else len(_SEVERITY_ORDER)
 
 
 def diff(desired: State, live: State, refs: dict[Key, int] | None = None) -> list[Change]:

@@ -102,3 +102,38 @@ def test_credential_encodings_are_needles():
     assert base64.b64encode(b"bot:p@ss-w0rd") in values  # a docker config's auth
     token_only = {n.value for n in value_needles({"u": "https://glpat-onlytoken1@mirror.example/simple"})}
     assert b"glpat-onlytoken1" in token_only  # what a .netrc `login` would hold
+
+
+def test_a_decision_goes_only_into_its_own_variants_folder(tmp_path):
+    """`invoke gate --variant X --out build/Y/scan-amd64` wrote X's decision where Y's is read."""
+    import json
+
+    from support.commands import invoke
+
+    report = tmp_path / "trivy.json"
+    report.write_text(json.dumps({"SchemaVersion": 2, "ArtifactName": "img", "ArtifactType": "container_image",
+                                  "Metadata": {"OS": {"Family": "debian", "Name": "12"}}, "Results": []}))
+    other = tmp_path / "build" / "cuda12-debian12" / "scan-amd64"
+    proc = invoke("gate", "--report", str(report), "--variant", "cpu-debian12", "--out", str(other), check=False)
+    assert proc.returncode == 2 and "is cuda12-debian12's scan folder" in proc.stderr, proc.stderr
+    assert not (other / "decision.json").exists()
+    mine = tmp_path / "build" / "cpu-debian12" / "scan-amd64"
+    assert invoke("gate", "--report", str(report), "--variant", "cpu-debian12", "--out", str(mine),
+                  check=False).returncode in (0, 1)
+    assert (mine / "decision.json").is_file()
+
+
+def test_a_decision_of_another_variant_is_refused_where_it_is_read(tmp_path):
+    """Copied into another variant's folder by hand, it is still named, not taken as that one's."""
+    import json
+
+    from support.gated_records import write_gated
+    from rapidship.records import gated_problems
+
+    image = "sha256:" + "2" * 64
+    ws = write_gated(tmp_path, "cpu-debian12", {"amd64": ("r", image)}, lock=LOCK)
+    path = ws.decision("cpu-debian12", "amd64")
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"variant": "cuda12-debian12"}))
+    assert gated_problems(ws, "cpu-debian12", "amd64", image) == [
+        f"{path}: the scan decision is of cuda12-debian12 amd64, not of cpu-debian12 amd64: run invoke scan "
+        "--variant cpu-debian12 --arch amd64 again"]

@@ -47,6 +47,7 @@ HEADROOM_FRACTION = 0.15
 MIN_WORKER_MEMORY = 256 * MiB
 DEVICE_FRACTION = 0.8      # dask-cuda's own default share of the device
 RMM_POOL_FRACTION = 0.9
+FREE_FRACTION = 0.95       # of the device memory free now: the rest for the CUDA context and the allocator
 RMM_POOL_STEP = 256 * MiB
 
 # The build's prune record: {"keep": [80, 90], ...} lists the compute capabilities (major*10+minor)
@@ -54,6 +55,8 @@ RMM_POOL_STEP = 256 * MiB
 PRUNE_RECORD_ENV = "RAPIDSHIP_PRUNE_RECORD"
 DEFAULT_PRUNE_RECORD = "/opt/rapidship/prune.json"
 
+RAM_FSTYPES = ("tmpfs", "ramfs")  # a "disk" tier there is memory of the same cgroup: no disk spill at all
+MIN_SPILL_FREE = 256 * 2**20     # less free room than this in the spill dir: the first spill hits ENOSPC
 WARN_FSTYPES = {"overlay": "the container's writable layer: spilling there fills the node's image disk",
                 "tmpfs": "RAM: spilling there counts against the same memory limit it is meant to relieve",
                 "ramfs": "RAM: spilling there counts against the same memory limit it is meant to relieve"}
@@ -70,6 +73,8 @@ class CgroupMemory:
     usage: int | None = None
     peak: int | None = None        # v2 memory.peak; v1 memory.max_usage_in_bytes
     path: str = ""
+    soft_limit: int | None = None  # v1 memory.soft_limit_in_bytes (--memory-reservation): distributed obeys it
+    swap_unlimited: bool = False   # memory + swap may grow without bound (--memory-swap -1): the cap is no cap
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class Gpu:
     mig_slices: list[dict] = field(default_factory=list)   # [{"index", "total", "free"}]
     cc_major: int | None = None     # compute capability (9, 0 on an H200); None when NVML could not say
     cc_minor: int | None = None
+    uuid: str = ""                  # GPU-..., what CUDA_VISIBLE_DEVICES may name instead of the index
 
 
 @dataclass(frozen=True)
@@ -157,6 +163,9 @@ class Facts:
     spill_dir: SpillDir
     spill_config: SpillConfig
     prune: PruneRecord = field(default_factory=lambda: PruneRecord(DEFAULT_PRUNE_RECORD))
+    cwd: str = ""
+    cwd_usable: bool = True         # the working directory can be entered and listed by this uid
+    declared_limit: int | None = None  # $RAPIDS_MEMORY_LIMIT: a limit the cgroup view cannot show (a parent's)
 
 
 @dataclass(frozen=True)
@@ -199,6 +208,10 @@ class Intent:
     error: str | None = None        # a bad RAPIDS_DISK_SPILL / --disk-spill value
     ucx: str = ""                   # the flag that asks for UCX comms ("" = none): needs ucxx and /dev/shm
     rdma: str = ""                  # the flag that asks for InfiniBand / RDMA: needs memlock unlimited
+    spill_dir: str | None = None    # the directory the command spills to (--local-directory, --spill-dir)
+    device_limit: int | None = None  # device memory per worker the command asks for (--device-memory-limit)
+    device_source: str = ""
+    judged: bool = True             # False: a shell line that could not be read (said in `why`)
 
 
 # ---- readers (I/O edge) ----
@@ -281,18 +294,51 @@ def read_cgroup(root: Path = Path("/sys/fs/cgroup"), proc_cgroup: str | None = N
         usage = u if isinstance(u, int) else None
         peak = p if isinstance(p, int) else None
         if found:
-            return CgroupMemory(2, limit, high, swap, usage, peak, str(own))
+            swap_unlimited = limit is not None and swap is None and _read_int(own / "memory.swap.max") is None
+            return CgroupMemory(2, limit, high, swap, usage, peak, str(own), swap_unlimited=swap_unlimited)
     mem = root / "memory"
     if mem.is_dir():
-        for d in _candidates(mem, v1_rel):
-            lim = _read_int(d / "memory.limit_in_bytes")
-            if lim == "":
-                continue
-            sw = _read_int(d / "memory.memsw.limit_in_bytes")
-            u, p = _read_int(d / "memory.usage_in_bytes"), _read_int(d / "memory.max_usage_in_bytes")
-            return CgroupMemory(1, lim, None, sw if isinstance(sw, int) else None,
-                                u if isinstance(u, int) else None, p if isinstance(p, int) else None, str(d))
+        dirs = [d for d in _candidates(mem, v1_rel) if _read_int(d / "memory.limit_in_bytes") != ""]
+        if dirs:
+            return _read_v1(dirs)
     return CgroupMemory(None, None, path="")
+
+
+def _tightest(values) -> int | None:
+    ints = [v for v in values if isinstance(v, int)]
+    return min(ints) if ints else None
+
+
+def memory_stat(text: str) -> dict[str, int]:
+    """Pure: memory.stat as {key: value}."""
+    out = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            out[key] = int(value)
+    return out
+
+
+def _read_v1(dirs: list[Path]) -> CgroupMemory:
+    """cgroup v1: the tightest limit of the cgroup and every ancestor visible, and the kernel's own
+    view of them all (memory.stat `hierarchical_memory_limit` / `hierarchical_memsw_limit`): a
+    container's namespaced /sys/fs/cgroup/memory shows only its own directory, but a lower limit
+    on a parent (docker --cgroup-parent) still OOM-kills there."""
+    own = dirs[0]
+    try:
+        stat_ = memory_stat((own / "memory.stat").read_text())
+    except OSError:
+        stat_ = {}
+    hier = {k: (None if v >= UNLIMITED else v) for k, v in stat_.items() if k.startswith("hierarchical_")}
+    limit = _tightest([_read_int(d / "memory.limit_in_bytes") for d in dirs] + [hier.get("hierarchical_memory_limit")])
+    swaps = [_read_int(d / "memory.memsw.limit_in_bytes") for d in dirs] + [hier.get("hierarchical_memsw_limit")]
+    swap = _tightest(swaps)
+    own_swap = _read_int(own / "memory.memsw.limit_in_bytes")
+    soft = _read_int(own / "memory.soft_limit_in_bytes")
+    u, p = _read_int(own / "memory.usage_in_bytes"), _read_int(own / "memory.max_usage_in_bytes")
+    return CgroupMemory(1, limit, None, swap, u if isinstance(u, int) else None, p if isinstance(p, int) else None,
+                        str(own), soft_limit=soft if isinstance(soft, int) else None,
+                        swap_unlimited=own_swap is None and swap is None and limit is not None)
 
 
 def read_meminfo(text: str) -> tuple[int | None, int | None]:
@@ -448,9 +494,14 @@ def read_gpus() -> GpuView:
                 cc_major, cc_minor = (int(x) for x in pynvml.nvmlDeviceGetCudaComputeCapability(h))
             except pynvml.NVMLError:
                 pass
+            try:
+                uuid = _text(pynvml.nvmlDeviceGetUUID(h))
+            except pynvml.NVMLError:
+                uuid = ""
             gpus.append(Gpu(i, _text(pynvml.nvmlDeviceGetName(h)), int(mem.total), int(mem.free), mig_on, slices,
-                            cc_major, cc_minor))
-        return GpuView(True, "", driver, f"{cuda // 1000}.{cuda % 1000 // 10}", gpus)
+                            cc_major, cc_minor, uuid))
+        return visible_gpus(GpuView(True, "", driver, f"{cuda // 1000}.{cuda % 1000 // 10}", gpus),
+                            os.environ.get("CUDA_VISIBLE_DEVICES"))
     except Exception as err:  # noqa: BLE001
         return GpuView(False, f"NVML query failed: {err}")
     finally:
@@ -458,6 +509,29 @@ def read_gpus() -> GpuView:
             pynvml.nvmlShutdown()
         except Exception:  # noqa: BLE001
             pass
+
+
+def visible_gpus(view: GpuView, visible: str | None) -> GpuView:
+    """Pure: only the GPUs CUDA_VISIBLE_DEVICES lets this process use (indices or GPU-UUID
+    prefixes, in its order); NVML sees every GPU of the machine, CUDA only these. Unset: all;
+    empty or "-1": none."""
+    if visible is None or not view.available:
+        return view
+    chosen: list[Gpu] = []
+    for item in (x.strip() for x in visible.split(",")):
+        if not item:
+            continue
+        if item.isdigit() or item.lstrip("-").isdigit():
+            found = [g for g in view.gpus if g.index == int(item)]
+            if not found:
+                break  # CUDA stops at the first invalid entry
+        else:
+            found = [g for g in view.gpus if g.uuid and g.uuid.startswith(item if item.startswith("GPU-") else f"GPU-{item}")]
+            if len(found) != 1:
+                break
+        chosen += [g for g in found if g not in chosen]
+    return replace(view, gpus=chosen, reason=f"CUDA_VISIBLE_DEVICES={visible}: {len(chosen)} of {len(view.gpus)} "
+                                             "GPU(s) visible")
 
 
 def _text(value) -> str:
@@ -505,7 +579,43 @@ def spill_path_from_env(environ: dict | None = None) -> str | None:
     return env.get("RAPIDS_SPILL_DIR") or None
 
 
-def collect() -> Facts:
+def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPUs the cgroup's quota allows (v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us), or None."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return quota / period if quota > 0 and period > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def available_cpus() -> int:
+    """CPUs as distributed counts them for --nworkers -1 / auto: the affinity mask, bounded by the
+    cgroup's CPU quota (docker run --cpus), rounded up."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    quota = cpu_quota()
+    return max(1, min(count, -(-int(quota * 1000) // 1000))) if quota else max(1, count)
+
+
+def _cwd() -> tuple[str, bool]:
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return "(unknown)", False
+    return cwd, os.access(cwd, os.R_OK | os.X_OK)
+
+
+def collect(spill_path: str | None = None) -> Facts:
+    """The facts of this process; `spill_path`: the directory the command will spill to (else
+    $RAPIDS_SPILL_DIR)."""
     try:
         host_total, host_avail = read_meminfo(Path("/proc/meminfo").read_text())
     except OSError:
@@ -516,11 +626,17 @@ def collect() -> Facts:
     except OSError:
         shm = None
     soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    cwd, cwd_ok = _cwd()
+    try:
+        declared = parse_bytes(os.environ.get(DECLARED_LIMIT_ENV) or None)
+    except ValueError:
+        declared = None  # a bad value is refused by the finding below, not by a crash here
     return Facts(uid=os.getuid(), gid=os.getgid(), groups=sorted(os.getgroups()), cgroup=read_cgroup(),
                  host_total=host_total, host_available=host_avail, shm_bytes=shm,
-                 memlock_soft=None if soft == resource.RLIM_INFINITY else soft, cpus=os.cpu_count() or 1,
-                 gpu=read_gpus(), spill_dir=read_spill_dir(spill_path_from_env()),
-                 spill_config=read_spill_config(), prune=read_prune_record())
+                 memlock_soft=None if soft == resource.RLIM_INFINITY else soft, cpus=available_cpus(),
+                 gpu=read_gpus(), spill_dir=read_spill_dir(spill_path or spill_path_from_env()),
+                 spill_config=read_spill_config(), prune=read_prune_record(), cwd=cwd, cwd_usable=cwd_ok,
+                 declared_limit=declared)
 
 
 # ---- pure core ----
@@ -577,12 +693,7 @@ def classify(command: list[str]) -> tuple[str | None, list[str]]:
     and anything else: (None, []). A shell line (`sh -c "..."`) is not looked into: set
     RAPIDS_DISK_SPILL=required for such a container.
     """
-    argv = list(command)
-    if argv and os.path.basename(argv[0]) == "env":
-        argv = argv[1:]
-        while argv and (argv[0] in ("-i", "-", "--ignore-environment", "--")
-                        or ("=" in argv[0] and not argv[0].startswith("-"))):
-            argv = argv[1:]
+    argv = unwrap(list(command))
     if not argv:
         return None, []
     prog, rest = os.path.basename(argv[0]), argv[1:]
@@ -608,6 +719,64 @@ def classify(command: list[str]) -> tuple[str | None, list[str]]:
     return None, []
 
 
+# Programs that run the rest of their command line: name -> (options that take a value, how many
+# plain words before the command: timeout's DURATION). A worker behind them is still a worker.
+WRAPPERS = {"env": ({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}, 0),
+            "nice": ({"-n", "--adjustment"}, 0), "ionice": ({"-c", "-n", "-p"}, 0),
+            "timeout": ({"-s", "--signal", "-k", "--kill-after"}, 1), "nohup": (set(), 0), "exec": (set(), 0),
+            "tini": ({"-p", "-e"}, 0), "dumb-init": ({"-r", "--rewrite"}, 0), "stdbuf": ({"-i", "-o", "-e"}, 0),
+            "taskset": (set(), 1), "numactl": (set(), 0), "chrt": (set(), 1), "setpriv": (set(), 0),
+            "catatonit": (set(), 0)}
+
+
+def unwrap(argv: list[str]) -> list[str]:
+    """Pure: the command behind wrappers (env VAR=x, nice -n 5, timeout 1d, tini --, dumb-init,
+    exec, taskset -c 0-3, ...), however many are stacked."""
+    for _ in range(8):
+        if not argv or os.path.basename(argv[0]) not in WRAPPERS:
+            return argv
+        name = os.path.basename(argv[0])
+        with_value, words = WRAPPERS[name]
+        rest = argv[1:]
+        while rest:
+            a = rest[0]
+            if a == "--":
+                rest = rest[1:]
+                break
+            if name == "env" and "=" in a and not a.startswith("-"):
+                rest = rest[1:]
+            elif a in with_value:
+                rest = rest[2:]
+            elif a.startswith("-") and len(a) > 1:
+                rest = rest[1:]
+            else:
+                break
+        argv = rest[words:]
+    return argv
+
+
+SHELLS = ("sh", "bash", "dash", "ash", "zsh")
+SHELL_OPERATORS = re.compile(r"[;&|<>`$()]")
+
+
+def shell_command(command: list[str]) -> tuple[list[str] | None, bool]:
+    """Pure: (the argv of `sh -c "LINE"`, True) when LINE is one plain command; (None, True) for a
+    shell line with operators, variables or substitutions, which cannot be judged; (None, False)
+    when `command` is no shell line at all."""
+    argv = unwrap(list(command))
+    if len(argv) < 3 or os.path.basename(argv[0]) not in SHELLS or not argv[1].startswith("-") or "c" not in argv[1]:
+        return None, False
+    line = argv[2].strip()
+    if line.startswith("exec "):
+        line = line[5:]
+    if SHELL_OPERATORS.search(line):
+        return None, True
+    try:
+        return shlex.split(line), True
+    except ValueError:
+        return None, True
+
+
 def _option(args: list[str], *names: str) -> str | None:
     """Pure: the value of the last `--name value` / `--name=value` among args."""
     value = None
@@ -628,7 +797,25 @@ def _count(text: str | None, default: int) -> int:
     return n if n > 0 else default
 
 
-def _worker_memory(program: str | None, args: list[str], gpu_count: int, env) -> tuple[int | None, int, str]:
+def dask_nworkers(text: str | None, cpus: int) -> int:
+    """Pure: the worker processes `dask worker --nworkers X` starts, resolved as distributed does:
+    a count; -1 = one per CPU (negative n: CPUs + 1 + n); "auto": n <= 4 CPUs one each, else the
+    smallest factor of n at least sqrt(n)."""
+    if text is None:
+        return 1
+    if str(text).strip() == "auto":
+        if cpus <= 4:
+            return max(1, cpus)
+        return min(f for f in range(1, cpus + 1) if cpus % f == 0 and f * f >= cpus)
+    try:
+        n = int(str(text))
+    except ValueError:
+        return 1
+    return max(1, cpus + 1 + n) if n < 0 else max(1, n)
+
+
+def _worker_memory(program: str | None, args: list[str], gpu_count: int, env,
+                   cpus: int = 1) -> tuple[int | None, int, str]:
     """Pure: (memory_limit per worker, workers, where it came from) for a worker command line."""
     if program == "rapids-smoke":
         raw = _option(args, "--memory-limit")
@@ -641,7 +828,7 @@ def _worker_memory(program: str | None, args: list[str], gpu_count: int, env) ->
         return limit, workers, "rapids-smoke --memory-limit"
     if program == "dask worker":
         limit = dask_memory_limit(_option(args, "--memory-limit"))
-        return limit, _count(_option(args, "--nworkers", "--nprocs"), 1), "dask worker --memory-limit"
+        return limit, dask_nworkers(_option(args, "--nworkers", "--nprocs"), cpus), "dask worker --memory-limit"
     if program == "dask cuda worker":   # one worker per visible GPU, each with --memory-limit
         limit = dask_memory_limit(_option(args, "--memory-limit"))
         visible = env.get("CUDA_VISIBLE_DEVICES")
@@ -670,7 +857,7 @@ def ucx_wanted(program: str | None, args: list[str]) -> tuple[str, str]:
 
 
 def intent_for(command: list[str] | None, environ: dict | None = None, gpu_count: int = 0,
-               override: str | None = None) -> Intent:
+               override: str | None = None, cpus: int = 1) -> Intent:
     """Pure: whether disk spill is required for this command, and the memory limit it asks for.
 
     Order: `override` (--disk-spill), then $RAPIDS_DISK_SPILL, then the command (required for dask
@@ -679,7 +866,17 @@ def intent_for(command: list[str] | None, environ: dict | None = None, gpu_count
     env = os.environ if environ is None else environ
     command = list(command or [])
     program, args = classify(command)
-    limit, workers, source = _worker_memory(program, args, gpu_count, env)
+    inner, is_shell = shell_command(command)
+    if program is None and inner is not None:
+        program, args = classify(inner)
+    judged = not (is_shell and inner is None)
+    limit, workers, source = _worker_memory(program, args, gpu_count, env, cpus)
+    spill = _option(args, "--local-directory", "--spill-dir") if program else None
+    try:
+        device = parse_bytes(_option(args, "--device-memory-limit")) if program else None
+    except ValueError:
+        device = None
+    device_source = f"{program} --device-memory-limit" if device else ""
     shown = shlex.join(command) if command else ""
     if len(shown) > 80:
         shown = shown[:77] + "..."
@@ -701,15 +898,25 @@ def intent_for(command: list[str] | None, environ: dict | None = None, gpu_count
         disk, why = "required", "no command given: the full check"
     elif program:
         disk, why = "required", f"`{shown}` is {'the spill smoke' if program == 'rapids-smoke' else 'a ' + program}"
+    elif not judged:
+        disk, why = "optional", (f"`{shown}` is a shell line with operators or variables that could not be judged "
+                                 f"(a dask worker inside it is not checked: {DISK_SPILL_ENV}=required insists)")
     else:
         disk, why = "optional", f"`{shown}` is no dask worker and no rapids-smoke"
     ucx, rdma = ucx_wanted(program, args)
-    return Intent(command, program, disk, why, limit, workers, source, error, ucx, rdma)
+    return Intent(command, program, disk, why, limit, workers, source, error, ucx, rdma, spill, device,
+                  device_source, judged)
 
 
-def memory_budget(cg: CgroupMemory, host_total: int | None) -> tuple[int | None, str]:
-    """The memory this container may really use: the tightest of memory.high, the cap and host RAM."""
-    options = [(v, name) for v, name in ((cg.high, "cgroup memory.high"),
+DECLARED_LIMIT_ENV = "RAPIDS_MEMORY_LIMIT"
+
+
+def memory_budget(cg: CgroupMemory, host_total: int | None, declared: int | None = None) -> tuple[int | None, str]:
+    """The memory this container may really use: the tightest of $RAPIDS_MEMORY_LIMIT (a limit the
+    cgroup view cannot show: a v2 parent's behind a private cgroup namespace), memory.high, the v1
+    soft limit (distributed sizes workers by it too), the cap (the tightest on the way up) and host RAM."""
+    options = [(v, name) for v, name in ((declared, f"${DECLARED_LIMIT_ENV}"), (cg.high, "cgroup memory.high"),
+                                         (cg.soft_limit, "cgroup v1 memory.soft_limit_in_bytes"),
                                          (cg.limit, f"cgroup v{cg.version} limit"),
                                          (host_total, "host RAM")) if v]
     if not options:
@@ -718,7 +925,7 @@ def memory_budget(cg: CgroupMemory, host_total: int | None) -> tuple[int | None,
 
 
 def derive(f: Facts, n_workers: int = 1) -> Derived:
-    budget, source = memory_budget(f.cgroup, f.host_total)
+    budget, source = memory_budget(f.cgroup, f.host_total, f.declared_limit)
     headroom = worker = None
     if budget is not None:
         headroom = max(HEADROOM_MIN, int(budget * HEADROOM_FRACTION))
@@ -726,11 +933,15 @@ def derive(f: Facts, n_workers: int = 1) -> Derived:
     device = pool = None
     dev_source = "no GPU visible"
     if f.gpu.available and f.gpu.gpus:
-        sizes = [(s["total"], f"MIG slice {g.index}/{s['index']}") for g in f.gpu.gpus for s in g.mig_slices]
-        sizes = sizes or [(g.total, f"GPU {g.index} {g.name}") for g in f.gpu.gpus]
-        total, dev_source = min(sizes)
-        device = int(total * DEVICE_FRACTION)
-        pool = int(total * RMM_POOL_FRACTION) // RMM_POOL_STEP * RMM_POOL_STEP
+        sizes = [(s["total"], s["free"], f"MIG slice {g.index}/{s['index']}") for g in f.gpu.gpus for s in g.mig_slices]
+        sizes = sizes or [(g.total, g.free, f"GPU {g.index} {g.name}") for g in f.gpu.gpus]
+        total, free, dev_source = min(sizes)
+        # another process holding part of the GPU: size to what is free, not to what exists
+        usable = int(free * FREE_FRACTION)
+        device = min(int(total * DEVICE_FRACTION), usable)
+        pool = min(int(total * RMM_POOL_FRACTION), usable) // RMM_POOL_STEP * RMM_POOL_STEP
+        if usable < total * DEVICE_FRACTION:
+            dev_source += f", only {_b(free)} of {_b(total)} free"
     return Derived(budget, source, headroom, worker, n_workers, device, dev_source, pool)
 
 
@@ -780,6 +991,8 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
     intent = intent or Intent()
     sd, sc = f.spill_dir, f.spill_config
     required = intent.disk_spill == "required"
+    # worker sizing speaks only where workers run: no command (the full check) or a worker / smoke
+    runs_workers = intent.program is not None or not intent.command
 
     def disk(message: str, fatal: bool = True) -> Finding:
         if not fatal:
@@ -808,7 +1021,7 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
                         f"(owner {sd.owner_uid}:{sd.owner_gid}, mode {sd.mode:04o}): chown it to the run uid, "
                         "mode 0700"))
     else:
-        out.extend(_spill_dir_notes(f))
+        out.extend(_spill_dir_notes(f, disk))
     # dask's own spill switches
     if sc.dask_available:
         if _fraction_off(sc.target) and _fraction_off(sc.spill):
@@ -817,6 +1030,13 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
                             ".spill are false): data beyond the worker's memory_limit cannot leave memory; unset "
                             "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET/__SPILL or set them to 0.6/0.7",
                             fatal=not (f.gpu.gpus and sc.dask_cuda_available)))
+        above = [f"{name} {value}" for name, value in (("target", sc.target), ("spill", sc.spill))
+                 if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1]
+        if above and runs_workers:
+            out.append(Finding("FATAL", "spill", f"dask's spill threshold(s) {', '.join(above)} (fractions of the "
+                               "worker's memory_limit) lie above the limit itself: the worker never spills before the "
+                               "kernel OOM-kills it; set distributed.worker.memory.target / .spill below 1 (0.6 / 0.7), "
+                               "e.g. unset DASK_DISTRIBUTED__WORKER__MEMORY__TARGET / __SPILL"))
         if sd.path and sc.temporary_directory and os.path.realpath(sc.temporary_directory) != os.path.realpath(sd.path):
             out.append(Finding("WARNING", "spill", f"dask temporary-directory {sc.temporary_directory} is not the "
                                f"spill dir {sd.path}: workers spill where dask says, not where the mount is"))
@@ -836,7 +1056,7 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
     out.extend(memory_limit_findings(d, intent))
     if d.memory_budget is None:
         out.append(Finding("WARNING", "memory", "no memory limit found (no cgroup limit, no /proc/meminfo)"))
-    elif d.worker_memory_limit is not None and d.worker_memory_limit < MIN_WORKER_MEMORY:
+    elif d.worker_memory_limit is not None and d.worker_memory_limit < MIN_WORKER_MEMORY and runs_workers:
         out.append(Finding("FATAL", "memory", f"memory limit too small: {_b(d.memory_budget)} ({d.budget_source}) "
                            f"leaves {_b(d.worker_memory_limit)} per worker after {_b(d.headroom)} headroom; give the "
                            f"container at least {_b(MIN_WORKER_MEMORY * d.n_workers + HEADROOM_MIN)} (--memory)"))
@@ -844,12 +1064,22 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
     if cg.limit is None and cg.version is not None:
         out.append(Finding("WARNING", "memory", "the container has no memory cap: workers size themselves from "
                            "host RAM and the kernel OOM killer, not spilling, decides what survives"))
+    if cg.swap_unlimited:
+        out.append(Finding("WARNING", "memory", f"swap is unlimited (--memory-swap -1): beyond the {_b(cg.limit)} cap "
+                           "the container swaps without bound instead of spilling, and the cap is no cap "
+                           "(--memory-swap = --memory)"))
     if cg.limit and cg.swap_limit and cg.version == 1 and cg.swap_limit > cg.limit:
         out.append(Finding("WARNING", "memory", f"memory+swap limit {_b(cg.swap_limit)} exceeds the memory limit "
                            f"{_b(cg.limit)}: the container swaps instead of spilling (--memory-swap = --memory)"))
     if cg.limit and cg.swap_limit and cg.version == 2 and cg.swap_limit > 0:
         out.append(Finding("WARNING", "memory", f"memory.swap.max is {_b(cg.swap_limit)}: the container swaps "
                            "instead of spilling (--memory-swap = --memory)"))
+    out.extend(device_findings(f, d, intent))
+    if not f.cwd_usable and runs_workers:
+        out.append(Finding("FATAL", "user", f"the working directory {f.cwd} cannot be entered by uid {f.uid} gid "
+                           f"{f.gid} (groups {','.join(map(str, f.groups)) or '-'}): dask's nanny cannot start there; "
+                           "run with --user UID:0 (the image's home is group-0 writable, as for an arbitrary uid), "
+                           "or --group-add 0, or -w a directory it can use"))
     out.extend(ucx_findings(f, intent))  # with UCX asked for, a small /dev/shm is FATAL there
     if not intent.ucx and f.shm_bytes is not None and f.shm_bytes < 256 * MiB and (f.gpu.gpus or sc.dask_available):
         out.append(Finding("WARNING", "shm", f"/dev/shm is {_b(f.shm_bytes)}: multiprocessing and UCX/NCCL need "
@@ -857,6 +1087,29 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
     if f.gpu.gpus and f.memlock_soft is not None and not intent.rdma:
         out.append(Finding("WARNING", "memlock", f"memlock ulimit is {_b(f.memlock_soft)}: pinned host buffers "
                            "for device<->host copies need --ulimit memlock=-1"))
+    return out
+
+
+def device_findings(f: Facts, d: Derived, intent: Intent) -> list[Finding]:
+    """Pure: a device limit the command asks for above what the GPU has is FATAL (nothing ever
+    spills from the device: allocations fail first); device memory another process holds is said."""
+    out = []
+    sizes = [(s["total"], s["free"], f"MIG slice {g.index}/{s['index']} of {g.name}") for g in f.gpu.gpus
+             for s in g.mig_slices] or [(g.total, g.free, f"GPU {g.index} {g.name}") for g in f.gpu.gpus]
+    if not sizes:
+        return out
+    total, free, name = min(sizes)
+    if intent.device_limit is not None and intent.device_limit > total:
+        out.append(Finding("FATAL", "device-limit", f"{intent.device_source} {_b(intent.device_limit)} is above what "
+                           f"{name} has ({_b(total)}): the device tier never fills, so nothing spills and "
+                           f"allocations fail first; give at most {_b(d.device_memory_limit)}"))
+    elif intent.device_limit is not None and intent.device_limit > free:
+        out.append(Finding("WARNING", "device-limit", f"{intent.device_source} {_b(intent.device_limit)} is above the "
+                           f"{_b(free)} free on {name} now (another process holds the rest)"))
+    if free * FREE_FRACTION < total * DEVICE_FRACTION:
+        out.append(Finding("WARNING", "gpu", f"{name} has only {_b(free)} of {_b(total)} free (another process holds "
+                           f"the rest): the device limit and RMM pool are sized to what is free "
+                           f"({_b(d.device_memory_limit)})"))
     return out
 
 
@@ -904,7 +1157,7 @@ def memory_limit_findings(d: Derived, intent: Intent) -> list[Finding]:
     return []
 
 
-def _spill_dir_notes(f: Facts) -> list[Finding]:
+def _spill_dir_notes(f: Facts, disk) -> list[Finding]:
     sd = f.spill_dir
     out = []
     if sd.mode is not None:
@@ -919,10 +1172,16 @@ def _spill_dir_notes(f: Facts) -> list[Finding]:
         else:
             out.append(Finding("WARNING", "spill", f"spill dir {sd.path} is mode {sd.mode:04o}, expected 0700 "
                                "owned by the run uid"))
-    if sd.fstype in WARN_FSTYPES:
+    if sd.fstype in RAM_FSTYPES:
+        out.append(disk(f"spill dir {sd.path} is on {sd.fstype}, {WARN_FSTYPES[sd.fstype]}: the disk tier would be "
+                        "memory charged to the same cgroup; bind-mount a host disk there"))
+    elif sd.fstype in WARN_FSTYPES:
         out.append(Finding("WARNING", "spill", f"spill dir {sd.path} is on {sd.fstype}, {WARN_FSTYPES[sd.fstype]}; "
                            "bind-mount a host disk there"))
-    if sd.free_bytes is not None and f.cgroup.limit and sd.free_bytes < 2 * f.cgroup.limit:
+    if sd.free_bytes is not None and sd.free_bytes < MIN_SPILL_FREE:
+        out.append(disk(f"spill dir {sd.path} has {_b(sd.free_bytes)} free: a spill would fail at once with ENOSPC; "
+                        f"give it at least {_b(MIN_SPILL_FREE)}, better twice the memory limit"))
+    elif sd.free_bytes is not None and f.cgroup.limit and sd.free_bytes < 2 * f.cgroup.limit:
         out.append(Finding("WARNING", "spill", f"spill dir has {_b(sd.free_bytes)} free, less than twice the "
                            f"memory limit ({_b(f.cgroup.limit)})"))
     return out
@@ -962,7 +1221,10 @@ def render_table(report: dict) -> str:
     add("memory (cgroup)", f"limit ({ver})", _b(cg["limit"]))
     if cg["version"] == 2:
         add("memory (cgroup)", "memory.high", _b(cg["high"]))
-    add("memory (cgroup)", "swap limit", _b(cg["swap_limit"]) if cg["swap_limit"] is not None else "-")
+    if cg["version"] == 1:
+        add("memory (cgroup)", "soft limit (reservation)", _b(cg["soft_limit"]) if cg["soft_limit"] else "-")
+    add("memory (cgroup)", "swap limit", "unlimited" if cg["swap_unlimited"] else
+        (_b(cg["swap_limit"]) if cg["swap_limit"] is not None else "-"))
     add("memory (cgroup)", "usage / peak", f"{_b(cg['usage']) if cg['usage'] is not None else '-'} / "
         f"{_b(cg['peak']) if cg['peak'] is not None else '-'}")
     add("memory (host)", "total / available", f"{_b(f['host_total'])} / {_b(f['host_available'])}")
@@ -1049,8 +1311,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="check this memory_limit per worker (x --workers) against the container's budget "
                              "(a dask worker command after -- is read for its own --memory-limit)")
     args = parser.parse_args(argv)
-    facts = collect()
-    intent = intent_for(command, gpu_count=len(facts.gpu.gpus), override=args.disk_spill)
+    probe = intent_for(command, override=args.disk_spill, cpus=available_cpus())
+    facts = collect(probe.spill_dir)  # the directory the command really spills to
+    intent = intent_for(command, gpu_count=len(facts.gpu.gpus), override=args.disk_spill, cpus=facts.cpus)
     if args.memory_limit is not None:
         intent = replace(intent, memory_limit=args.memory_limit, workers=max(1, args.workers),
                          limit_source="rapids-doctor --memory-limit")

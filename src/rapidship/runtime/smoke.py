@@ -280,7 +280,7 @@ def _array_stage(client, name: str, xp_name: str, data_bytes: int, chunk_bytes: 
     t0 = time.monotonic()
     try:
         x = x.persist()
-        _held(x, timeout)
+        _held(x, timeout, spill_dir)
         stage.seconds["persist"] = round(time.monotonic() - t0, 2)
         _observe(client, stage, spill_dir, tier_fn)
         t1 = time.monotonic()
@@ -416,10 +416,26 @@ def cluster_session(make_cluster, n_workers: int, worker_timeout: float, close_t
         shutdown(client, cluster, close_timeout, notes)
 
 
-def _held(collection, timeout: float) -> None:
+class SpillDiskFull(RuntimeError):
+    """The spill directory ran out of room (ENOSPC): dask keeps the data in memory and pauses."""
+
+
+FULL_BELOW = 16 * 2**20  # free bytes in the spill dir below which a spill cannot go on
+
+
+def spill_room(path: str | None) -> int | None:
+    try:
+        vfs = os.statvfs(path) if path else None
+    except OSError:
+        return None
+    return vfs.f_bavail * vfs.f_frsize if vfs else None
+
+
+def _held(collection, timeout: float, spill_dir: str | None = None) -> None:
     """Wait until every piece is held. A worker that dies meanwhile (its nanny restarts it and the
-    lost pieces are recomputed, possibly forever), no worker at all, or a piece that erred fails
-    the wait at once."""
+    lost pieces are recomputed, possibly forever), no worker at all, a piece that erred, or a spill
+    dir that filled up (dask then keeps the data in memory and pauses: a hang until the timeout)
+    fails the wait at once."""
     from distributed import futures_of, get_client, wait
 
     client = get_client()
@@ -431,12 +447,20 @@ def _held(collection, timeout: float) -> None:
         wait(collection, timeout=timeout)
         return
 
-    def no_worker_gone() -> None:
+    wait_held(futures, timeout, watcher(client, workers, spill_dir))
+
+
+def watcher(client, workers: set, spill_dir: str | None):
+    """What the wait checks once a second: every worker still there, room left in the spill dir."""
+    def check() -> None:
         gone = workers - set(client.scheduler_info()["workers"])
         if gone:
             raise WorkerDied(f"worker {sorted(gone)[0]} died while holding data (OOM-killed?) and was restarted")
-
-    wait_held(futures, timeout, no_worker_gone)
+        room = spill_room(spill_dir)
+        if room is not None and room < FULL_BELOW:
+            raise SpillDiskFull(f"the spill dir {spill_dir} is full ({room:,} bytes free): spilling fails with "
+                                "ENOSPC and the workers keep the data in memory; give the spill mount more room")
+    return check
 
 
 def wait_held(futures, timeout: float, each_second=lambda: None, late: str = "") -> None:
@@ -466,6 +490,8 @@ def _describe(err: BaseException, timeout: float) -> str:
     name = type(err).__name__
     if isinstance(err, NoWorker):
         return f"NoWorker: {err}"
+    if isinstance(err, SpillDiskFull):
+        return f"ENOSPC: {err}"
     if name in ("KilledWorker", "WorkerDied"):
         return f"KilledWorker: a worker died holding the data (OOM-killed?): {err}"
     if isinstance(err, TimeoutError) or "Timeout" in name:
@@ -645,7 +671,7 @@ def dask_cudf_stage(args, limits, notes: list[str]) -> Stage:
 
             meta = cudf.DataFrame({"a": cupy.empty(0, "int64"), "b": cupy.empty(0, "int64")})
             ddf = dd.from_map(_cudf_part, list(range(parts)), rows=rows, meta=meta).persist()
-            _held(ddf, args.timeout)
+            _held(ddf, args.timeout, args.spill_dir)
             stage.seconds["persist"] = round(time.monotonic() - t0, 2)
             _observe(client, stage, args.spill_dir, _device_tiers)
             t1 = time.monotonic()
@@ -680,13 +706,21 @@ def smoke_intent(args) -> doctor.Intent:
     (cpu: --workers of them; gpu and cudf: one LocalCUDACluster worker)."""
     return doctor.Intent(["rapids-smoke", "spill", "--mode", args.mode], "rapids-smoke", "required",
                          "rapids-smoke spill writes to disk", args.memory_limit,
-                         max(1, args.workers) if args.mode == "cpu" else 1, "--memory-limit")
+                         max(1, args.workers) if args.mode == "cpu" else 1, "--memory-limit",
+                         spill_dir=args.spill_dir, device_limit=args.device_memory_limit,
+                         device_source="rapids-smoke --device-memory-limit")
 
 
 def plan_problems(report: dict, args, limits: dict) -> list[str]:
     """Pure: why this run cannot start (empty = it can)."""
+    # what would make the run prove nothing or never end: a limit above the cap or the GPU, a spill
+    # "disk" in RAM or full, thresholds above the limit; each refused before anything starts
     problems = [f"refused before starting: {x['message']}" for x in report["findings"]
-                if x["level"] == "FATAL" and x["topic"] == "memory-limit"]
+                if x["level"] == "FATAL" and x["topic"] in ("memory-limit", "device-limit", "spill")]
+    if args.mode != "cpu" and jit_unspill():
+        problems.append("refused: JIT-unspill is on (DASK_JIT_UNSPILL): its ProxifyHostFile keeps no device / host / "
+                        "disk tiers this smoke can read, so a pass would prove nothing; run the smoke with "
+                        "DASK_JIT_UNSPILL unset (the workload may keep it)")
     if not args.spill_dir:
         problems.append("no spill directory: set RAPIDS_SPILL_DIR or pass --spill-dir")
     if args.mode == "cpu" and not limits["worker"]:
@@ -694,6 +728,12 @@ def plan_problems(report: dict, args, limits: dict) -> list[str]:
     if args.mode != "cpu" and not limits["device"]:
         problems.append("no GPU seen by NVML and no --device-memory-limit: cannot size the device tier")
     return problems
+
+
+def jit_unspill(environ: dict | None = None) -> bool:
+    """dask-cuda's JIT-unspill switch (DASK_JIT_UNSPILL, or jit-unspill in its config)."""
+    env = os.environ if environ is None else environ
+    return str(env.get("DASK_JIT_UNSPILL", "")).strip().lower() in ("1", "true", "yes", "on")
 
 
 def cgroup_peak() -> int | None:
@@ -763,7 +803,7 @@ def main(argv: list[str] | None = None) -> int:
     base = args.spill_dir
     children = set(multiprocessing.active_children())
     try:
-        report = doctor.diagnose(doctor.collect(), args.workers, smoke_intent(args))
+        report = doctor.diagnose(doctor.collect(args.spill_dir), args.workers, smoke_intent(args))
         limits = plan_limits(report, args)
         result["limits"] = limits
         result["doctor"] = {"findings": report["findings"], "derived": report["derived"]}

@@ -12,7 +12,7 @@ from support.doctor_facts import facts
 
 from rapidship.runtime import doctor
 from rapidship.runtime.doctor import (CgroupMemory, Facts, Gpu, GpuView, PruneRecord, SpillConfig, SpillDir, derive,
-                                      diagnose, findings_for, mount_for, parse_mountinfo, read_cgroup,
+                                      diagnose, findings_for, intent_for, mount_for, parse_mountinfo, read_cgroup,
                                       read_meminfo, render_table)
 
 GiB, MiB = 2**30, 2**20
@@ -173,11 +173,25 @@ def test_spill_dir_fatal(spill_dir, needle):
     assert len(fatal) == 1 and needle in fatal[0]
 
 
-@pytest.mark.parametrize("fstype", ["overlay", "tmpfs"])
-def test_spill_on_overlay_or_tmpfs_warns(fstype):
-    f = facts(spill_dir=SpillDir("/spill", True, True, False, 0o700, 1001, 0, fstype, "/", 50 * GiB))
-    assert any(f"is on {fstype}" in m for m in levels(f)["WARNING"])
+def test_spill_on_overlay_warns():
+    f = facts(spill_dir=SpillDir("/spill", True, True, False, 0o700, 1001, 0, "overlay", "/", 50 * GiB))
+    assert any("is on overlay" in m for m in levels(f)["WARNING"])
     assert "FATAL" not in levels(f)
+
+
+@pytest.mark.parametrize("fstype", ["tmpfs", "ramfs"])
+def test_a_spill_disk_in_ram_is_fatal_where_disk_spill_is_required(fstype):
+    """With the spill dir on a tmpfs the "disk" tier is shmem of the same cgroup: no spill at all."""
+    f = facts(spill_dir=SpillDir("/spill", True, True, False, 0o700, 1001, 0, fstype, "/spill", 50 * GiB))
+    assert any(f"is on {fstype}" in m and "charged to the same cgroup" in m for m in levels(f)["FATAL"])
+    job = intent_for(["python", "job.py"], {})
+    found = findings_for(f, derive(f), job)
+    assert all(x.level != "FATAL" for x in found) and any(f"is on {fstype}" in x.message for x in found)
+
+
+def test_a_full_spill_disk_is_fatal_where_disk_spill_is_required():
+    f = facts(spill_dir=SpillDir("/spill", True, True, False, 0o700, 1001, 0, "ext4", "/spill", 1 * MiB))
+    assert any("1.00 MiB free" in m and "ENOSPC" in m for m in levels(f)["FATAL"]), levels(f)
 
 
 def test_mode_0770_group_0_is_accepted_and_said():

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rapidship.runtime import doctor, smoke
-from rapidship.runtime.doctor import CgroupMemory, Facts, GpuView, SpillConfig, SpillDir
+from rapidship.runtime.doctor import CgroupMemory, Facts, Gpu, GpuView, SpillConfig, SpillDir
 from rapidship.runtime.smoke import NoWorker, Stage, Tier, cluster_session, wait_for_workers
 
 GiB = 2**30
@@ -157,7 +157,7 @@ def passing_stage(client, name, xp_name, data_bytes, chunk_bytes, limits, spill_
 
 
 def smoke_main(tmp_path, monkeypatch, capsys, *flags: str, facts: Facts | None = None):
-    monkeypatch.setattr(doctor, "collect", lambda: facts or big_host())
+    monkeypatch.setattr(doctor, "collect", lambda spill_path=None: facts or big_host())
     spill = tmp_path / "spill"
     spill.mkdir(exist_ok=True)
     out = tmp_path / "report.json"
@@ -290,3 +290,52 @@ def test_exit_does_not_hang_on_what_a_failed_cluster_left(tmp_path):
     assert "no worker started within 0.5 s" in report["problems"][0]
     assert any(n.startswith("shutdown: stopped 1 worker process(es) left running") for n in report["notes"])
     assert "forcing it" in proc.stderr            # the non-daemon thread would have held exit forever
+
+
+# ---- doctor round 2: refused before anything starts ------------------------------------------------
+
+def _never(*_a, **_k):
+    pytest.fail("nothing may start for a run that is refused")
+
+
+@pytest.mark.parametrize("facts, flags, words", [
+    (big_host(spill_dir=SpillDir("/spill", True, True, False, 0o700, 1001, 0, "tmpfs", "/spill", 500 * GiB)),
+     ["--mode", "cpu", "--memory-limit", "1GB"], "is on tmpfs"),
+    (big_host(spill_dir=SpillDir("/spill", True, True, False, 0o700, 1001, 0, "ext4", "/spill", 2**20)),
+     ["--mode", "cpu", "--memory-limit", "1GB"], "ENOSPC"),
+    (big_host(gpu=GpuView(True, "", "580", "13.0", [Gpu(0, "H200", 140 * GiB, 139 * GiB, cc_major=9, cc_minor=0)])),
+     ["--mode", "gpu", "--device-memory-limit", "400GB", "--memory-limit", "1GB"], "above what GPU 0 H200 has"),
+])
+def test_a_run_that_would_prove_nothing_is_refused_before_it_starts(tmp_path, monkeypatch, capsys, facts, flags,
+                                                                     words):
+    monkeypatch.setattr(smoke, "_cuda_cluster", _never)
+    monkeypatch.setattr(smoke, "_local_cluster", _never)
+    code, report, _ = smoke_main(tmp_path, monkeypatch, capsys, *flags, facts=facts)
+    assert code == smoke.FAIL_EXIT and report["verdict"] == "FAIL" and not report["stages"]
+    assert any(words in p and p.startswith("refused before starting") for p in report["problems"]), report["problems"]
+
+
+def test_jit_unspill_is_refused_with_its_reason(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DASK_JIT_UNSPILL", "True")
+    monkeypatch.setattr(smoke, "_cuda_cluster", _never)
+    code, report, _ = smoke_main(tmp_path, monkeypatch, capsys, *GPU)
+    assert code == smoke.FAIL_EXIT and any("JIT-unspill" in p for p in report["problems"])
+
+
+def test_a_spill_dir_that_fills_up_fails_the_wait_at_once(tmp_path, monkeypatch):
+    """dask keeps data in memory on ENOSPC and pauses: the wait used to hang until its timeout."""
+    class Client:
+        def __init__(self, workers):
+            self.workers = workers
+
+        def scheduler_info(self):
+            return {"workers": dict.fromkeys(self.workers)}
+
+    watch = smoke.watcher(Client(["w1"]), {"w1"}, str(tmp_path))
+    watch()  # room enough: nothing
+    monkeypatch.setattr(smoke, "spill_room", lambda path: 1024)
+    with pytest.raises(smoke.SpillDiskFull, match=r"is full \(1,024 bytes free\)"):
+        watch()
+    with pytest.raises(smoke.WorkerDied, match="w1 died"):
+        smoke.watcher(Client([]), {"w1"}, str(tmp_path))()
+    assert smoke._describe(smoke.SpillDiskFull("x"), 1).startswith("ENOSPC")

@@ -1,0 +1,98 @@
+"""The doctor's verdicts in the real cpu-debian12 image under the real engine (cgroup v1 here):
+each case of doctor round 2 that a container can set up, run as an operator would run it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+MiB = 2**20
+V1_MEMORY = Path("/sys/fs/cgroup/memory")
+
+
+def run(image: str, *docker_args: str, command: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", "run", "--rm", *docker_args, image, *command], capture_output=True, text=True,
+                          timeout=300)
+
+
+def doctor_json(image: str, *docker_args: str, after: list[str] | None = None) -> dict:
+    proc = run(image, "--entrypoint", "rapids-doctor", *docker_args, command=["--json", "--", *(after or [])])
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def parent_cgroup():
+    """A cgroup v1 parent limited to 768 MiB, as a site's job slice would be (removed after)."""
+    if not (V1_MEMORY / "memory.limit_in_bytes").is_file():
+        pytest.fail("this test needs the engine on cgroup v1 (as CI's dockerd is): /sys/fs/cgroup/memory is absent")
+    name = f"rapidship-test-{uuid.uuid4().hex[:8]}"
+    path = V1_MEMORY / name
+    path.mkdir()
+    (path / "memory.limit_in_bytes").write_text(str(768 * MiB))
+    yield name
+    for child in path.iterdir():
+        if child.is_dir():
+            child.rmdir()
+    path.rmdir()
+
+
+def test_a_parents_lower_limit_sizes_the_workers(cpu_image, parent_cgroup):
+    """--cgroup-parent P --memory 2g under P at 768 MiB: the worker was OOM-killed at 805 MB while
+    the doctor derived 1.74 GB. Now the budget is the parent's."""
+    report = doctor_json(cpu_image.ref, "--cgroup-parent", f"/{parent_cgroup}", "--memory", "2g",
+                         "--memory-swap", "2g")
+    assert report["derived"]["memory_budget"] == 768 * MiB
+    assert report["derived"]["worker_memory_limit"] < 768 * MiB
+
+
+def test_a_tmpfs_spill_dir_is_refused_where_disk_spill_is_needed(cpu_image):
+    args = ["--memory", "1g", "--memory-swap", "1g", "--tmpfs", "/spill:uid=1001,gid=0,mode=0700"]
+    worker = run(cpu_image.ref, *args, command=["dask", "worker", "tcp://127.0.0.1:1", "--memory-limit", "512MiB"])
+    assert worker.returncode == 3 and "FATAL: spill dir /spill is on tmpfs" in worker.stderr, worker.stderr
+    smoke = run(cpu_image.ref, *args, command=["rapids-smoke", "spill", "--mode", "cpu"])
+    assert smoke.returncode != 0 and "is on tmpfs" in smoke.stdout + smoke.stderr
+    job = run(cpu_image.ref, *args, command=["python", "-c", "print('ran')"])
+    assert job.returncode == 0 and "ran" in job.stdout  # no worker: a WARNING, not a stop
+
+
+def test_a_small_container_runs_what_needs_no_worker(cpu_image):
+    proc = run(cpu_image.ref, "--memory", "512m", "--memory-swap", "512m", command=["python", "-c", "print(1)"])
+    assert proc.returncode == 0 and proc.stdout.strip() == "1", proc.stderr
+
+
+def test_thresholds_above_the_limit_from_the_environment_are_refused(cpu_image):
+    env = ["--env", "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET=1.5", "--env", "DASK_DISTRIBUTED__WORKER__MEMORY__SPILL=1.6",
+           "--env", "DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE=False",
+           "--env", "DASK_DISTRIBUTED__WORKER__MEMORY__TERMINATE=False"]
+    proc = run(cpu_image.ref, "--memory", "1g", "--memory-swap", "1g", *env,
+               command=["dask", "worker", "tcp://127.0.0.1:1", "--memory-limit", "512MiB"])
+    assert proc.returncode == 3 and "target 1.5, spill 1.6" in proc.stderr, proc.stderr
+
+
+def test_a_uid_outside_group_0_is_told_the_fix(cpu_image):
+    proc = run(cpu_image.ref, "--user", "12345:12345", "--memory", "1g", "--memory-swap", "1g",
+               command=["dask", "worker", "tcp://127.0.0.1:1"])
+    assert proc.returncode == 3 and "cannot be entered by uid 12345" in proc.stderr and "--user UID:0" in proc.stderr
+
+
+@pytest.mark.parametrize("wrapper", [["nice", "-n", "5"], ["timeout", "1d"], ["env", "A=1"]])
+def test_a_wrapped_worker_is_still_checked(cpu_image, wrapper):
+    """In a 1 GiB, 2-CPU container two 640 MiB workers do not fit, behind any wrapper or count."""
+    proc = run(cpu_image.ref, "--memory", "1g", "--memory-swap", "1g", "--cpus", "2", command=[
+        *wrapper, "dask", "worker", "tcp://127.0.0.1:1", "--nworkers", "-1", "--memory-limit", "640MiB"])
+    assert proc.returncode == 3 and "x 2 workers" in proc.stderr, proc.stderr
+
+
+def test_unlimited_swap_is_said_in_the_table(cpu_image):
+    report = doctor_json(cpu_image.ref, "--memory", "1g", "--memory-swap", "-1")
+    swap = report["facts"]["cgroup"]
+    if not Path("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists():
+        pytest.fail("the host has no swap accounting (memory.memsw.*): --memory-swap -1 cannot be told apart")
+    assert swap["swap_unlimited"] is True
+    assert any("swap is unlimited" in f["message"] for f in report["findings"])

@@ -957,25 +957,33 @@ def _sm_list(keep: list[int]) -> str:
     return ", ".join(f"sm_{k}" for k in keep) or "no architecture"
 
 
-def _arch_findings(f: Facts) -> list[Finding]:
-    pr = f.prune
+def arch_checks(pr: PruneRecord, gpu: GpuView) -> list[tuple[str, str]]:
+    """Pure: (level, sentence) for the visible GPUs against the device code the image kept; the
+    doctor's findings and the GPU guard (gpu_guard.py, at the first CUDA import) both come from here."""
     if pr.error:
-        return [Finding("FATAL", "gpu-archs", f"prune record {pr.path} {pr.error}: which GPUs this image's device "
-                        f"code runs on is unknown; rebuild the image, or point {PRUNE_RECORD_ENV} at its record")]
-    if pr.keep is None or not f.gpu.available:
+        return [("FATAL", f"prune record {pr.path} {pr.error}: which GPUs this image's device code runs on is "
+                          f"unknown; rebuild the image, or point {PRUNE_RECORD_ENV} at its record")]
+    if pr.keep is None or not gpu.available:
         return []
     out = []
-    for g in f.gpu.gpus:
+    for g in gpu.gpus:
         if g.cc_major is None or g.cc_minor is None:
-            out.append(Finding("WARNING", "gpu-archs", f"GPU {g.index} {g.name}: NVML did not report its compute "
-                               f"capability, so it is not checked against this image's device code "
-                               f"({_sm_list(pr.keep)})"))
+            out.append(("WARNING", f"GPU {g.index} {g.name}: NVML did not report its compute capability, so it is "
+                                   f"not checked against this image's device code ({_sm_list(pr.keep)})"))
         elif not covered(g.cc_major, g.cc_minor, pr.keep):
-            out.append(Finding("FATAL", "gpu-archs", f"GPU {g.index} {g.name} has compute capability "
-                               f"{g.cc_major}.{g.cc_minor}, but this image's device code was pruned to "
-                               f"{_sm_list(pr.keep)}: no kernel can run there; rebuild with gpu_archs including "
-                               f"{g.cc_major * 10 + g.cc_minor} (variants.yaml) or run on a covered GPU"))
+            out.append(("FATAL", f"GPU {g.index} {g.name} has compute capability {g.cc_major}.{g.cc_minor}, but "
+                                 f"this image's device code was pruned to {_sm_list(pr.keep)}: no kernel can run "
+                                 f"there; rebuild with gpu_archs including {g.cc_major * 10 + g.cc_minor} "
+                                 "(variants.yaml) or run on a covered GPU"))
     return out
+
+
+def arch_problems(pr: PruneRecord, gpu: GpuView) -> list[str]:
+    return [sentence for level, sentence in arch_checks(pr, gpu) if level == "FATAL"]
+
+
+def _arch_findings(f: Facts) -> list[Finding]:
+    return [Finding(level, "gpu-archs", sentence) for level, sentence in arch_checks(f.prune, f.gpu)]
 
 
 def _fraction_off(value) -> bool:

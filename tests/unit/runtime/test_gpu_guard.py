@@ -1,0 +1,93 @@
+"""The GPU guard holds whatever starts the process: a fresh interpreter with a stand-in NVML (an
+H200, compute capability 9.0) and a stand-in CUDA package, the image's prune record either covering
+that GPU or not. (On the real H200 with CuPy: docs/gpu-smoke.md.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from support.commands import ROOT
+
+FAKE_NVML = '''
+class NVMLError(Exception):
+    pass
+NVML_DEVICE_MIG_ENABLE = 1
+def nvmlInit(): pass
+def nvmlShutdown(): pass
+def nvmlSystemGetDriverVersion(): return "580.1"
+def nvmlSystemGetCudaDriverVersion_v2(): return 13000
+def nvmlDeviceGetCount(): return 1
+def nvmlDeviceGetHandleByIndex(i): return i
+class _Mem: total = 143 * 2**30; free = 142 * 2**30
+def nvmlDeviceGetMemoryInfo(h): return _Mem()
+def nvmlDeviceGetMigMode(h): raise NVMLError("not supported")
+def nvmlDeviceGetCudaComputeCapability(h): return (9, 0)
+def nvmlDeviceGetName(h): return "NVIDIA H200"
+def nvmlDeviceGetUUID(h): return "GPU-1234"
+'''
+
+
+@pytest.fixture
+def fakes(tmp_path) -> Path:
+    (tmp_path / "pynvml.py").write_text(FAKE_NVML)
+    (tmp_path / "cupy.py").write_text("print('cupy imported')\n")
+    (tmp_path / "json_ok.py").write_text("print('no CUDA package')\n")
+    return tmp_path
+
+
+def run(fakes: Path, keep, code: str, **env) -> subprocess.CompletedProcess:
+    record = fakes / "prune.json"
+    record.write_text(json.dumps({"keep": keep}))
+    environ = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    environ.update(PYTHONPATH=f"{fakes}{os.pathsep}{ROOT / 'src'}", RAPIDSHIP_PRUNE_RECORD=str(record), **env)
+    return subprocess.run([sys.executable, "-c", "from rapidship.runtime import gpu_guard; gpu_guard.install(); " + code],
+                          capture_output=True, text=True, env=environ)
+
+
+def test_an_uncovered_gpu_refuses_the_first_cuda_import(fakes):
+    proc = run(fakes, [80], "import cupy")
+    assert proc.returncode == 1 and "cupy imported" not in proc.stdout
+    assert "ImportError: rapids GPU guard: GPU 0 NVIDIA H200 has compute capability 9.0, but this image's device " \
+           "code was pruned to sm_80" in proc.stderr, proc.stderr
+
+
+def test_a_covered_gpu_imports_and_other_modules_are_never_looked_at(fakes):
+    assert "cupy imported" in run(fakes, [80, 90], "import cupy").stdout
+    assert "no CUDA package" in run(fakes, [80], "import json_ok").stdout  # no check without a CUDA import
+    assert "cupy imported" in run(fakes, None, "import cupy").stdout       # nothing pruned: nothing to check
+
+
+def test_the_guard_obeys_visible_devices_and_its_switch(fakes):
+    assert "cupy imported" in run(fakes, [80], "import cupy", CUDA_VISIBLE_DEVICES="").stdout  # no visible GPU
+    assert "cupy imported" in run(fakes, [80], "import cupy", RAPIDSHIP_GPU_GUARD="off").stdout
+
+
+def test_the_pth_line_installs_the_guard_and_costs_little(tmp_path):
+    """The line the image's env carries, read by site.py as a real .pth file."""
+    from rapidship.runtime.gpu_guard import PTH_LINE, PTH_NAME
+
+    site_dir = tmp_path / "site"
+    pkg = tmp_path / "opt" / "rapids_runtime"
+    pkg.mkdir(parents=True)
+    for name in ("__init__.py", "gpu_guard.py", "doctor.py"):
+        (pkg / name).write_text((ROOT / "src" / "rapidship" / "runtime" / name).read_text())
+    site_dir.mkdir()
+    (site_dir / PTH_NAME).write_text(PTH_LINE.replace("/opt/rapidship", str(tmp_path / "opt")))
+    code = f"import site; site.addsitedir({str(site_dir)!r}); import sys; " \
+           "print([type(f).__name__ for f in sys.meta_path][0])"
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
+    assert proc.stdout.strip() == "GuardFinder", proc.stderr
+    assert "doctor" not in subprocess.run([sys.executable, "-S", "-c", code.replace(
+        "print([type(f).__name__ for f in sys.meta_path][0])", "print(list(sys.modules))")],
+        capture_output=True, text=True).stdout.split("rapids_runtime.gpu_guard")[1][:200]  # doctor not loaded yet
+    t0 = time.perf_counter()
+    for _ in range(5):
+        subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, check=True)
+    assert (time.perf_counter() - t0) / 5 < 2.0  # an interpreter start, not a measurement (docs/benchmarks.md)

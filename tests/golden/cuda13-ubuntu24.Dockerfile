@@ -95,6 +95,7 @@ COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
 COPY --from=builder /out/rapidship-prune.json /opt/rapidship/prune.json
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
+COPY runtime/rapidship-gpu-guard.pth /opt/rapids/lib/python3.12/site-packages/
 ENV PATH=/opt/rapids/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME=/home/rapids \
     RAPIDS_PREFIX=/opt/rapids \

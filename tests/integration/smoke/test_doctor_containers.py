@@ -75,9 +75,17 @@ def test_thresholds_above_the_limit_from_the_environment_are_refused(cpu_image):
     assert proc.returncode == 3 and "target 1.5, spill 1.6" in proc.stderr, proc.stderr
 
 
-def test_a_uid_outside_group_0_is_told_the_fix(cpu_image):
+def test_a_uid_outside_group_0_is_told_the_fix(cpu_image, tmp_path):
+    """--user 12345:12345 with a spill dir it owns: workers could not start (chdir into the 0770 home
+    failed, "Nanny failed to start") while the doctor was silent."""
+    import os
+
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    os.chown(spill, 12345, 12345)
+    spill.chmod(0o700)
     proc = run(cpu_image.ref, "--user", "12345:12345", "--memory", "1g", "--memory-swap", "1g",
-               command=["dask", "worker", "tcp://127.0.0.1:1"])
+               "-v", f"{spill}:/spill", command=["dask", "worker", "tcp://127.0.0.1:1"])
     assert proc.returncode == 3 and "cannot be entered by uid 12345" in proc.stderr and "--user UID:0" in proc.stderr
 
 
@@ -96,3 +104,25 @@ def test_unlimited_swap_is_said_in_the_table(cpu_image):
         pytest.fail("the host has no swap accounting (memory.memsw.*): --memory-swap -1 cannot be told apart")
     assert swap["swap_unlimited"] is True
     assert any("swap is unlimited" in f["message"] for f in report["findings"])
+
+
+def test_the_gpu_guard_holds_without_the_entrypoint(cpu_image, tmp_path):
+    """docker run --entrypoint python (as Kubernetes `command:` or GitLab's `entrypoint: [""]` do)
+    skips the preflight; the env's .pth still checks the device code at the first CUDA import. The
+    GPU is a stand-in NVML reporting an H200 (cc 9.0); the package a stand-in `cupy`."""
+    from unit.runtime.test_gpu_guard import FAKE_NVML
+
+    (tmp_path / "pynvml.py").write_text(FAKE_NVML)
+    (tmp_path / "cupy.py").write_text("print('cupy imported')\n")
+    tmp_path.chmod(0o755)
+    for keep, imported in (([80], False), ([80, 90], True)):
+        (tmp_path / "prune.json").write_text(json.dumps({"keep": keep}))
+        for f in tmp_path.iterdir():
+            f.chmod(0o644)
+        proc = run(cpu_image.ref, "--entrypoint", "python", "-v", f"{tmp_path}:/fake:ro", "-e", "PYTHONPATH=/fake",
+                   "-e", "RAPIDSHIP_PRUNE_RECORD=/fake/prune.json", command=["-c", "import cupy"])
+        if imported:
+            assert proc.returncode == 0 and "cupy imported" in proc.stdout, proc.stderr
+        else:
+            assert proc.returncode == 1 and "rapids GPU guard: GPU 0 NVIDIA H200 has compute capability 9.0" \
+                in proc.stderr and "cupy imported" not in proc.stdout, proc.stderr

@@ -35,6 +35,8 @@ import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from .cuda_rule import code_runs_on
+
 FATAL_EXIT = 3
 UNLIMITED = 2**62          # cgroup v1 says "unlimited" with a page-rounded 2^63-1
 MiB = 2**20
@@ -946,11 +948,9 @@ def derive(f: Facts, n_workers: int = 1) -> Derived:
 
 
 def covered(cc_major: int, cc_minor: int, keep: list[int] | tuple[int, ...]) -> bool:
-    """Pure: can a GPU of compute capability major.minor run device code kept for `keep`?
-
-    SASS for sm_XY runs on a GPU of the same major X with minor >= Y, never across majors.
-    """
-    return any(k // 10 == cc_major and k % 10 <= cc_minor for k in keep)
+    """Pure: can a GPU of compute capability major.minor run device code kept for `keep`? (the
+    rule is cuda_rule.code_runs_on, the one the pruner keeps code by)"""
+    return any(code_runs_on(k, cc_major * 10 + cc_minor) for k in keep)
 
 
 def _sm_list(keep: list[int]) -> str:

@@ -372,9 +372,39 @@ def _close_quietly(obj, timeout: float) -> None:
         pass
 
 
+def _held_keys(dask_worker) -> int:
+    return len(dask_worker.data)
+
+
+def drain(client, timeout: float, poll: float = 0.2) -> tuple[int, float]:
+    """Wait, bounded, until no worker holds data any more: (keys still held, seconds waited).
+
+    The stages released their collections; the workers then free device memory and delete spill
+    files while they are alive. Closing before that is done made the nanny kill a worker still
+    busy tearing down gigabytes ("Worker process still alive after 4.0 seconds") and every GPU run
+    ended with "closing the cluster failed: TimeoutError"."""
+    t0 = time.monotonic()
+    held = -1
+    while time.monotonic() - t0 < timeout:
+        try:
+            held = sum(client.run(_held_keys).values())
+        except Exception:  # noqa: BLE001 - a worker already gone: nothing more to wait for here
+            return 0, time.monotonic() - t0
+        if held == 0:
+            break
+        time.sleep(poll)
+    return held, time.monotonic() - t0
+
+
 def shutdown(client, cluster, timeout: float, notes: list[str]) -> None:
-    """Close the client, then the cluster, each bounded; what goes wrong is a note, never an exception
-    (dask-cuda's close may raise TimeoutError: "Worker process still alive after 4.0 seconds")."""
+    """Let the workers drop their data, then close the client, then the cluster, each bounded; what
+    goes wrong is a note, never an exception."""
+    if client is not None:
+        try:
+            held, waited = bounded(lambda: drain(client, timeout), timeout + CLOSE_SLACK, "draining the workers")
+            _log(f"shutdown: workers drained in {waited:.1f} s" + (f", {held} key(s) still held" if held else ""))
+        except Exception as err:  # noqa: BLE001
+            _log(f"shutdown: draining the workers failed: {type(err).__name__}: {err}")
     for what, obj in (("client", client), ("cluster", cluster)):
         if obj is None:
             continue

@@ -15,6 +15,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .cuda_rule import code_runs_on
+
 MAGIC = 0xBA55ED50
 CONTAINER = struct.Struct("<IHHQ")
 ENTRY = struct.Struct("<HHIQ")
@@ -103,12 +105,8 @@ def _container(data, pos: int, end: int, base: int) -> Container:
 
 
 def runs_on(entry: Entry, gpu: int) -> bool:
-    """CUDA's compatibility rule for one entry on a GPU of compute capability `gpu` (e.g. 89)."""
-    if entry.kind == KIND_PTX:
-        return entry.arch <= gpu
-    if entry.specific:
-        return entry.arch == gpu
-    return entry.arch // 10 == gpu // 10 and entry.arch % 10 <= gpu % 10
+    """CUDA's compatibility rule (cuda_rule.py) for one entry on a GPU of compute capability `gpu` (e.g. 89)."""
+    return code_runs_on(entry.arch, gpu, ptx=entry.kind == KIND_PTX, specific=entry.specific)
 
 
 def chosen_for(container: Container, gpu: int) -> tuple[Entry, ...]:

@@ -1,0 +1,1 @@
+../../runtime/cuda_rule.py

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from rapidship.build.buildkit import BuildSecrets, build, local_base_args, plan_build  # noqa: E402
+from rapidship.imagebuild.buildkit import BuildSecrets, build, local_base_args, plan_build  # noqa: E402
 from rapidship.config.matrix import Arch, load_matrix  # noqa: E402
 from rapidship.render.dockerfile import render  # noqa: E402
 

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from rapidship.build.buildkit import BuildSecrets, build, local_base_args, plan_build  # noqa: E402
+from rapidship.imagebuild.buildkit import BuildSecrets, build, local_base_args, plan_build  # noqa: E402
 from rapidship.config.matrix import Arch, load_matrix  # noqa: E402
 from rapidship.builder.prune import files  # noqa: E402
 from rapidship.builder.prune.host import find_cuobjdump  # noqa: E402

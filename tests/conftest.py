@@ -45,7 +45,7 @@ def engine():
 @pytest.fixture(scope="session")
 def cpu_image(engine):
     """The real cpu-debian12 amd64 image, built once: a BuiltImage record."""
-    from rapidship.build.buildkit import read_record
+    from rapidship.imagebuild.buildkit import read_record
     from rapidship.records import Workspace
 
     invoke("base", "--os", "debian12")

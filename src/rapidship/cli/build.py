@@ -22,7 +22,7 @@ from rapidship.records import Workspace
 def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, force=False,
                variants_file="variants.yaml"):
     """Bootstrap a Debian-family base with debootstrap and load it under the name variants expect."""
-    from rapidship.build.base import bootstrap, host_arch, plan_base, resolve_local_base
+    from rapidship.imagebuild.base import bootstrap, host_arch, plan_base, resolve_local_base
 
     plan = plan_base(load_matrix(variants_file), os, arch_flag(arch or host_arch()), mirror, conda_builder)
     if resolve_local_base(plan.ref, plan.arch) and not force:
@@ -47,7 +47,7 @@ def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, fo
 def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, conda_channel=None, network=None,
           no_cache=False, variants_file="variants.yaml"):
     """Render and build a variant with BuildKit; writes build/<variant>/build-<arch>.json."""
-    from rapidship.build.buildkit import BuildSecrets, build as build_image, local_base_args, plan_build, write_record
+    from rapidship.imagebuild.buildkit import BuildSecrets, build as build_image, local_base_args, plan_build, write_record
     from dataclasses import replace
 
     from rapidship.render.dockerfile import check_locks, render as render_variant
@@ -78,7 +78,7 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
 @exits_cleanly
 def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, variants_file="variants.yaml"):
     """Run the image gates (size, labels, user, suid, secrets) on a built image; writes gates-<arch>.json."""
-    from rapidship.build.buildkit import BuildSecrets, read_record
+    from rapidship.imagebuild.buildkit import BuildSecrets, read_record
     from rapidship.gates.run import run_gates, write_content_record, write_gates_record
     from rapidship.records import Rendered
 
@@ -108,8 +108,8 @@ def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
 @exits_cleanly
 def size_report(c, variant, arch=None, top="25", json=False, variants_file="variants.yaml"):  # str: see int_flag
     """Largest paths of a built image, what the trims saved, uncompressed and zstd sizes against the budget."""
-    from rapidship.build.buildkit import read_record
-    from rapidship.build.size_report import report, write_report
+    from rapidship.imagebuild.buildkit import read_record
+    from rapidship.imagebuild.size_report import report, write_report
 
     v = load_matrix(variants_file).get(variant)
     ws = Workspace()

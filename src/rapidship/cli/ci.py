@@ -39,8 +39,8 @@ def ci_build(c, variant, arch, variants_file="variants.yaml"):
     """CI runners without a daemon: build with $RAPIDSHIP_BUILDER (buildctl|kaniko), push a candidate tag."""
     import os
 
-    from rapidship.build.buildkit import BuildSecrets, plan_build
-    from rapidship.build.daemonless import build_staged, cache_ref, candidate_ref, write_staged
+    from rapidship.imagebuild.buildkit import BuildSecrets, plan_build
+    from rapidship.imagebuild.daemonless import build_staged, cache_ref, candidate_ref, write_staged
     from rapidship.render.dockerfile import render as render_variant
 
     v = load_matrix(variants_file).get(variant)
@@ -64,8 +64,8 @@ def ci_build(c, variant, arch, variants_file="variants.yaml"):
 @exits_cleanly
 def ci_pull(c, variant, arch=None, variants_file="variants.yaml"):
     """Pull the build job's candidate into this runner's engine and write build/<variant>/build-<arch>.json."""
-    from rapidship.build.daemonless import pull_staged
-    from rapidship.build.buildkit import write_record
+    from rapidship.imagebuild.daemonless import pull_staged
+    from rapidship.imagebuild.buildkit import write_record
 
     v = load_matrix(variants_file).get(variant)
     for a in ([arch_flag(arch)] if arch else v.arches):

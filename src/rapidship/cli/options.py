@@ -16,7 +16,7 @@ def pick(m, ids, every):
 
 def arches_flag(v, value):
     """--arch: one arch, 'all' of the variant's, or (default) this machine's."""
-    from rapidship.build.base import host_arch
+    from rapidship.imagebuild.base import host_arch
 
     if value == "all":
         return list(v.arches)

@@ -32,7 +32,7 @@ TRIVY_HELP = {
 def scan(c, variant=None, arch=None, image=None, tar=None, dockerfile=None, policy="policy/trivy.yaml", out=None, trivy=None,
          cache_dir=None, db_repository=None, skip_db_update=False, offline_scan=False, variants_file="variants.yaml"):
     """Scan an image with trivy (vulnerabilities, secrets, Dockerfile misconfigurations) and apply the policy."""
-    from rapidship.build.base import host_arch, image_exists
+    from rapidship.imagebuild.base import host_arch, image_exists
     from rapidship.errors import ConfigError
     from rapidship.gates.scan import Target, TrivyOptions, scan as run_scan
 

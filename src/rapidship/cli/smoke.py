@@ -38,7 +38,7 @@ def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_siz
           data=None, spill_mount=True, spill_owner=None, env=None, image=None, out="build/smoke",
           variants_file="variants.yaml", cluster=None, memory_limit=None, kill_worker=False, timeout=None):
     """Run rapids-smoke spill in the image with the hardened profile; fail on no spill, wrong result or OOM kill."""
-    from rapidship.build.base import host_arch
+    from rapidship.imagebuild.base import host_arch
     from dataclasses import replace
 
     if cluster not in (None, ""):
@@ -83,7 +83,7 @@ def _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount
     """invoke smoke --cluster N: the multi-container smoke (smoke/cluster.py)."""
     from dataclasses import replace
 
-    from rapidship.build.base import host_arch
+    from rapidship.imagebuild.base import host_arch
     from rapidship.errors import ConfigError
     from rapidship.smoke import cluster as cl
     from rapidship.smoke.run import built_image, env_pairs, host_memlock, memlock_for, pick_uid

@@ -274,7 +274,7 @@ def record_json(record: ExportRecord) -> dict:
 def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws: Workspace = Workspace()) -> list[ImageRecord]:
     """--variant (through its build record, else v.ref(arch)) and --image refs -> ImageRecords. A
     corrupt build record is an error, not a silent fallback to the tag."""
-    from rapidship.build.buildkit import read_record
+    from rapidship.imagebuild.buildkit import read_record
 
     inspected: dict[str, dict | None] = {}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from rapidship.build.buildkit import BuildSecrets, BuiltImage
+from rapidship.imagebuild.buildkit import BuildSecrets, BuiltImage
 from rapidship.gates import GateReport, GatesRecord
 from rapidship.gates.labels import check_labels
 from rapidship.gates.secrets import check_secrets, env_secret_values

@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from rapidship.build.size_report import SizeReport
+from rapidship.imagebuild.size_report import SizeReport
 from rapidship.config.matrix import Variant
 from rapidship.export.write import ExportRecord
 from rapidship.records import (BuiltImage, ClusterSmokeRecord, ContentRecord, GatesRecord, PromoteRecord, PushRecord,

@@ -8,7 +8,7 @@ must hold anyway. The image's env carries a one-line `.pth` file that calls `ins
 interpreter start: it only puts a finder on `sys.meta_path` (no I/O, no import of anything heavy).
 The first import of a guarded package (`cupy`, `cudf`, `cuml`, `rmm`, `dask_cuda`, ...) runs the
 check once: the prune record's kept architectures against every GPU NVML shows that
-CUDA_VISIBLE_DEVICES leaves visible, by `doctor.covered`. An uncovered GPU makes that import fail
+CUDA_VISIBLE_DEVICES leaves visible, by `rules.covered`. An uncovered GPU makes that import fail
 with the doctor's FATAL sentence (an ImportError); no NVML, no GPU or no prune record: no check,
 as in the doctor. `RAPIDSHIP_GPU_GUARD=off` switches it off for debugging.
 
@@ -50,9 +50,9 @@ class GuardFinder:
 
 def problem() -> str:
     """The first FATAL of the doctor's architecture check on this machine, or ''."""
-    from . import doctor  # the same rule and readers as the preflight (rapids_runtime.doctor in images)
+    from . import rules, views  # the same rule and readers as the preflight (rapids_runtime.* in images)
 
-    found = doctor.arch_problems(doctor.read_prune_record(), doctor.read_gpus())
+    found = rules.arch_problems(views.read_prune_record(), views.read_gpus())
     return found[0] if found else ""
 
 

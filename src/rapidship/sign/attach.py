@@ -91,7 +91,7 @@ def sign_variant(ws: Workspace, record: PushRecord, signer: Signer, reg: Registr
     variant, repo = record.variant, record.repository
     reference = f"{record.registry}/{repo}"
     rendered = ws.load(ws.render(variant), Rendered, f"invoke render --variant {variant}", "render record")
-    from rapidship.build.buildkit import read_record
+    from rapidship.imagebuild.buildkit import read_record
 
     if record.gates_skipped:
         raise RapidshipError(f"sign {variant}", "push skipped the gates (--skip-gates)",

@@ -221,7 +221,7 @@ def host_memlock() -> tuple[int | None, bool]:
 def built_image(ws: Workspace, variant: str, arch: str) -> str | None:
     """The image id `invoke build` recorded: immune to the tag being moved by a later build. No
     record: None (the tag is used); a corrupt one is an error, not a silent fallback."""
-    from rapidship.build.buildkit import read_record
+    from rapidship.imagebuild.buildkit import read_record
 
     if not ws.build(variant, arch).is_file():
         return None

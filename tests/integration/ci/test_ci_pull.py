@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from rapidship.build.daemonless import StagedImage, pull_staged, write_staged
+from rapidship.imagebuild.daemonless import StagedImage, pull_staged, write_staged
 from rapidship.records import Workspace
 from rapidship.errors import RapidshipError
 from rapidship.config.matrix import load_matrix

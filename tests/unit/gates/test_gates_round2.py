@@ -8,7 +8,7 @@ import pytest
 
 from support.commands import ROOT
 
-from rapidship.build.buildkit import BuildSecrets
+from rapidship.imagebuild.buildkit import BuildSecrets
 from rapidship.config.matrix import load_matrix
 from rapidship.gates.labels import check_labels, expected_labels
 from rapidship.gates.run import unsearched_secrets

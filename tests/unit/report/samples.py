@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-from rapidship.build.size_report import PathSize, SizeReport
+from rapidship.imagebuild.size_report import PathSize, SizeReport
 from rapidship.export.write import ExportRecord, ImageRecord, Media, PartRecord, VolumeRecord
 from rapidship.records import (ArchImage, BuiltImage, GateReport, GatesRecord, PushRecord, ScanRecord, SignedDigest,
                                SignRecord, Workspace, save)

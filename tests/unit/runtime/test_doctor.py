@@ -10,7 +10,7 @@ import pytest
 
 from support.doctor_facts import facts
 
-from rapidship.runtime import doctor
+from rapidship.runtime import doctor, views
 from rapidship.runtime.doctor import (CgroupMemory, Facts, Gpu, GpuView, PruneRecord, SpillConfig, SpillDir, derive,
                                       diagnose, findings_for, intent_for, mount_for, parse_mountinfo, read_cgroup,
                                       read_meminfo, render_table)
@@ -254,7 +254,7 @@ def test_preflight_quiet_when_fine_and_one_fatal_line_when_not(tmp_path, monkeyp
     d.chmod(0o700)
     monkeypatch.setenv("RAPIDS_SPILL_DIR", str(d))
     monkeypatch.setenv("DASK_TEMPORARY_DIRECTORY", str(d))
-    monkeypatch.setattr(doctor, "read_cgroup", lambda: CgroupMemory(1, 4 * GiB))
+    monkeypatch.setattr(views, "read_cgroup", lambda: CgroupMemory(1, 4 * GiB))
     assert doctor.main(["--preflight"]) == 0
     out = capsys.readouterr()
     assert out.out == "" and out.err == ""
@@ -269,7 +269,7 @@ def test_preflight_quiet_when_fine_and_one_fatal_line_when_not(tmp_path, monkeyp
 
 def test_json_output(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RAPIDS_SPILL_DIR", str(tmp_path))
-    monkeypatch.setattr(doctor, "read_cgroup", lambda: CgroupMemory(2, 2 * GiB, None, 0))
+    monkeypatch.setattr(views, "read_cgroup", lambda: CgroupMemory(2, 2 * GiB, None, 0))
     doctor.main(["--json"])
     report = json.loads(capsys.readouterr().out)
     assert report["facts"]["cgroup"]["limit"] == 2 * GiB
@@ -373,8 +373,8 @@ def test_preflight_stops_on_an_uncovered_gpu_and_passes_on_a_covered_one(tmp_pat
     monkeypatch.setenv("RAPIDS_SPILL_DIR", str(d))
     monkeypatch.setenv("DASK_TEMPORARY_DIRECTORY", str(d))
     monkeypatch.setenv("RAPIDSHIP_PRUNE_RECORD", str(record))
-    monkeypatch.setattr(doctor, "read_cgroup", lambda: CgroupMemory(1, 4 * GiB))
-    monkeypatch.setattr(doctor, "read_gpus", lambda: gpus(h200()))
+    monkeypatch.setattr(views, "read_cgroup", lambda: CgroupMemory(1, 4 * GiB))
+    monkeypatch.setattr(views, "read_gpus", lambda: gpus(h200()))
     record.write_text('{"keep": [80]}')
     assert doctor.main(["--preflight"]) == doctor.FATAL_EXIT
     err = capsys.readouterr().err.strip().splitlines()

@@ -76,7 +76,7 @@ def test_the_pth_line_installs_the_guard_and_costs_little(tmp_path):
     site_dir = tmp_path / "site"
     pkg = tmp_path / "opt" / "rapids_runtime"
     pkg.mkdir(parents=True)
-    for name in ("__init__.py", "gpu_guard.py", "doctor.py"):
+    for name in ("__init__.py", "gpu_guard.py", "doctor.py", "views.py", "command.py", "rules.py", "cuda_rule.py"):
         (pkg / name).write_text((ROOT / "src" / "rapidship" / "runtime" / name).read_text())
     site_dir.mkdir()
     (site_dir / PTH_NAME).write_text(PTH_LINE.replace("/opt/rapidship", str(tmp_path / "opt")))
@@ -84,7 +84,7 @@ def test_the_pth_line_installs_the_guard_and_costs_little(tmp_path):
            "print([type(f).__name__ for f in sys.meta_path][0])"
     proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
     assert proc.stdout.strip() == "GuardFinder", proc.stderr
-    assert "doctor" not in subprocess.run([sys.executable, "-S", "-c", code.replace(
+    assert "views" not in subprocess.run([sys.executable, "-S", "-c", code.replace(
         "print([type(f).__name__ for f in sys.meta_path][0])", "print(list(sys.modules))")],
         capture_output=True, text=True).stdout.split("rapids_runtime.gpu_guard")[1][:200]  # doctor not loaded yet
     t0 = time.perf_counter()

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rapidship.build.buildkit import BuiltImage, read_record, write_record
+from rapidship.imagebuild.buildkit import BuiltImage, read_record, write_record
 from rapidship.records import SCHEMA_VERSION, RecordError, Workspace, load, save
 
 from support.commands import ROOT  # noqa: E402
@@ -89,7 +89,7 @@ def test_concurrent_writers_never_leave_half_a_record(tmp_path):
     # is a whole record (temp file + rename), never a torn one.
     ws = Workspace(tmp_path)
     write_record(ws, BUILT)
-    code = ("import sys; sys.path.insert(0, 'src'); from rapidship.build.buildkit import BuiltImage, write_record; "
+    code = ("import sys; sys.path.insert(0, 'src'); from rapidship.imagebuild.buildkit import BuiltImage, write_record; "
             "from rapidship.records import Workspace; "
             f"b = BuiltImage(**{json.dumps(BUILT.__dict__)}); ws = Workspace({str(tmp_path)!r}); "
             "[write_record(ws, b.model_copy(update={'layers': i})) for i in range(200)]")

@@ -8,7 +8,7 @@ import pytest
 
 from support.commands import ROOT  # noqa: E402
 
-from rapidship.build.buildkit import BuildSecrets, write_secret_files, build_command, plan_build  # noqa: E402
+from rapidship.imagebuild.buildkit import BuildSecrets, write_secret_files, build_command, plan_build  # noqa: E402
 from rapidship.errors import ConfigError  # noqa: E402
 from rapidship.config.matrix import Arch, load_matrix  # noqa: E402
 from rapidship.render.dockerfile import Rendered  # noqa: E402

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from rapidship.build.base import resolve_local_base
+from rapidship.imagebuild.base import resolve_local_base
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Flavour, Variant

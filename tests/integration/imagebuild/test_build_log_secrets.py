@@ -56,7 +56,7 @@ def unreachable():
 
 @pytest.mark.parametrize("index", ["reachable", "unreachable"])
 def test_a_token_in_the_index_url_is_scrubbed_from_log_and_error(cpu_image, tmp_path, index, request):
-    from rapidship.build.buildkit import BuildPlan, BuildSecrets, build
+    from rapidship.imagebuild.buildkit import BuildPlan, BuildSecrets, build
     from rapidship.config.matrix import load_matrix
     from rapidship.errors import RapidshipError
     from support.commands import ROOT

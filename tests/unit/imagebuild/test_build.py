@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rapidship.build.base import arch_alias, plan_base
-from rapidship.build.buildkit import BuildSecrets, build_command, plan_build
+from rapidship.imagebuild.base import arch_alias, plan_base
+from rapidship.imagebuild.buildkit import BuildSecrets, build_command, plan_build
 from rapidship.errors import ConfigError
 from rapidship.config.matrix import Arch, load_matrix
 from rapidship.render.dockerfile import Rendered

@@ -15,7 +15,7 @@ from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Variant
 from rapidship.records import StagedImage, Workspace
-from rapidship.build.buildkit import BuildPlan, BuildSecrets, BuiltImage, inspect_image, write_secret_files, zstd_size
+from rapidship.imagebuild.buildkit import BuildPlan, BuildSecrets, BuiltImage, inspect_image, write_secret_files, zstd_size
 
 
 # ---- daemonless builders (CI runners without a Docker engine) ----

@@ -11,7 +11,7 @@ from support.commands import invoke
 from support.commands import ROOT  # noqa: E402
 
 from rapidship.builder.measure_trims import measure  # noqa: E402
-from rapidship.build.size_report import Entry, summarize  # noqa: E402
+from rapidship.imagebuild.size_report import Entry, summarize  # noqa: E402
 
 SP = "opt/rapids/lib/python3.11/site-packages"
 

@@ -23,7 +23,7 @@ VARIANT = "cuda12-debian12"
 
 
 def test_rapids_pip_image_builds_and_fits_the_budget(engine):
-    from rapidship.build.buildkit import read_record
+    from rapidship.imagebuild.buildkit import read_record
     from rapidship.records import Workspace
     from rapidship.config.matrix import load_matrix
 

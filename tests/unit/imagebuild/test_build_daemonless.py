@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rapidship.build.buildkit import BuildPlan, BuildSecrets, build_command, plan_build
-from rapidship.build.daemonless import buildctl_command, cache_ref, candidate_ref, kaniko_command
+from rapidship.imagebuild.buildkit import BuildPlan, BuildSecrets, build_command, plan_build
+from rapidship.imagebuild.daemonless import buildctl_command, cache_ref, candidate_ref, kaniko_command
 from rapidship.errors import ConfigError
 from rapidship.config.matrix import Arch, load_matrix
 from rapidship.render.dockerfile import Rendered
@@ -99,7 +99,7 @@ def test_candidate_ref_needs_its_variables():
 
 
 def test_registry_auth_covers_every_registry_and_only_with_both_values():
-    from rapidship.build.daemonless import registry_auth
+    from rapidship.imagebuild.daemonless import registry_auth
     import base64
 
     refs = ["harbor.example.internal/staging/x:y", "harbor.example.internal/cache/x:c", "127.0.0.1:5000/x:y"]

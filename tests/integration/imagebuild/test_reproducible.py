@@ -15,7 +15,7 @@ pytestmark = pytest.mark.docker
 
 
 def test_a_second_build_without_cache_has_the_same_content_manifest(cpu_image, tmp_path):
-    from rapidship.build.buildkit import BuildSecrets, build, local_base_args, plan_build
+    from rapidship.imagebuild.buildkit import BuildSecrets, build, local_base_args, plan_build
     from rapidship.config.matrix import Arch, load_matrix
     from rapidship.image import snapshot
     from rapidship.records import Rendered, Workspace

@@ -22,13 +22,13 @@ from support.local_channel import DATA_TEXT, PLACEHOLDER, TEST_ENV, TEST_VARIANT
 
 from support.commands import ROOT  # noqa: E402
 
-from rapidship.build.buildkit import BuildSecrets, build, plan_build  # noqa: E402
+from rapidship.imagebuild.buildkit import BuildSecrets, build, plan_build  # noqa: E402
 from rapidship.lock.conda import lock_conda  # noqa: E402
 from rapidship.lock.pip import load_env_spec  # noqa: E402
 from rapidship.config.matrix import Arch, load_matrix  # noqa: E402
 from rapidship.render.dockerfile import BUILD_PREFIX, PREFIX, render  # noqa: E402
 from rapidship.image import exported_members as iter_export  # noqa: E402
-from rapidship.build.size_report import report  # noqa: E402
+from rapidship.imagebuild.size_report import report  # noqa: E402
 
 pytestmark = pytest.mark.docker
 USER, PASSWORD = "mirror-robot", "pw-7f3a9c1e"

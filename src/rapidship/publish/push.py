@@ -39,7 +39,8 @@ from rapidship.publish.retrying import RetryPolicy, backoff
 
 # skopeo output that no retry can fix.
 _PERMANENT = ("unauthorized", "denied", "authentication required", "invalid username/password",
-              "manifest invalid", "no such image", "reference does not exist", "x509", "certificate")
+              "manifest invalid", "no such image", "reference does not exist", "x509", "certificate",
+              "no such host", "server gave http response to https client")
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """One HTTP request, retried with exponential backoff on the faults a busy registry produces.
 
 Retried: HTTP 429 and 5xx, dropped or refused connections, timeouts. Never retried: 4xx other
-than 429 (the request is wrong; repeating it cannot help). A request that is not idempotent
+than 429 (the request is wrong; repeating it cannot help), a host name DNS says does not exist,
+and a plain-HTTP answer to HTTPS (each one error at once, naming the cause). A request that is not idempotent
 (a POST that creates something) is only retried when the server said it did not take it (429,
 503); a dropped connection could hide a success, so it ends with an error instead of a duplicate.
 `Retry-After` is honoured up to `max_delay`. The last fault ends as ONE RapidshipError.
@@ -22,6 +23,10 @@ from rapidship.errors import RapidshipError
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 NOT_TAKEN = frozenset({429, 503})
 _DROPPED = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+# faults that cannot heal, failed at once: a name DNS says does not exist (not EAI_AGAIN's
+# "temporary failure", which may), and an HTTP server answering an HTTPS client
+NO_SUCH_HOST = ("Name or service not known", "No address associated with hostname", "nodename nor servname")
+PLAIN_HTTP = ("WRONG_VERSION_NUMBER", "wrong version number", "record layer failure", "http request")
 
 
 @dataclass(frozen=True)
@@ -79,9 +84,18 @@ def send(session: requests.Session, method: str, url: str, *, policy: RetryPolic
             resp = session.request(method, url, timeout=policy.timeout, verify=kwargs.pop("verify", session.verify),
                                    **kwargs)
         except requests.exceptions.SSLError as err:
-            raise RapidshipError(what, f"TLS verification failed for {urlsplit(url).netloc}: {_reason(err)}",
+            host = urlsplit(url).netloc
+            if any(m in str(err) for m in PLAIN_HTTP):  # the server answered in plain HTTP: no retry heals that
+                raise RapidshipError(what, f"{host} answered in plain HTTP, not HTTPS",
+                                     "rapidship speaks HTTPS only (docs/supply-chain.md): serve the registry with "
+                                     "TLS (for loopback a throwaway CA, then --ca-cert / RAPIDSHIP_REGISTRY_CA)") from None
+            raise RapidshipError(what, f"TLS verification failed for {host}: {_reason(err)}",
                                  "pass the CA bundle that signs its certificate (--ca-cert or the *_CA variable)") from None
         except _DROPPED as err:
+            if any(m in str(err) for m in NO_SUCH_HOST):  # DNS says the name does not exist: no retry heals that
+                raise RapidshipError(what, f"no such host: {urlsplit(url).hostname} does not resolve",
+                                     "check the registry's name (the flag, harbor/harbor.yaml, or the variable "
+                                     "that sets it) and the machine's DNS") from None
             fault = f"connection failed ({err.__class__.__name__})"
             if not idempotent:
                 raise RapidshipError(what, f"{method} {path}: {fault}; not retried because it may have "

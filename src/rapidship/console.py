@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from dataclasses import asdict, is_dataclass
 from typing import Any, Iterable
 
 from rich.console import Console
 from rich.table import Table
 
-err = Console(stderr=True)
+# Outside a terminal (a CI log, a pipe) rich would wrap at 80 columns and cut table cells to "cuda1…":
+# logs get a wide console instead; $COLUMNS still wins, as in a terminal.
+LOG_WIDTH = 200
+err = Console(stderr=True, width=None if sys.stderr.isatty() or os.environ.get("COLUMNS") else LOG_WIDTH)
 
 
 def as_jsonable(value: Any) -> Any:
@@ -29,7 +34,7 @@ def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> 
     err.print(f"[bold]{title}[/]")  # a title above, not in, the table: long image refs would wrap
     tab = Table()
     for column in columns:
-        tab.add_column(column)
+        tab.add_column(column, overflow="fold")  # a long id wraps onto the next line, never cut to "…"
     for row in rows:
         tab.add_row(*(str(c) for c in row))
     err.print(tab)

@@ -89,6 +89,8 @@ def render_table(report: dict) -> str:
     pr = f["prune"]
     if pr["error"]:
         kept = f"UNREADABLE ({pr['path']})"
+    elif pr["keep"] is None and not pr["present"] and not f["cuda_image"]:
+        kept = "none (a CPU image: no CUDA, no device code; its label io.rapidship.gpu.archs says none)"
     elif pr["keep"] is None:
         kept = f"all (not pruned{'' if pr['present'] else '; no record at ' + pr['path']})"
     else:

@@ -143,6 +143,7 @@ class Facts:
     cwd: str = ""
     cwd_usable: bool = True         # the working directory can be entered and listed by this uid
     declared_limit: int | None = None  # $RAPIDS_MEMORY_LIMIT: a limit the cgroup view cannot show (a parent's)
+    cuda_image: bool = True         # False: the image carries no CUDA (no NVIDIA_REQUIRE_CUDA): no device code
 
 
 def _read_int(path: Path) -> int | None | str:
@@ -565,7 +566,7 @@ def collect(spill_path: str | None = None) -> Facts:
                  memlock_soft=None if soft == resource.RLIM_INFINITY else soft, cpus=available_cpus(),
                  gpu=read_gpus(), spill_dir=read_spill_dir(spill_path or spill_path_from_env()),
                  spill_config=read_spill_config(), prune=read_prune_record(), cwd=cwd, cwd_usable=cwd_ok,
-                 declared_limit=declared)
+                 declared_limit=declared, cuda_image="NVIDIA_REQUIRE_CUDA" in os.environ)
 
 
 def parse_bytes(text: str | None) -> int | None:

@@ -193,3 +193,12 @@ def test_a_declared_limit_stands_for_a_parent_the_namespace_hides():
     f = facts(cgroup=CgroupMemory(2, 8 * GiB), declared_limit=3 * GiB)
     d = derive(f)
     assert d.memory_budget == 3 * GiB and d.budget_source == "$RAPIDS_MEMORY_LIMIT"
+
+
+def test_a_cpu_image_says_it_keeps_no_device_code_as_its_label_does():
+    """The CPU image's doctor said archs "all (not pruned)" while its label says none."""
+    from rapidship.runtime.doctor import diagnose, render_table
+
+    assert "GPU archs kept" in render_table(diagnose(facts(cuda_image=False)))
+    assert "none (a CPU image" in render_table(diagnose(facts(cuda_image=False)))
+    assert "all (not pruned" in render_table(diagnose(facts()))

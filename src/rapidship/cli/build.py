@@ -22,11 +22,19 @@ from rapidship.records import Workspace
 def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, force=False,
                variants_file="variants.yaml"):
     """Bootstrap a Debian-family base with debootstrap and load it under the name variants expect."""
-    from rapidship.imagebuild.base import bootstrap, host_arch, plan_base, resolve_local_base
+    from rapidship.engine import ENGINE
+    from rapidship.errors import ConfigError
+    from rapidship.imagebuild.base import bootstrap, differences, host_arch, plan_base, resolve_local_base
 
     plan = plan_base(load_matrix(variants_file), os, arch_flag(arch or host_arch()), mirror, conda_builder)
-    if resolve_local_base(plan.ref, plan.arch) and not force:
-        console.err.print(f"{plan.ref} ({plan.arch.value}) exists; --force to rebuild")
+    existing = resolve_local_base(plan.ref, plan.arch)
+    if existing and not force:
+        changed = differences(plan, (ENGINE.inspect(existing).get("Config") or {}).get("Labels"))
+        if changed and mirror is not None:  # asked for something else: never a silent no-op
+            raise ConfigError("--mirror", f"{existing} ({plan.arch.value}) exists, made otherwise: "
+                              + "; ".join(changed), "pass --force to rebuild it with these flags")
+        console.err.print(f"{existing} ({plan.arch.value}) exists" + (f" ({'; '.join(changed)})" if changed else
+                          ", made with these flags") + "; --force to rebuild")
         return
     Path("build").mkdir(exist_ok=True)
     log = Path("build") / f"base-{os}-{plan.arch.value}.log"

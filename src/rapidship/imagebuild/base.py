@@ -19,6 +19,7 @@ from pathlib import Path
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Matrix
+from rapidship.redact import redact
 
 DEFAULT_MIRRORS = {"debian": "http://deb.debian.org/debian", "ubuntu": "http://archive.ubuntu.com/ubuntu"}
 SUITES = {("debian", "12"): "bookworm", ("debian", "13"): "trixie",
@@ -100,8 +101,44 @@ def _run(cmd: list[str], what: str, log: Path | None = None, **kw) -> None:
         if log:
             out.close()
     if proc.returncode != 0:
-        detail = f"see {log}" if log else (proc.stderr or b"").decode(errors="replace").strip()[-500:]
+        cause = log_cause(log) if log else ""
+        detail = (f"{cause} (full log: {log})" if cause else f"see {log}") if log else \
+            (proc.stderr or b"").decode(errors="replace").strip()[-500:]
         raise RapidshipError(what, f"failed with exit code {proc.returncode}: {detail}", "check the log and retry")
+
+
+# what debootstrap and apt say when they stop: the cause belongs in the message, not only in the log
+_CAUSES = ("Failed getting release file", "Failed getting release signature file", "Couldn't download",
+           "Unable to fetch", "Invalid Release signature", "Temporary failure resolving", "Could not resolve",
+           "No such file or directory", "E: ")
+
+
+def log_cause(log: Path) -> str:
+    """The last line of `log` that says why debootstrap (or apt) stopped, or ''."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    found = [ln for ln in lines if any(c in ln for c in _CAUSES)]
+    return redact(found[-1])[:300] if found else ""
+
+
+# labels a made base carries: how it was made, so a second `invoke base` with other flags is not a no-op
+MADE_FROM = {"mirror": "io.rapidship.base.mirror", "suite": "io.rapidship.base.suite",
+             "include": "io.rapidship.base.include"}
+
+
+def made_from(plan: BasePlan) -> dict[str, str]:
+    """Pure: the labels that record how `plan` makes its base (the mirror with any credential hidden)."""
+    return {MADE_FROM["mirror"]: redact(plan.mirror), MADE_FROM["suite"]: plan.suite,
+            MADE_FROM["include"]: ",".join(plan.include)}
+
+
+def differences(plan: BasePlan, labels: dict[str, str] | None) -> list[str]:
+    """Pure: how the existing base's labels differ from what `plan` would make ([]: the same)."""
+    want, have = made_from(plan), labels or {}
+    return [f"{key.rsplit('.', 1)[1]} {have.get(key) or '(not recorded)'!r}, the flags say {value!r}"
+            for key, value in want.items() if have.get(key) != value]
 
 
 def enable_emulation(arch: Arch) -> None:
@@ -143,7 +180,8 @@ def bootstrap(plan: BasePlan, workdir: Path, log: Path) -> BaseImage:
         context.mkdir()
         _run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(context / "rootfs.tar"), "."], "tar rootfs", log)
         size = (context / "rootfs.tar").stat().st_size
-        (context / "Dockerfile").write_text("FROM scratch\nADD rootfs.tar /\nCMD [\"bash\"]\n")
+        labels = "".join(f'LABEL {k}="{v}"\n' for k, v in made_from(plan).items())
+        (context / "Dockerfile").write_text("FROM scratch\nADD rootfs.tar /\n" + labels + "CMD [\"bash\"]\n")
         env = dict(os.environ, DOCKER_BUILDKIT="1")
         alias = arch_alias(plan.ref, plan.arch)
         tags = ["-t", alias] + (["-t", plan.ref] if plan.arch.value == host_arch() else [])

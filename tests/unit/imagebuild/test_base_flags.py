@@ -1,0 +1,33 @@
+"""invoke base records how a base was made, and says why debootstrap stopped."""
+
+from __future__ import annotations
+
+from support.commands import ROOT
+
+from rapidship.config.matrix import Arch, load_matrix
+from rapidship.imagebuild.base import differences, log_cause, made_from, plan_base
+
+M = load_matrix(ROOT / "variants.yaml")
+
+
+def test_a_base_made_from_another_mirror_differs_and_says_how():
+    plan = plan_base(M, "debian12", Arch("amd64"), None)
+    assert differences(plan, made_from(plan)) == []
+    other = plan_base(M, "debian12", Arch("amd64"), "http://mirror.example/debian")
+    assert differences(other, made_from(plan)) == [
+        "mirror 'http://deb.debian.org/debian', the flags say 'http://mirror.example/debian'"]
+    assert differences(plan, None)[0].startswith("mirror '(not recorded)'")  # a base from before: unknown
+
+
+def test_a_mirror_token_is_not_written_into_the_label():
+    plan = plan_base(M, "debian12", Arch("amd64"), "https://bot:s3cret-tok@mirror.example/debian")
+    assert "s3cret" not in str(made_from(plan))
+
+
+def test_the_cause_of_a_failed_debootstrap_is_in_the_message(tmp_path):
+    log = tmp_path / "base.log"
+    log.write_text("I: Retrieving InRelease\nI: Retrieving Release\n"
+                   "E: Failed getting release file http://nowhere.invalid/debian/dists/bookworm/Release\n")
+    assert log_cause(log) == "E: Failed getting release file http://nowhere.invalid/debian/dists/bookworm/Release"
+    log.write_text("all fine\n")
+    assert log_cause(log) == ""

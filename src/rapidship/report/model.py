@@ -220,10 +220,12 @@ class SmokeRun:
     stages: list[SmokeStage] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    negative: str = ""  # a deliberate negative run (no spill mount, spilling off, ...): listed, never the verdict
 
     @property
     def name(self) -> str:
-        return f"{self.variant} {self.arch} {self.mode} uid {self.uid}" if self.variant else self.file
+        base = f"{self.variant} {self.arch} {self.mode} uid {self.uid}" if self.variant else self.file
+        return f"{base} (deliberate negative: {self.negative})" if self.negative else base
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from rapidship.records import ClusterTiers
 from rapidship.report.collect import Got, ImageRecords, Records, VariantRecords
+from rapidship.smoke.run import negative_markers
 from rapidship.report.model import (CORRUPT, FAIL, IMAGE_GATES, MISSING, PASS,
                                     SEVERITIES, STALE, AllowRow, BaseImage, BytesReport, Cell, ExportImage,
                                     ExportRow, ExportVolume, ImageRow, ImageVersions, PathBytes, PruneArch,
@@ -122,6 +123,7 @@ def harbor_cell(arch: str, harbor: Got, push: Got) -> Cell:
 
 
 def smoke_cell(runs: list[SmokeRun], build: Got) -> Cell:
+    runs = [r for r in runs if not r.negative]  # a run meant to fail says nothing about the image
     if not runs:
         return Cell(MISSING, "", "no smoke run of this image: run invoke smoke")
     corrupt = [r for r in runs if r.state.state == CORRUPT]
@@ -177,7 +179,8 @@ def smoke_runs(records: Records) -> list[SmokeRun]:
         runs.append(SmokeRun(file=name, state=got.state, variant=str(plan.get("variant", "")), arch=str(plan.get("arch", "")),
                              mode=str(plan.get("mode", "")), uid=_int(plan.get("uid")), memory_bytes=_int(plan.get("memory_bytes")),
                              image=str(plan.get("ref", "")), cell=cell, seconds=r.seconds, stages=stages,
-                             problems=list(r.problems), notes=[str(n) for n in report.get("notes") or []]))
+                             problems=list(r.problems), notes=[str(n) for n in report.get("notes") or []],
+                             negative=", ".join(negative_markers(plan))))
     return runs + cluster_runs(records, arches)
 
 

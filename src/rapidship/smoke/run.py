@@ -266,9 +266,34 @@ def smoke(plan: SmokePlan) -> SmokeResult:
                        stderr_tail="\n".join(stderr.strip().splitlines()[-20:]))
 
 
+NEGATIVE_ENV = {"DASK_DISTRIBUTED__WORKER__MEMORY__TARGET": "False", "DASK_DISTRIBUTED__WORKER__MEMORY__SPILL": "False",
+                "RAPIDS_DOCTOR": "off"}
+
+
+def negative_markers(plan: dict) -> list[str]:
+    """Pure: what makes a run a deliberate negative one (a run meant to fail, as docs/spill.md shows):
+    no spill mount, a spill dir owned by someone else, dask spilling or the preflight switched off."""
+    out = []
+    if "spill_host_dir" in plan and not plan["spill_host_dir"]:
+        out.append("no-spill-mount")
+    if plan.get("spill_owner") is not None and plan.get("spill_owner") != plan.get("uid"):
+        out.append(f"spill-owner-{plan['spill_owner']}")
+    env = plan.get("env") or {}
+    out += [f"{key.rsplit('__', 1)[-1].lower()}-{value.lower()}" for key, value in NEGATIVE_ENV.items()
+            if str(env.get(key, "")).lower() == value.lower()]
+    return out
+
+
+def record_name(plan: dict) -> str:
+    """build/smoke/<v>-<a>-<mode>-uid<uid>[-negative-<what>].json: a deliberate negative run gets a name
+    of its own, so it never replaces the record of the real run of the same image."""
+    markers = negative_markers(plan)
+    return (f"{plan['variant']}-{plan['arch']}-{plan['mode']}-uid{plan['uid']}"
+            + (f"-negative-{'-'.join(markers)}" if markers else "") + ".json")
+
+
 def write_record(result: SmokeResult, out_dir: Path) -> Path:
-    p = result.plan
-    return save(out_dir / f"{p['variant']}-{p['arch']}-{p['mode']}-uid{p['uid']}.json", result)
+    return save(out_dir / record_name(result.plan), result)
 
 
 def raise_on_failure(result: SmokeResult, record: Path) -> None:

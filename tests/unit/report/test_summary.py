@@ -246,3 +246,20 @@ def test_a_gate_record_that_contradicts_itself_is_corrupt_for_the_report_and_for
     doc["gates"].pop()  # no repeat, but passed still contradicts the gates
     path.write_text(json.dumps(doc))
     assert "its gates say true" in row(records.summary()).cells["size"].detail
+
+
+def test_a_deliberate_negative_run_gets_its_own_record_and_never_the_verdict(records, tmp_path):
+    """spill.md's --no-spill-mount example wrote the passing run's record name: the report showed
+    FAIL until the pass was run again."""
+    from rapidship.smoke.run import record_name, write_record
+    from unit.report.samples import smoke
+
+    records.full()
+    good = smoke()
+    bad = smoke(verdict="FAIL", problems=["spill dir /spill is on a read-only filesystem"])
+    bad.plan.update(spill_host_dir=None)
+    good.plan.update(spill_host_dir="/var/tmp/x", spill_owner=1001)
+    assert record_name(bad.plan) != record_name(good.plan) and "-negative-no-spill-mount" in record_name(bad.plan)
+    write_record(good, records.ws.smoke_dir())
+    write_record(bad, records.ws.smoke_dir())
+    assert row(records.summary()).cells["smoke"].status == PASS

@@ -270,7 +270,7 @@ def test_a_date_yaml_cannot_build_is_one_config_error():
         parse_matrix(GOOD + "\nwhen: 2027-13-45\n", "variants.yaml")
 
 
-UBUNTU_WITH_MERGE = """  ubuntu22: &ubuntu
+MERGED = """  ubuntu22: &ubuntu
     family: deb
     distro: ubuntu
     version: "22.04"
@@ -278,7 +278,8 @@ UBUNTU_WITH_MERGE = """  ubuntu22: &ubuntu
     image: library/ubuntu:22.04
   ubuntu24:
     <<: *ubuntu
-    version: "24.04"
+"""
+UBUNTU_WITH_MERGE = MERGED + """    version: "24.04"
     image: library/ubuntu:24.04
 """
 
@@ -290,15 +291,7 @@ def _with_merge(extra: str = "") -> str:
 
 def test_yaml_merge_keys_are_ordinary_yaml():
     """`<<: *base` (as GitLab CI files use it) reads as the mapping written out."""
-    text = GOOD[:GOOD.index("  ubuntu22:\n")] + """  ubuntu22: &ubuntu
-    family: deb
-    distro: ubuntu
-    version: "22.04"
-    arches: [amd64, arm64]
-    image: library/ubuntu:22.04
-  ubuntu24:
-    <<: *ubuntu
-""" + GOOD[GOOD.index("  debian12:\n"):]
+    text = GOOD[:GOOD.index("  ubuntu22:\n")] + MERGED + GOOD[GOOD.index("  debian12:\n"):]
     merged, written = parse_matrix(text, "variants.yaml"), parse_matrix(GOOD, "variants.yaml")
     by_os = {v.os: v for v in merged.variants.values()}
     assert by_os["ubuntu24"].os_version == "22.04" and by_os["ubuntu24"].arches == by_os["ubuntu22"].arches

@@ -151,12 +151,12 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
     # worker sizing speaks only where workers run: no command (the full check) or a worker / smoke
     runs_workers = intent.program is not None or not intent.command
 
-    def disk(message: str, fatal: bool = True) -> Finding:
+    def disk(message: str, fatal: bool = True, topic: str = "spill") -> Finding:
         if not fatal:
-            return Finding("WARNING", "spill", message)
+            return Finding("WARNING", topic, message)
         if required:
-            return Finding("FATAL", "spill", message, disk_spill=True)
-        return Finding("WARNING", "spill", f"{message}; not fatal: {intent.why} (cuDF spills to host memory "
+            return Finding("FATAL", topic, message, disk_spill=True)
+        return Finding("WARNING", topic, f"{message}; not fatal: {intent.why} (cuDF spills to host memory "
                        f"without a disk; {DISK_SPILL_ENV}=required insists)", disk_spill=True)
 
     # the GPUs against the device code the image kept: first, since without it nothing can run
@@ -190,7 +190,7 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
         above = [f"{name} {value}" for name, value in (("target", sc.target), ("spill", sc.spill))
                  if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1]
         if above and runs_workers:
-            out.append(Finding("FATAL", "spill", f"dask's spill threshold(s) {', '.join(above)} (fractions of the "
+            out.append(Finding("FATAL", "spill-threshold", f"dask's spill threshold(s) {', '.join(above)} (fractions of the "
                                "worker's memory_limit) lie above the limit itself: the worker never spills before the "
                                "kernel OOM-kills it; set distributed.worker.memory.target / .spill below 1 (0.6 / 0.7), "
                                "e.g. unset DASK_DISTRIBUTED__WORKER__MEMORY__TARGET / __SPILL"))
@@ -331,13 +331,13 @@ def _spill_dir_notes(f: Facts, disk) -> list[Finding]:
                                "owned by the run uid"))
     if sd.fstype in RAM_FSTYPES:
         out.append(disk(f"spill dir {sd.path} is on {sd.fstype}, {WARN_FSTYPES[sd.fstype]}: the disk tier would be "
-                        "memory charged to the same cgroup; bind-mount a host disk there"))
+                        "memory charged to the same cgroup; bind-mount a host disk there", topic="spill-disk"))
     elif sd.fstype in WARN_FSTYPES:
         out.append(Finding("WARNING", "spill", f"spill dir {sd.path} is on {sd.fstype}, {WARN_FSTYPES[sd.fstype]}; "
                            "bind-mount a host disk there"))
     if sd.free_bytes is not None and sd.free_bytes < MIN_SPILL_FREE:
         out.append(disk(f"spill dir {sd.path} has {_b(sd.free_bytes)} free: a spill would fail at once with ENOSPC; "
-                        f"give it at least {_b(MIN_SPILL_FREE)}, better twice the memory limit"))
+                        f"give it at least {_b(MIN_SPILL_FREE)}, better twice the memory limit", topic="spill-disk"))
     elif sd.free_bytes is not None and f.cgroup.limit and sd.free_bytes < 2 * f.cgroup.limit:
         out.append(Finding("WARNING", "spill", f"spill dir has {_b(sd.free_bytes)} free, less than twice the "
                            f"memory limit ({_b(f.cgroup.limit)})"))

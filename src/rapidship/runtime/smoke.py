@@ -741,12 +741,17 @@ def smoke_intent(args) -> doctor.Intent:
                          device_source="rapids-smoke --device-memory-limit")
 
 
+# FATALs that make a run prove nothing or never end; the others (no spill dir, spilling off) it runs
+# into and reports as the failure they are (the negative runs of docs/spill.md)
+REFUSED_TOPICS = ("memory-limit", "device-limit", "spill-disk", "spill-threshold")
+
+
 def plan_problems(report: dict, args, limits: dict) -> list[str]:
     """Pure: why this run cannot start (empty = it can)."""
     # what would make the run prove nothing or never end: a limit above the cap or the GPU, a spill
     # "disk" in RAM or full, thresholds above the limit; each refused before anything starts
     problems = [f"refused before starting: {x['message']}" for x in report["findings"]
-                if x["level"] == "FATAL" and x["topic"] in ("memory-limit", "device-limit", "spill")]
+                if x["level"] == "FATAL" and x["topic"] in REFUSED_TOPICS]
     if args.mode != "cpu" and jit_unspill():
         problems.append("refused: JIT-unspill is on (DASK_JIT_UNSPILL): its ProxifyHostFile keeps no device / host / "
                         "disk tiers this smoke can read, so a pass would prove nothing; run the smoke with "

@@ -593,3 +593,62 @@ def _b(n: int | None) -> str:
         if abs(n) >= size:
             return f"{n / size:.2f} {unit}"
     return f"{n} B"
+
+
+def dir_usage(path: str, only_storage: bool = True) -> tuple[int, int]:
+    """Spill files and their bytes under a directory: non-empty files below a `storage` folder,
+    where distributed's SpillBuffer and dask-cuda's DeviceHostFile both write (lock files excluded)."""
+    files = total = 0
+    for base, _, names in os.walk(path):
+        if only_storage and "storage" not in Path(base).parts:
+            continue
+        for n in names:
+            try:
+                size = os.stat(os.path.join(base, n)).st_size
+            except OSError:
+                continue
+            if size:
+                total += size
+                files += 1
+    return files, total
+
+
+def _keyed(path: Path) -> dict[str, int] | None:
+    try:
+        return memory_stat(path.read_text())
+    except OSError:
+        return None
+
+
+def memory_events(cg: CgroupMemory) -> dict[str, int] | None:
+    """The cgroup's OOM counters: v2 memory.events (low, high, max, oom, oom_kill), v1
+    memory.oom_control (oom_kill, under_oom); None when they cannot be read."""
+    if not cg.path:
+        return None
+    own = Path(cg.path)
+    if cg.version == 2:
+        return _keyed(own / "memory.events")
+    found = _keyed(own / "memory.oom_control")
+    return {k: v for k, v in found.items() if k in ("oom_kill", "under_oom")} if found is not None else None
+
+
+def memory_kinds(cg: CgroupMemory) -> dict[str, int] | None:
+    """What the cgroup's memory is: anon, file (page cache), shmem (tmpfs, /dev/shm) in bytes;
+    v1's rss/cache/shmem read as the same three. None when memory.stat cannot be read."""
+    if not cg.path:
+        return None
+    found = _keyed(Path(cg.path) / "memory.stat")
+    if found is None:
+        return None
+    if cg.version == 2:
+        return {k: found[k] for k in ("anon", "file", "shmem") if k in found}
+    return {name: found[k] for name, k in (("anon", "rss"), ("file", "cache"), ("shmem", "shmem")) if k in found}
+
+
+def fs_bytes(path: str) -> tuple[int | None, int | None]:
+    """(size, free) in bytes of the filesystem holding `path` (free as an unprivileged user sees it)."""
+    try:
+        vfs = os.statvfs(path)
+    except OSError:
+        return None, None
+    return vfs.f_blocks * vfs.f_frsize, vfs.f_bavail * vfs.f_frsize

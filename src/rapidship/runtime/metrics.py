@@ -1,0 +1,140 @@
+"""The container's own views on dask's /metrics: cgroup memory, spill dir, GPUs, while workers run.
+
+distributed serves Prometheus metrics at `/metrics` on its HTTP port once `prometheus_client` is
+installed (the images lock it). A worker started with `--preload rapids_runtime.metrics` adds one
+collector to that same registry, so the numbers the kernel kills by (`memory.current` against
+`memory.max`), the spill disk filling up and the device memory sit beside dask's own, on the same
+endpoint: no new port. Every sample is read at scrape time through `views` (the readers the doctor
+uses, so the one-shot view and the metrics say the same). What cannot be read is left out, with
+one logged reason per kind, never a made-up zero and never a failed scrape.
+
+Names follow Prometheus practice: base units (`_bytes`), counters `_total`, the worker's name as
+the `worker` label, the GPU index as `gpu` (docs/monitoring.md has the list and a sample scrape).
+Standard library only at import time; prometheus_client is imported when the collector is made.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from . import rules, views
+
+LOG = logging.getLogger("rapidship.metrics")
+PREFIX = "rapidship_"
+
+
+class Samples:
+    """What one scrape emits, as (name, kind, help, labels, value), built without prometheus_client
+    so the rules can be unit-tested on recorded cgroup trees."""
+
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+        self.rows: list[tuple[str, str, str, dict[str, str], float]] = []
+        self.missing: dict[str, str] = {}  # family -> why it is absent this time
+
+    def add(self, name: str, type_: str, help_: str, value, /, **labels: str) -> None:
+        if value is None:
+            return
+        self.rows.append((PREFIX + name, type_, help_, {"worker": self.worker, **labels}, float(value)))
+
+    def absent(self, family: str, why: str) -> None:
+        self.missing[family] = why
+
+
+def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_limit: int | None,
+           cg: views.CgroupMemory | None = None, gpus: views.GpuView | None = None,
+           prune: views.PruneRecord | None = None) -> Samples:
+    """Read every view once and turn it into samples (the I/O is the views' readers; `cg`, `gpus`
+    and `prune` may be given, as recorded, instead of read)."""
+    out = Samples(worker)
+    cg = cg if cg is not None else views.read_cgroup()
+    if cg.version is None:
+        out.absent("cgroup", "no cgroup memory controller visible")
+    else:
+        out.add("cgroup_memory_max_bytes", "gauge", "the cgroup's memory limit (the tightest on the way up)", cg.limit)
+        out.add("cgroup_memory_high_bytes", "gauge", "cgroup v2 memory.high (throttling starts here)", cg.high)
+        out.add("cgroup_memory_current_bytes", "gauge", "memory the cgroup uses now (what the OOM killer compares)",
+                cg.usage)
+        out.add("cgroup_memory_peak_bytes", "gauge", "the most memory the cgroup has used", cg.peak)
+        events = views.memory_events(cg)
+        if events is None:
+            out.absent("cgroup_memory_events", "memory.events / memory.oom_control cannot be read")
+        for event in ("oom", "oom_kill", "max", "high"):
+            if events and event in events:
+                out.add("cgroup_memory_events_total", "counter", "the cgroup's memory events (memory.events)",
+                        events[event], event=event)
+        kinds = views.memory_kinds(cg)
+        if kinds is None:
+            out.absent("cgroup_memory_stat", "memory.stat cannot be read")
+        for kind, value in (kinds or {}).items():
+            out.add("cgroup_memory_stat_bytes", "gauge", "what the cgroup's memory is (anon, file, shmem)", value,
+                    kind=kind)
+    if spill_dir and os.path.isdir(spill_dir):
+        files, used = views.dir_usage(spill_dir, only_storage=False)
+        size, free = views.fs_bytes(spill_dir)
+        out.add("spill_dir_used_bytes", "gauge", "bytes of the files in the spill directory", used)
+        out.add("spill_dir_files", "gauge", "non-empty files in the spill directory", files)
+        out.add("spill_dir_free_bytes", "gauge", "free bytes on the spill directory's filesystem", free)
+        out.add("spill_dir_size_bytes", "gauge", "size of the spill directory's filesystem", size)
+    else:
+        out.absent("spill_dir", f"the spill directory {spill_dir or '(none)'} does not exist (vanished?)")
+    out.add("worker_memory_limit_bytes", "gauge", "the worker's dask memory_limit (host tier)", memory_limit)
+    out.add("worker_device_memory_limit_bytes", "gauge", "the worker's device memory limit (dask-cuda)", device_limit)
+    view = gpus if gpus is not None else views.read_gpus()
+    if not view.available:
+        out.absent("gpu", view.reason)
+    kept = prune if prune is not None else views.read_prune_record()
+    for g in view.gpus:
+        labels = {"gpu": str(g.index), "name": g.name}
+        out.add("gpu_memory_total_bytes", "gauge", "the GPU's device memory (NVML)", g.total, **labels)
+        out.add("gpu_memory_used_bytes", "gauge", "device memory in use on the GPU (NVML; every process)",
+                g.total - g.free, **labels)
+        if kept.keep is not None and g.cc_major is not None and g.cc_minor is not None:
+            out.add("gpu_code_covered", "gauge", "1 when the image's pruned device code runs on this GPU",
+                    int(rules.covered(g.cc_major, g.cc_minor, kept.keep)), **labels)
+    return out
+
+
+class RuntimeCollector:
+    """A prometheus_client collector over `sample`, for one worker."""
+
+    def __init__(self, worker: str, spill_dir: str | None, memory_limit=None, device_limit=None) -> None:
+        self.worker, self.spill_dir = worker, spill_dir
+        self.memory_limit, self.device_limit = memory_limit, device_limit
+        self._said: set[str] = set()
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        try:
+            found = sample(self.worker, self.spill_dir, self.memory_limit, self.device_limit)
+        except Exception as err:  # noqa: BLE001 - a broken view must never fail the worker's scrape
+            LOG.warning("rapidship metrics: the views could not be read: %s: %s", type(err).__name__, err)
+            return
+        for family, why in found.missing.items():
+            if family not in self._said:  # once per kind, not at every scrape
+                self._said.add(family)
+                LOG.warning("rapidship metrics: %s absent: %s", family, why)
+        families: dict[str, object] = {}
+        for name, kind, help_, labels, value in found.rows:
+            keys = sorted(labels)
+            if name not in families:
+                base = name[:-len("_total")] if kind == "counter" else name
+                families[name] = (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(base, help_, labels=keys)
+            families[name].add_metric([labels[k] for k in keys], value)
+        yield from families.values()
+
+
+def dask_setup(worker) -> None:
+    """`dask worker --preload rapids_runtime.metrics`: put the collector on the registry distributed
+    serves at /metrics. Without prometheus_client there is no /metrics to add to: said once."""
+    try:
+        from prometheus_client import REGISTRY
+    except ImportError:
+        LOG.warning("rapidship metrics: prometheus_client is not installed: no /metrics to add to")
+        return
+    manager = getattr(worker, "memory_manager", None)
+    device = getattr(getattr(worker, "data", None), "device_memory_limit", None)
+    REGISTRY.register(RuntimeCollector(str(worker.name), getattr(worker, "local_directory", None),
+                                       getattr(manager, "memory_limit", None), device))

@@ -65,15 +65,7 @@ print('CUDA_VISIBLE_DEVICES=$v:', len(d['facts']['gpu']['gpus']), 'GPU(s);', d['
 done
 unset CUDA_VISIBLE_DEVICES
 
-cap() {  # run "$@" in a fresh child cgroup with memory.max = $1 (no swap); print peak and OOM kills
-  local name=rapidship-$RANDOM limit=$1; shift
-  mkdir /sys/fs/cgroup/$name && echo "$limit" > /sys/fs/cgroup/$name/memory.max && echo 0 > /sys/fs/cgroup/$name/memory.swap.max
-  ( echo $BASHPID > /sys/fs/cgroup/$name/cgroup.procs; "$@" )
-  local rc=$?
-  echo "cgroup $name: memory.max $limit, peak $(cat /sys/fs/cgroup/$name/memory.peak), $(grep oom_kill /sys/fs/cgroup/$name/memory.events | tr '\n' ' ')"
-  rmdir /sys/fs/cgroup/$name 2>/dev/null
-  return $rc
-}
+. "$R/bench/gpu_cap.sh"  # cap LIMIT CMD...: CMD in a fresh cgroup with memory.max = LIMIT
 smoke() { local name=$1; shift; local t=$(date +%s); rm -rf /var/tmp/spill/*
   RAPIDSHIP_PRUNE_RECORD=/nonexistent timeout 400 python3 -m rapids_runtime.smoke spill --out "$OUT/$name.json" "$@" > /dev/null
   echo "== $name rc=$? wall=$(( $(date +%s) - t )) s"

@@ -30,15 +30,7 @@ mkdir -p /var/tmp/spill && chmod 700 /var/tmp/spill
 export RAPIDS_SPILL_DIR=/var/tmp/spill DASK_TEMPORARY_DIRECTORY=/var/tmp/spill
 df -h /var/tmp | tail -1
 
-cap() {  # run "$@" in a fresh child cgroup with memory.max = $1 (no swap); print peak and OOM kills
-  local name=rapidship-$RANDOM limit=$1; shift
-  mkdir /sys/fs/cgroup/$name && echo "$limit" > /sys/fs/cgroup/$name/memory.max && echo 0 > /sys/fs/cgroup/$name/memory.swap.max
-  ( echo $BASHPID > /sys/fs/cgroup/$name/cgroup.procs; "$@" )
-  local rc=$?
-  echo "cgroup $name: memory.max $limit, peak $(cat /sys/fs/cgroup/$name/memory.peak), $(grep oom_kill /sys/fs/cgroup/$name/memory.events | tr '\n' ' ')"
-  rmdir /sys/fs/cgroup/$name 2>/dev/null
-  return $rc
-}
+. "$R/bench/gpu_cap.sh"  # cap LIMIT CMD...: CMD in a fresh cgroup with memory.max = LIMIT
 smoke() { local name=$1; shift; local t=$(date +%s); rm -rf /var/tmp/spill/*
   timeout 540 python3 -m rapids_runtime.smoke spill --out "$OUT/$name.json" "$@" > /dev/null
   echo "== $name rc=$? wall=$(( $(date +%s) - t )) s"; }

@@ -85,7 +85,7 @@ LABEL org.opencontainers.image.title="rapidship/dask" \
       io.rapidship.python.version="3.11" \
       io.rapidship.env.flavour="pip" \
       io.rapidship.gpu.archs="none" \
-      io.rapidship.lock.sha256="e3b130b25fce91c25dd18c60d7e014fd0b64523bf4bc72eb8d3273d7a0b03e00"
+      io.rapidship.lock.sha256="de86866f04c9a7652229226a65bd1dbf9dd0a36593df82ca570f783c6e3c2847"
 USER 1001:0
 WORKDIR /home/rapids
 ENTRYPOINT ["/usr/local/bin/rapids-entrypoint"]

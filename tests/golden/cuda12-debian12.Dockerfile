@@ -104,7 +104,7 @@ LABEL org.opencontainers.image.title="rapidship/rapids" \
       io.rapidship.python.version="3.11" \
       io.rapidship.env.flavour="pip" \
       io.rapidship.gpu.archs="80,90" \
-      io.rapidship.lock.sha256="a12a5297cfda8e1ce4243d274dcc6ef2b2f0a2e2c35791b8310d41b2191257c1"
+      io.rapidship.lock.sha256="7dbdb11c42d3d9cb0a5322a6f55034ba0a872d7e3e8d7b086b227db3926bba88"
 USER 1001:0
 WORKDIR /home/rapids
 ENTRYPOINT ["/usr/local/bin/rapids-entrypoint"]

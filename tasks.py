@@ -12,7 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent / "src"))  # run from a checkout wi
 
 from invoke import Collection, Task  # noqa: E402
 
-from rapidship.cli import build, ci, export, harbor, prepare, prune, publish, report, scan, sign, smoke  # noqa: E402
+from rapidship.cli import (build, ci, export, harbor, prepare, prune, publish, registry, report, scan, sign,  # noqa: E402
+                           smoke)
 from rapidship.cli.options import bad_flags_exit_2  # noqa: E402
 
 bad_flags_exit_2(Path(__file__).parent)
@@ -24,3 +25,4 @@ for module in (prepare, build, prune, scan, publish, sign, smoke, export, report
 ns.add_collection(harbor.harbor_tasks)
 ns.add_collection(ci.ci_tasks)
 ns.add_collection(sign.keys_tasks)
+ns.add_collection(registry.registry_tasks)

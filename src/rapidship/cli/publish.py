@@ -26,10 +26,11 @@ def _registry_defaults(config_dir, project_key):
             "the record says so and promote refuses it)", "build-dir": "where build/<variant>/ records live",
             "harbor-config": "harbor configuration directory", "key": "sign after the push with this key "
             "(default $RAPIDSHIP_SIGNING_KEY; see invoke --help sign)", "no-sign": "push without signing (LOUD)",
-            **VARIANTS_HELP})
+            "arch": "push only this arch (repeatable; default: every arch of the variant): the index lists only "
+                    "them (a local run with one built arch)", **VARIANTS_HELP}, iterable=["arch"])
 @exits_cleanly
 def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="build", harbor_config="harbor",
-         key=None, no_sign=False, variants_file="variants.yaml"):
+         key=None, no_sign=False, arch=None, variants_file="variants.yaml"):
     """Push every arch of a variant, then one manifest list under its tag, then sign it when a key is configured.
 
     Credentials: RAPIDSHIP_REGISTRY_USER / RAPIDSHIP_REGISTRY_PASSWORD, else docker config."""
@@ -43,6 +44,18 @@ def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="b
     from rapidship.publish.retrying import RetryPolicy
 
     v = load_matrix(variants_file).get(variant)
+    if arch:  # narrowed on purpose: the index then names only these arches, and says so
+        from rapidship.cli.options import arch_flag
+
+        wanted = [arch_flag(a) for a in arch]
+        unknown = [a.value for a in wanted if a not in v.arches]
+        if unknown:
+            from rapidship.errors import ConfigError
+            raise ConfigError("--arch", f"{', '.join(unknown)} is not an arch of {variant} "
+                              f"({', '.join(a.value for a in v.arches)})", "pass one of the variant's arches")
+        v = v.model_copy(update={"arches": tuple(a for a in v.arches if a in wanted)})
+        console.err.print(f"[yellow]note: --arch: the index of {variant} lists only "
+                          f"{', '.join(a.value for a in v.arches)}[/]")
     target = registry or _registry_defaults(harbor_config, "staging")
     host, _ = split_repository(target)
     ws = Workspace(build_dir)

@@ -516,9 +516,19 @@ def _describe(err: BaseException, timeout: float) -> str:
 STRICT = {"distributed.scheduler.allowed-failures": 0}
 
 
-def _observe(client, stage: Stage, spill_dir: str, tier_fn) -> None:
-    """Snapshot tiers and spill files while the data is held (files vanish when workers close)."""
-    per_worker = client.run(tier_fn)
+def _observe(client, stage: Stage, spill_dir: str, tier_fn, settle: float = 5.0) -> None:
+    """Snapshot tiers and spill files while the data is held (files vanish when workers close).
+    A worker's memory monitor may still be spilling after the data is held: the files are counted
+    before and after the tiers are read, until both counts agree (at most `settle` seconds), so the
+    files and the tiers describe one moment."""
+    deadline = time.monotonic() + settle
+    while True:
+        before = dir_usage(spill_dir)
+        per_worker = client.run(tier_fn)
+        after = dir_usage(spill_dir)
+        if before == after or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     sums: dict[str, list[int]] = {}
     peaks = []
     for info in per_worker.values():
@@ -531,7 +541,7 @@ def _observe(client, stage: Stage, spill_dir: str, tier_fn) -> None:
         if "data_class" in info:
             stage.extra["worker_data"] = info["data_class"]
     stage.tiers = [Tier(n, k, b) for n, (k, b) in sums.items()]
-    stage.spill_files, stage.spill_file_bytes = dir_usage(spill_dir)
+    stage.spill_files, stage.spill_file_bytes = after
     stage.extra["workers"] = len(per_worker)
     stage.extra["worker_rss_peak"] = max(peaks) if peaks else None
 

@@ -71,11 +71,7 @@ def parse_manifest(data: bytes | None) -> dict:
         raise Ambiguous(f"schemaVersion {doc.get('schemaVersion')!r} is not 2")
     if is_index(doc):
         _fields(doc, _INDEX, "index")
-        children = doc.get("manifests")
-        if not isinstance(children, list):
-            raise Ambiguous("manifests is not a list")
-        for i, child in enumerate(children):
-            _descriptor(child, f"manifests[{i}]")
+        for i, child in enumerate(_descriptors(doc, "manifests")):
             if "platform" in child:
                 if not isinstance(child["platform"], dict):
                     raise Ambiguous(f"manifests[{i}].platform is not an object")
@@ -83,14 +79,20 @@ def parse_manifest(data: bytes | None) -> dict:
     else:
         _fields(doc, _MANIFEST, "manifest")
         _descriptor(doc.get("config"), "config")
-        layers = doc.get("layers")
-        if not isinstance(layers, list):
-            raise Ambiguous("layers is not a list")
-        for i, layer in enumerate(layers):
-            _descriptor(layer, f"layers[{i}]")
+        _descriptors(doc, "layers")
     if "subject" in doc:
         _descriptor(doc["subject"], "subject")
     return doc
+
+
+def _descriptors(doc: dict, key: str) -> list:
+    """doc[key] as a list of descriptors, each checked (`manifests` of an index, `layers`)."""
+    items = doc.get(key)
+    if not isinstance(items, list):
+        raise Ambiguous(f"{key} is not a list")
+    for i, item in enumerate(items):
+        _descriptor(item, f"{key}[{i}]")
+    return items
 
 
 def _fields(doc: dict, allowed: set[str], where: str) -> None:

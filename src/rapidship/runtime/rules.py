@@ -75,6 +75,16 @@ def memory_budget(cg: CgroupMemory, host_total: int | None, declared: int | None
     return min(options)
 
 
+def smallest_device(gpu: GpuView) -> tuple[int, int, str] | None:
+    """Pure: (total, free, name) of the smallest device a worker may get: a MIG slice where MIG is
+    on, else a whole GPU; None without a visible GPU. The device limit and its checks size to it."""
+    if not (gpu.available and gpu.gpus):
+        return None
+    sizes = [(s["total"], s["free"], f"MIG slice {g.index}/{s['index']} of {g.name}") for g in gpu.gpus
+             for s in g.mig_slices]
+    return min(sizes or [(g.total, g.free, f"GPU {g.index} {g.name}") for g in gpu.gpus])
+
+
 def derive(f: Facts, n_workers: int = 1) -> Derived:
     budget, source = memory_budget(f.cgroup, f.host_total, f.declared_limit)
     headroom = worker = None
@@ -83,10 +93,9 @@ def derive(f: Facts, n_workers: int = 1) -> Derived:
         worker = max(0, budget - headroom) // max(1, n_workers)
     device = pool = None
     dev_source = "no GPU visible"
-    if f.gpu.available and f.gpu.gpus:
-        sizes = [(s["total"], s["free"], f"MIG slice {g.index}/{s['index']}") for g in f.gpu.gpus for s in g.mig_slices]
-        sizes = sizes or [(g.total, g.free, f"GPU {g.index} {g.name}") for g in f.gpu.gpus]
-        total, free, dev_source = min(sizes)
+    smallest = smallest_device(f.gpu)
+    if smallest is not None:
+        total, free, dev_source = smallest
         # another process holding part of the GPU: size to what is free, not to what exists
         usable = int(free * FREE_FRACTION)
         device = min(int(total * DEVICE_FRACTION), usable)
@@ -250,12 +259,11 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
 def device_findings(f: Facts, d: Derived, intent: Intent) -> list[Finding]:
     """Pure: a device limit the command asks for above what the GPU has is FATAL (nothing ever
     spills from the device: allocations fail first); device memory another process holds is said."""
-    out = []
-    sizes = [(s["total"], s["free"], f"MIG slice {g.index}/{s['index']} of {g.name}") for g in f.gpu.gpus
-             for s in g.mig_slices] or [(g.total, g.free, f"GPU {g.index} {g.name}") for g in f.gpu.gpus]
-    if not sizes:
+    out: list[Finding] = []
+    smallest = smallest_device(f.gpu)
+    if smallest is None:
         return out
-    total, free, name = min(sizes)
+    total, free, name = smallest
     if intent.device_limit is not None and intent.device_limit > total:
         out.append(Finding("FATAL", "device-limit", f"{intent.device_source} {_b(intent.device_limit)} is above what "
                            f"{name} has ({_b(total)}): the device tier never fills, so nothing spills and "

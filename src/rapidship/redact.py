@@ -46,8 +46,9 @@ def redact(value: str) -> str:
 
 
 def _mask_pair(pair: str) -> str:
-    key, eq, _ = pair.partition("=")
-    return f"{key}={MASK}" if eq else MASK
+    """`key=***` where the pair has a value; a bare item (`?TOKEN`, `?TOKEN=`) may be the secret itself."""
+    key, eq, value = pair.partition("=")
+    return f"{key}={MASK}" if eq and value else MASK
 
 
 MIN_SECRET = 6  # shorter parts (a user name like "ci") would match everywhere and prove nothing

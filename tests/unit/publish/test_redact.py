@@ -52,6 +52,7 @@ def test_what_is_not_a_credential_stays_readable():
     assert redact("harbor.example.internal/staging/rapids") == "harbor.example.internal/staging/rapids"
     assert redact("https://u:p@harbor.example:443/x") == "https://***@harbor.example:443/x"
     assert redact("https://host/simple?private_token=abc") == "https://host/simple?private_token=***"
+    assert redact("https://host/simple?Zq900000=") == "https://host/simple?***"  # found by hypothesis: a bare key
 
 
 def test_the_reported_case_from_the_cli_is_masked():

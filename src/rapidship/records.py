@@ -435,6 +435,16 @@ class ClusterTiers(Record):
     oom_kills: int | None = None  # OOM kills its memory cgroup counted (None: unreadable)
 
 
+class ScrapedMetrics(Record):
+    """A worker's /metrics as the cluster smoke scraped it (smoke/scrape.py): series -> value."""
+    target: str                 # host:port on the cluster's internal network
+    scrapes: int
+    failures: int
+    last_error: str | None = None
+    highest: dict[str, float] = {}   # the highest value each series took over the run
+    last: dict[str, float] = {}      # its value at the last scrape that answered
+
+
 class ClusterContainer(Record):
     name: str
     role: str                   # scheduler, worker or client
@@ -447,6 +457,7 @@ class ClusterContainer(Record):
     published_ports: int = 0
     spill_peak_files: int = 0   # workers: the most files seen in its host spill dir while the job ran
     spill_peak_bytes: int = 0
+    metrics: ScrapedMetrics | None = None   # workers, with --metrics: its own /metrics over the run
 
 
 class ClusterSmokeRecord(Record):
@@ -477,3 +488,4 @@ class ClusterSmokeRecord(Record):
     notes: list[str]
     report: dict | None
     logs_tail: dict[str, str]
+    metrics_targets: str | None = None      # --metrics-targets: the Prometheus file_sd file the run wrote

@@ -32,19 +32,25 @@ from rapidship.records import Workspace
             "kill-worker": "--cluster: docker-kill one worker mid-shuffle; the job must finish exactly on the others "
                            "or fail with a clear reason",
             "timeout": "--cluster: seconds the whole job may take before everything is stopped (default 900)",
+            "metrics": "--cluster: every worker serves /metrics with the container's views (on the internal network "
+                       "only); the smoke scrapes them and records each series' highest and last value",
+            "metrics-targets": "--cluster --metrics: write Prometheus file_sd JSON naming every /metrics endpoint "
+                               "here, for a Prometheus on this machine (docs/monitoring.md)",
             **VARIANTS_HELP})
 @exits_cleanly
 def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_size="256m", uid=None, gpus=None,
           data=None, spill_mount=True, spill_owner=None, env=None, image=None, out="build/smoke",
-          variants_file="variants.yaml", cluster=None, memory_limit=None, kill_worker=False, timeout=None):
+          variants_file="variants.yaml", cluster=None, memory_limit=None, kill_worker=False, timeout=None,
+          metrics=False, metrics_targets=None):
     """Run rapids-smoke spill in the image with the hardened profile; fail on no spill, wrong result or OOM kill."""
     from rapidship.imagebuild.base import host_arch
     from dataclasses import replace
 
     if cluster not in (None, ""):
         return _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount, spill_owner, env, image,
-                        out, variants_file, cluster, memory_limit, kill_worker, timeout)
-    for flag, value in (("--memory-limit", memory_limit), ("--kill-worker", kill_worker), ("--timeout", timeout)):
+                        out, variants_file, cluster, memory_limit, kill_worker, timeout, metrics, metrics_targets)
+    for flag, value in (("--memory-limit", memory_limit), ("--kill-worker", kill_worker), ("--timeout", timeout),
+                        ("--metrics", metrics), ("--metrics-targets", metrics_targets)):
         if value not in (None, "", False):
             from rapidship.errors import ConfigError
             raise ConfigError(flag, "applies to the cluster smoke only", "add --cluster N, or leave it out")
@@ -79,7 +85,7 @@ def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_siz
 
 
 def _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount, spill_owner, env, image, out,
-             variants_file, workers, memory_limit, kill_worker, timeout):
+             variants_file, workers, memory_limit, kill_worker, timeout, metrics=False, metrics_targets=None):
     """invoke smoke --cluster N: the multi-container smoke (smoke/cluster.py)."""
     from dataclasses import replace
 
@@ -98,7 +104,8 @@ def _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount
     a = arch_flag(arch or host_arch()).value
     plan = cl.plan_cluster(v, a, int_flag("--cluster", workers), pick_uid(uid, v.uid), memory, memory_limit, data,
                            shm_size, Path(out).resolve() / "spill", kill_worker,
-                           image=image or built_image(Workspace(), v.id, a), env=env_pairs(env))
+                           image=image or built_image(Workspace(), v.id, a), env=env_pairs(env), metrics=metrics,
+                           metrics_targets=Path(metrics_targets).resolve() if metrics_targets else None)
     memlock, notes = memlock_for("cpu", *host_memlock())
     plan = replace(plan, memlock=memlock, notes=notes,
                    **({"timeout_s": float(int_flag("--timeout", timeout))} if timeout not in (None, "") else {}))
@@ -121,8 +128,25 @@ def _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount
                   ["container", "--memory MiB", "exit", "OOMKilled", "killed by smoke"],
                   [[short(c.name), mib(c.memory_bytes), "running" if c.exit_code is None else c.exit_code,
                     c.oom_killed, c.killed_by_smoke] for c in record.containers])
+    scraped = [(c, c.metrics) for c in record.containers if c.metrics]
+    if scraped:
+        console.table("what each worker's /metrics said (highest over the run), MiB",
+                      ["worker", "scrapes", "cgroup peak", "spill dir", "spill files", "dask spilled", "oom_kill"],
+                      [[short(c.name), f"{m.scrapes} ({m.failures} failed)", *scraped_cells(m)] for c, m in scraped])
     console.err.print(f"result {'exact' if record.result_exact else 'NOT exact'} ({record.got} of {record.expected}); "
                       f"job {record.job_seconds}; {record.verdict} in {record.seconds}s -> {path}")
     for line in record.notes[len(plan.notes):]:
         console.err.print(f"[yellow]note:[/] {line}")
     cl.raise_on_failure(record, path)
+
+
+def scraped_cells(m) -> list[str]:
+    """The scraped maxima a person reads first (the report shows the same)."""
+    from rapidship.smoke.scrape import OOM_KILLS
+
+    def mib(key: str) -> str:
+        return f"{m.highest[key] / 2**20:,.0f}" if key in m.highest else "-"
+    files = m.highest.get("rapidship_spill_dir_files")
+    return [mib("rapidship_cgroup_memory_peak_bytes"), mib("rapidship_spill_dir_used_bytes"),
+            "-" if files is None else f"{files:.0f}", mib('dask_worker_memory_bytes{type="spilled"}'),
+            f"{m.highest[OOM_KILLS]:.0f}" if OOM_KILLS in m.highest else "-"]

@@ -206,6 +206,20 @@ class SmokeStage:
 
 
 @dataclass(frozen=True)
+class ScrapedWorker:
+    """What one cluster worker's /metrics said over the run (invoke smoke --cluster N --metrics):
+    each series' highest value; None where the worker never reported it."""
+    worker: str
+    scrapes: int
+    failures: int
+    cgroup_peak_bytes: float | None
+    working_set_bytes: float | None
+    spill_dir_bytes: float | None
+    spill_written_bytes: float | None    # dask's own spill counter (disk-write)
+    oom_kills: float | None
+
+
+@dataclass(frozen=True)
 class SmokeRun:
     file: str
     state: RecordState
@@ -221,6 +235,7 @@ class SmokeRun:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     negative: str = ""  # a deliberate negative run (no spill mount, spilling off, ...): listed, never the verdict
+    scraped: list[ScrapedWorker] = field(default_factory=list)  # the cluster smoke with --metrics
 
     @property
     def name(self) -> str:

@@ -15,13 +15,14 @@ from datetime import date
 from typing import Any
 
 from rapidship.records import ClusterTiers
+from rapidship.smoke.scrape import OOM_KILLS
 from rapidship.report.collect import Got, ImageRecords, Records, VariantRecords
 from rapidship.smoke.run import negative_markers
 from rapidship.report.model import (CORRUPT, FAIL, IMAGE_GATES, MISSING, PASS,
                                     SEVERITIES, STALE, AllowRow, BaseImage, BytesReport, Cell, ExportImage,
                                     ExportRow, ExportVolume, ImageRow, ImageVersions, PathBytes, PruneArch,
-                                    PruneFile, RecordState, ScanRow, SignedArch, SignRow, SizeRow, SmokeRun,
-                                    SmokeStage, Summary, VersionRow)
+                                    PruneFile, RecordState, ScanRow, SignedArch, SignRow, SizeRow, ScrapedWorker,
+                                    SmokeRun, SmokeStage, Summary, VersionRow)
 
 TOP_PATHS = 10      # largest directories / files shown per image
 TOP_FAILING = 20    # failing findings listed per scan (decision.json keeps all)
@@ -207,8 +208,20 @@ def cluster_runs(records: Records, arches: set[tuple[str, str]]) -> list[SmokeRu
         runs.append(SmokeRun(file=name, state=got.state, variant=r.variant, arch=r.arch,
                              mode=f"cluster x{r.workers}" + (" kill" if r.kill_worker else ""), uid=r.uid,
                              memory_bytes=r.memory_bytes, image=r.ref, cell=cell, seconds=r.seconds, stages=stages,
-                             problems=list(r.problems), notes=list(r.notes)))
+                             problems=list(r.problems), notes=list(r.notes), scraped=scraped_workers(r)))
     return runs
+
+
+def scraped_workers(r) -> list[ScrapedWorker]:
+    """Pure: the highest values each worker's /metrics gave the cluster smoke (--metrics)."""
+    return [ScrapedWorker(worker=c.name.removeprefix(r.network.removesuffix("-net") + "-"), scrapes=c.metrics.scrapes,
+                          failures=c.metrics.failures,
+                          cgroup_peak_bytes=c.metrics.highest.get("rapidship_cgroup_memory_peak_bytes"),
+                          working_set_bytes=c.metrics.highest.get("rapidship_cgroup_memory_working_set_bytes"),
+                          spill_dir_bytes=c.metrics.highest.get("rapidship_spill_dir_used_bytes"),
+                          spill_written_bytes=c.metrics.highest.get('dask_worker_spill_bytes_total{activity="disk-write"}'),
+                          oom_kills=c.metrics.highest.get(OOM_KILLS))
+            for c in r.containers if c.metrics is not None]
 
 
 def _total(workers: list[ClusterTiers], key: str) -> int:

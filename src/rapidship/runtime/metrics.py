@@ -57,6 +57,9 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
         out.add("cgroup_memory_current_bytes", "gauge", "memory the cgroup uses now (what the OOM killer compares)",
                 cg.usage)
         out.add("cgroup_memory_peak_bytes", "gauge", "the most memory the cgroup has used", cg.peak)
+        out.add("cgroup_memory_working_set_bytes", "gauge",
+                "memory.current less inactive page cache: what the kernel cannot reclaim before it kills",
+                views.working_set(cg))
         events = views.memory_events(cg)
         if events is None:
             out.absent("cgroup_memory_events", "memory.events / memory.oom_control cannot be read")

@@ -645,6 +645,20 @@ def memory_kinds(cg: CgroupMemory) -> dict[str, int] | None:
     return {name: found[k] for name, k in (("anon", "rss"), ("file", "cache"), ("shmem", "shmem")) if k in found}
 
 
+def working_set(cg: CgroupMemory) -> int | None:
+    """The memory the cgroup cannot give back without killing: usage less its inactive page cache
+    (what kubelet evicts by). A worker that spills fills the cgroup with page cache up to its limit
+    (measured: 99.9 % of memory.max, healthy); the kernel reclaims that before it kills, so alerts
+    compare this, not memory.current, with the limit. None when memory.stat cannot be read."""
+    if not cg.path or cg.usage is None:
+        return None
+    found = _keyed(Path(cg.path) / "memory.stat")
+    if found is None:
+        return None
+    inactive = found.get("inactive_file" if cg.version == 2 else "total_inactive_file", found.get("inactive_file"))
+    return None if inactive is None else max(0, cg.usage - inactive)
+
+
 def fs_bytes(path: str) -> tuple[int | None, int | None]:
     """(size, free) in bytes of the filesystem holding `path` (free as an unprivileged user sees it)."""
     try:

@@ -32,6 +32,7 @@ from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.records import ClusterContainer, ClusterSmokeRecord, ClusterTiers, save
 from rapidship.runtime.doctor import HEADROOM_FRACTION, HEADROOM_MIN, MIN_WORKER_MEMORY
 from rapidship.runtime.smoke import dir_usage
+from rapidship.smoke import scrape
 from rapidship.smoke.run import OOM_EXIT, _last_json, hardened_flags, make_spill_dir, parse_size
 
 SCHEDULER_ALIAS = "scheduler"
@@ -73,6 +74,9 @@ class ClusterPlan:
     step_timeout_s: float = 420        # each step of the job (persist, shuffle, check)
     start_timeout_s: float = 120       # connect and see every worker
     kill_after_s: float = 3.0          # --kill-worker: seconds into the shuffle
+    metrics: bool = False              # --metrics: /metrics on every worker and the scheduler, scraped
+    metrics_targets: str | None = None  # --metrics-targets: where to write Prometheus file_sd for them
+    scrape_every_s: float = 1.0
 
     @property
     def network(self) -> str:
@@ -119,7 +123,8 @@ def _mib(n: int) -> str:
 
 def plan_cluster(variant, arch: str, workers, uid: int, memory: str, memory_limit: str | None, data: str | None,
                  shm: str, spill_root: Path, kill_worker: bool = False, image: str | None = None,
-                 env: dict | None = None, service_memory: str = "1g", chunk: str | None = None) -> ClusterPlan:
+                 env: dict | None = None, service_memory: str = "1g", chunk: str | None = None,
+                 metrics: bool = False, metrics_targets: str | None = None) -> ClusterPlan:
     """Pure: what to run; a ConfigError naming the flag for anything that cannot work."""
     try:
         n = int(workers)
@@ -159,12 +164,16 @@ def plan_cluster(variant, arch: str, workers, uid: int, memory: str, memory_limi
     if data_bytes <= limit:
         raise ConfigError("--data", f"{_mib(data_bytes)} fits one worker's --memory-limit ({_mib(limit)}): no worker "
                           "would need to spill", f"pass --data {math.ceil(n * limit / MiB)}m or leave it out")
+    if metrics_targets and not metrics:
+        raise ConfigError("--metrics-targets", "names where to list the workers' /metrics, which only --metrics serves",
+                          "add --metrics, or leave --metrics-targets out")
     chunk_bytes = parse_size(chunk, "--chunk") if chunk else min(64 * MiB, max(4 * MiB, limit // 10))
     name = f"rapidship-cluster-{uuid.uuid4().hex[:8]}"
     return ClusterPlan(variant=variant.id, arch=arch, ref=image or variant.ref(arch), uid=uid, workers=n,
                        memory_bytes=cap, memory_limit=limit, service_memory_bytes=service, data_bytes=data_bytes,
                        shm_bytes=parse_size(shm, "--shm-size"), name=name, spill_root=str(spill_root / name),
-                       kill_worker=bool(kill_worker), chunk_bytes=chunk_bytes, env=dict(env or {}))
+                       kill_worker=bool(kill_worker), chunk_bytes=chunk_bytes, env=dict(env or {}),
+                       metrics=bool(metrics), metrics_targets=str(metrics_targets) if metrics_targets else None)
 
 
 # ---- commands and run profiles (pure) ----
@@ -173,13 +182,18 @@ def scheduler_address() -> str:
     return f"tcp://{SCHEDULER_ALIAS}:{SCHEDULER_PORT}"
 
 
-def scheduler_command() -> list[str]:
-    return ["dask", "scheduler", "--port", str(SCHEDULER_PORT), "--no-dashboard"]
+def scheduler_command(metrics: bool = False) -> list[str]:
+    http = ["--dashboard-address", f":{scrape.SCHEDULER_PORT}"] if metrics else ["--no-dashboard"]
+    return ["dask", "scheduler", "--port", str(SCHEDULER_PORT), *http]
 
 
 def worker_command(plan: ClusterPlan, i: int) -> list[str]:
+    """With --metrics the worker's HTTP server serves /metrics (on the internal network only) and
+    the preload adds the container's views to it."""
+    http = ["--dashboard-address", f":{scrape.WORKER_PORT}", "--preload", "rapids_runtime.metrics"] if plan.metrics \
+        else ["--no-dashboard"]
     return ["dask", "worker", scheduler_address(), "--name", plan.worker(i), "--nworkers", "1", "--nthreads", "1",
-            "--memory-limit", str(plan.memory_limit), "--local-directory", "/spill", "--no-dashboard"]
+            "--memory-limit", str(plan.memory_limit), "--local-directory", "/spill", *http]
 
 
 def client_command(plan: ClusterPlan) -> list[str]:
@@ -196,7 +210,7 @@ def container_argv(plan: ClusterPlan, role: str, i: int = 0) -> list[str]:
         env = {**CLUSTER_ENV, **plan.env}
     elif role in ("scheduler", "client"):
         name, cap, spill = (plan.scheduler if role == "scheduler" else plan.client), plan.service_memory_bytes, None
-        command = scheduler_command() if role == "scheduler" else client_command(plan)
+        command = scheduler_command(plan.metrics) if role == "scheduler" else client_command(plan)
         env = {**CLUSTER_ENV, **SERVICE_ENV, **plan.env}
     else:
         raise ValueError(role)
@@ -259,6 +273,7 @@ def judge_cluster(plan: ClusterPlan, containers: list[ClusterContainer], report:
             problems.append(f"{c.name} publishes {c.published_ports} port(s): the cluster must expose none")
     if plan.kill_worker and not killed:
         problems.append("--kill-worker: no worker was killed: the job ended before its shuffle was under way")
+    problems += metrics_problems(plan, containers)
     for phase, rows in tiers_from_report(report).items():
         for row in rows:
             if row.oom_kills:
@@ -278,10 +293,30 @@ def judge_cluster(plan: ClusterPlan, containers: list[ClusterContainer], report:
     return [p for p in problems if not (p in seen or seen.add(p))]
 
 
+def metrics_problems(plan: ClusterPlan, containers: list[ClusterContainer]) -> list[str]:
+    """Pure: --metrics asked for every worker's /metrics; one that never answered fails the run (a
+    monitoring stack would see nothing of it), and the OOM kills its cgroup counted are OOM kills."""
+    if not plan.metrics:
+        return []
+    problems = []
+    for c in containers:
+        if c.role != "worker":
+            continue
+        m = c.metrics
+        if m is None or m.scrapes == 0:
+            why = (m.last_error if m else None) or "no address on the network"
+            problems.append(f"--metrics: worker {c.name}'s /metrics never answered "
+                            f"({m.failures if m else 0} tries; last: {why})")
+        elif m.highest.get(scrape.OOM_KILLS, 0) > 0:
+            problems.append(f"OOM KILL inside worker {c.name}: its /metrics counted "
+                            f"{m.highest[scrape.OOM_KILLS]:.0f} oom_kill(s) in its cgroup")
+    return problems
+
+
 # ---- edge ----
 
 def _container_record(plan: ClusterPlan, name: str, role: str, killed: str | None, peaks: dict,
-                      ooms: list[str]) -> ClusterContainer:
+                      ooms: list[str], scraped: dict[str, scrape.Scraped]) -> ClusterContainer:
     info = ENGINE.inspect_container(name)
     state = info.get("State", {})
     running = bool(state.get("Running"))
@@ -294,7 +329,8 @@ def _container_record(plan: ClusterPlan, name: str, role: str, killed: str | Non
                             oom_killed=bool(state.get("OOMKilled")) or name in ooms, oom_events=ooms.count(name),
                             killed_by_smoke=name == killed,
                             networks=nets, published_ports=sum(len(v or []) for v in ports.values()),
-                            spill_peak_files=files, spill_peak_bytes=nbytes)
+                            spill_peak_files=files, spill_peak_bytes=nbytes,
+                            metrics=scraped[name].record() if name in scraped else None)
 
 
 def _poll_spill(plan: ClusterPlan, peaks: dict) -> None:
@@ -302,6 +338,52 @@ def _poll_spill(plan: ClusterPlan, peaks: dict) -> None:
         files, nbytes = dir_usage(str(plan.spill_dir(i)))
         old = peaks.get(plan.worker(i), (0, 0))
         peaks[plan.worker(i)] = (max(old[0], files), max(old[1], nbytes))
+
+
+def _address(plan: ClusterPlan, name: str) -> str | None:
+    net = (((ENGINE.inspect_container(name).get("NetworkSettings") or {}).get("Networks") or {})
+           .get(plan.network) or {})
+    return net.get("IPAddress") or None
+
+
+def start_scrapes(plan: ClusterPlan) -> dict[str, scrape.Scraped]:
+    """--metrics: every worker's /metrics on its internal address (the host reaches the network's
+    bridge; nothing is published), and the file_sd file naming them for a Prometheus."""
+    if not plan.metrics:
+        return {}
+    endpoints = {plan.scheduler: ("scheduler", _address(plan, plan.scheduler), scrape.SCHEDULER_PORT)}
+    endpoints.update({w: ("worker", _address(plan, w), scrape.WORKER_PORT) for w in plan.worker_names})
+    if plan.metrics_targets:
+        scrape.targets_file(Path(plan.metrics_targets), plan.name,
+                            {n: (role, f"{ip}:{port}") for n, (role, ip, port) in endpoints.items() if ip})
+    return {n: scrape.Scraped(f"{ip}:{port}" if ip else "") for n, (role, ip, port) in endpoints.items()
+            if role == "worker"}
+
+
+def _scrape_all(scraped: dict[str, scrape.Scraped]) -> None:
+    for s in scraped.values():
+        if s.target:
+            scrape.fetch(s)
+        else:
+            s.failed("the container had no address on the cluster's network")
+
+
+def final_scrapes(plan: ClusterPlan, scraped: dict[str, scrape.Scraped], clock, sleep, grace_s: float = 15.0) -> None:
+    """After the job: one answer more from every worker still running (a worker the kernel
+    OOM-killed comes back under its nanny within seconds, and only then shows the kill it counted),
+    then one scrape interval more, so a Prometheus scraping as often has the end values too."""
+    if not scraped:
+        return
+    pending = {n: s.scrapes for n, s in scraped.items() if s.target and ENGINE.container_state(n).get("Running")}
+    deadline = clock() + grace_s
+    while pending and clock() < deadline:
+        for name in list(pending):
+            scrape.fetch(scraped[name])
+            if scraped[name].scrapes > pending[name]:
+                del pending[name]
+        if pending:
+            sleep(plan.scrape_every_s)
+    sleep(plan.scrape_every_s)
 
 
 def cleanup(plan: ClusterPlan) -> list[str]:
@@ -336,11 +418,16 @@ def cluster_smoke(plan: ClusterPlan, clock=time.monotonic, sleep=time.sleep) -> 
         ENGINE.create_network(plan.network, internal=True, labels={LABEL: plan.name})
         for name, full in argv.items():
             ENGINE.run_detached(full[3:], name)
+        scraped = start_scrapes(plan)
+        last_scrape = -math.inf
         deadline = start + plan.timeout_s
         shuffle_seen = None
         while True:
             state = ENGINE.container_state(plan.client)
             _poll_spill(plan, peaks)
+            if scraped and clock() - last_scrape >= plan.scrape_every_s:
+                last_scrape = clock()
+                _scrape_all(scraped)
             if not state.get("Running"):
                 break
             if not ENGINE.container_state(plan.scheduler).get("Running"):
@@ -360,6 +447,7 @@ def cluster_smoke(plan: ClusterPlan, clock=time.monotonic, sleep=time.sleep) -> 
                 ENGINE.kill(plan.client)
                 break
             sleep(0.5)
+        final_scrapes(plan, scraped, clock, sleep)
         seconds = round(clock() - start, 1)
         client_state = ENGINE.container_state(plan.client)
         stdout, stderr = ENGINE.logs(plan.client)
@@ -369,7 +457,7 @@ def cluster_smoke(plan: ClusterPlan, clock=time.monotonic, sleep=time.sleep) -> 
             logs[name] = "\n".join((out + err).strip().splitlines()[-30:])
         roles = [(plan.scheduler, "scheduler"), *((w, "worker") for w in plan.worker_names), (plan.client, "client")]
         ooms = ENGINE.oom_events(f"{LABEL}={plan.name}", wall_start)
-        containers = [_container_record(plan, name, role, killed, peaks, ooms) for name, role in roles]
+        containers = [_container_record(plan, name, role, killed, peaks, ooms, scraped) for name, role in roles]
         internal = bool(ENGINE.inspect_network(plan.network).get("Internal"))
     finally:
         notes += cleanup(plan)
@@ -386,7 +474,8 @@ def cluster_smoke(plan: ClusterPlan, clock=time.monotonic, sleep=time.sleep) -> 
         tiers=tiers_from_report(report), expected=(report or {}).get("expected"), got=(report or {}).get("got"),
         result_exact=bool((report or {}).get("result_ok")), seconds=seconds,
         job_seconds={k: float(v) for k, v in ((report or {}).get("seconds") or {}).items()},
-        verdict="FAIL" if problems else "PASS", problems=problems, notes=notes, report=report, logs_tail=logs)
+        verdict="FAIL" if problems else "PASS", problems=problems, notes=notes, report=report, logs_tail=logs,
+        metrics_targets=plan.metrics_targets if plan.metrics else None)
 
 
 def record_path(out_dir: Path, record: ClusterSmokeRecord) -> Path:

@@ -263,3 +263,27 @@ def test_a_deliberate_negative_run_gets_its_own_record_and_never_the_verdict(rec
     write_record(good, records.ws.smoke_dir())
     write_record(bad, records.ws.smoke_dir())
     assert row(records.summary()).cells["smoke"].status == PASS
+
+
+def test_a_cluster_smoke_with_metrics_shows_what_each_worker_s_metrics_said(records):
+    from rapidship.report.page import render
+    from rapidship.smoke.scrape import OOM_KILLS
+
+    records.full()
+    scraped = {"target": "172.18.0.3:8788", "scrapes": 25, "failures": 1,
+               "highest": {"rapidship_cgroup_memory_peak_bytes": 2**30, "rapidship_spill_dir_used_bytes": 1.6e9,
+                           'dask_worker_spill_bytes_total{activity="disk-write"}': 1.6e10, OOM_KILLS: 1}}
+    worker = {"name": "c-worker-0", "role": "worker", "memory_bytes": 2**30, "exit_code": None, "oom_killed": False,
+              "metrics": scraped}
+    plain = {**worker, "name": "c-scheduler", "role": "scheduler", "metrics": None}
+    records.put(records.ws.smoke_dir() / f"{VARIANT}-{ARCH}-cluster2-uid1001.json",
+                cluster_record(network="c-net", containers=[plain, worker]))
+    summary = records.summary()
+    cluster = next(r for r in summary.smoke if r.mode.startswith("cluster"))
+    (w,) = cluster.scraped                         # the scheduler was not scraped: no row
+    assert (w.worker, w.scrapes, w.failures, w.cgroup_peak_bytes, w.spill_written_bytes, w.oom_kills) == (
+        "worker-0", 25, 1, 2**30, 1.6e10, 1)
+    assert w.working_set_bytes is None             # never reported: shown as "-", not 0
+    html = render(summary, {})
+    assert "what each worker&#39;s /metrics said" in html or "what each worker's /metrics said" in html
+    assert "25 (1 failed)" in html and "16.000 GB" in html

@@ -75,6 +75,26 @@ def test_v1_reads_the_same_three_kinds_and_the_oom_kill_counter(tmp_path, spill)
     assert got[("rapidship_cgroup_memory_events_total", (("event", "oom_kill"),))] == 3
 
 
+def test_the_working_set_leaves_out_the_page_cache_a_spilling_worker_fills(tmp_path, spill):
+    """Measured in the cluster smoke (cgroup v1): a healthy spilling worker's memory.current reached
+    99.9 % of its cap, most of it page cache the kernel reclaims; the working set is what it cannot."""
+    write(tmp_path, "memory/memory.limit_in_bytes", str(GiB))
+    write(tmp_path, "memory/memory.usage_in_bytes", str(GiB - MiB))
+    write(tmp_path, "memory/memory.stat", f"cache {600 * MiB}\nrss {400 * MiB}\ninactive_file 1\n"
+                                          f"total_inactive_file {550 * MiB}\n")
+    v1 = read_cgroup(tmp_path, proc_cgroup="4:memory:/\n")
+    got = values(metrics.sample("w", spill, None, None, cg=v1, gpus=GpuView(False, "no NVML")))
+    assert got[("rapidship_cgroup_memory_working_set_bytes", ())] == GiB - MiB - 550 * MiB  # the hierarchical v1 count
+    v2 = tmp_path / "v2"
+    write(v2, "cgroup.controllers", "memory")
+    write(v2, "memory.max", str(GiB))
+    write(v2, "memory.current", str(900 * MiB))
+    write(v2, "memory.stat", f"anon {300 * MiB}\nfile {600 * MiB}\ninactive_file {500 * MiB}\n")
+    assert views.working_set(read_cgroup(v2, proc_cgroup="0::/\n")) == 400 * MiB
+    (v2 / "memory.stat").write_text("anon 1\n")   # no inactive_file: absent, never current as if it were all needed
+    assert views.working_set(read_cgroup(v2, proc_cgroup="0::/\n")) is None
+
+
 def test_what_cannot_be_read_is_absent_with_a_reason_never_a_zero(tmp_path):
     found = metrics.sample("w", str(tmp_path / "vanished"), None, None, cg=views.CgroupMemory(None, None),
                            gpus=GpuView(False, "pynvml (nvidia-ml-py) is not installed"))

@@ -299,3 +299,106 @@ def test_the_shuffle_defaults_to_what_was_measured_to_work_per_array_module():
 
     assert default_shuffle("numpy") == "split" and default_shuffle("cupy") == "tasks"
     assert _parser().parse_args(["--scheduler", "tcp://s:8786", "--workers", "2", "--data-bytes", "1GB"]).shuffle is None
+
+
+# ---- --metrics: every worker's /metrics, scraped ----
+
+EXPOSITION = """# HELP rapidship_cgroup_memory_peak_bytes the most memory the cgroup has used
+# TYPE rapidship_cgroup_memory_peak_bytes gauge
+rapidship_cgroup_memory_peak_bytes{worker="w0"} 5.0e+08
+# HELP rapidship_cgroup_memory_events_total the cgroup's memory events (memory.events)
+# TYPE rapidship_cgroup_memory_events_total counter
+rapidship_cgroup_memory_events_total{event="oom_kill",worker="w0"} %d
+rapidship_cgroup_memory_events_created{event="oom_kill",worker="w0"} 1.7e+09
+# HELP dask_worker_spill_bytes_total Total size of spilled/unspilled data
+# TYPE dask_worker_spill_bytes_total counter
+dask_worker_spill_bytes_total{activity="disk-write"} 123.0
+# HELP process_cpu_seconds_total Total user and system CPU time
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 7.0
+"""
+
+
+def test_a_scrape_keeps_the_products_and_dasks_series_by_labels_without_the_worker():
+    from rapidship.smoke.scrape import OOM_KILLS, parse
+
+    got = parse(EXPOSITION % 0)
+    assert got == {"rapidship_cgroup_memory_peak_bytes": 5e8, OOM_KILLS: 0.0,
+                   'dask_worker_spill_bytes_total{activity="disk-write"}': 123.0}
+
+
+def test_scrapes_over_time_keep_the_highest_and_the_last_value():
+    from rapidship.smoke.scrape import OOM_KILLS, Scraped, parse
+
+    s = Scraped("10.0.0.2:8788")
+    s.failed("URLError: refused")                    # before the worker listened
+    s.add(parse(EXPOSITION % 0))
+    s.add({**parse(EXPOSITION % 1), "rapidship_cgroup_memory_peak_bytes": 1.0})
+    r = s.record()
+    assert (r.scrapes, r.failures, r.last_error) == (2, 1, "URLError: refused")
+    assert r.highest["rapidship_cgroup_memory_peak_bytes"] == 5e8 and r.last["rapidship_cgroup_memory_peak_bytes"] == 1
+    assert r.highest[OOM_KILLS] == 1
+
+
+def test_a_malformed_scrape_counts_as_failed_not_as_zeros(monkeypatch):
+    from rapidship.smoke import scrape
+
+    class Body:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+        def read(self):
+            return b"rapidship_cgroup_memory_peak_bytes{worker= 5\n"
+
+    monkeypatch.setattr(scrape.urllib.request, "urlopen", lambda *a, **k: Body())
+    s = scrape.Scraped("10.0.0.2:8788")
+    scrape.fetch(s)
+    assert (s.scrapes, s.failures) == (0, 1) and s.highest == {} and s.last_error.startswith("ValueError")
+
+
+def test_metrics_turns_on_each_http_server_and_the_preload(variant):
+    p = plan(variant, metrics=True)
+    w = container_argv(p, "worker", 0)
+    assert w[-4:] == ["--dashboard-address", ":8788", "--preload", "rapids_runtime.metrics"]
+    assert "--no-dashboard" not in w and "--publish" not in w and "-p" not in w
+    s = container_argv(p, "scheduler")
+    assert s[-2:] == ["--dashboard-address", ":8787"]
+    with pytest.raises(ConfigError) as err:
+        plan(variant, metrics_targets="/tmp/t.json")
+    assert err.value.where == "--metrics-targets" and "--metrics" in err.value.fix
+
+
+def test_a_worker_whose_metrics_never_answered_or_counted_a_kill_fails_the_run(variant):
+    from rapidship.records import ScrapedMetrics
+    from rapidship.smoke.scrape import OOM_KILLS
+
+    p = plan(variant, metrics=True)
+    w0, w1 = p.worker_names
+    good = ScrapedMetrics(target="10.0.0.2:8788", scrapes=20, failures=1, highest={OOM_KILLS: 0})
+    ok = {w0: dict(metrics=good), w1: dict(metrics=good)}
+    assert judge(p, containers(p, **ok)) == []
+    dead = ScrapedMetrics(target="10.0.0.3:8788", scrapes=0, failures=31, last_error="URLError: refused")
+    problems = judge(p, containers(p, **{**ok, w1: dict(metrics=dead)}))
+    assert problems == [f"--metrics: worker {w1}'s /metrics never answered (31 tries; last: URLError: refused)"]
+    assert len(judge(p, containers(p))) == 2         # no scrape record at all: never answered, both
+    killed = good.model_copy(update={"highest": {OOM_KILLS: 2}})
+    problems = judge(p, containers(p, **{**ok, w0: dict(metrics=killed)}))
+    assert problems == [f"OOM KILL inside worker {w0}: its /metrics counted 2 oom_kill(s) in its cgroup"]
+    q = plan(variant)
+    assert judge(q, containers(q)) == []             # without --metrics nothing is asked
+
+
+def test_the_targets_file_is_prometheus_file_sd(tmp_path):
+    from rapidship.smoke.scrape import targets_file
+
+    path = tmp_path / "sd" / "targets.json"
+    targets_file(path, "c1", {"c1-worker-0": ("worker", "10.0.0.3:8788"), "c1-scheduler": ("scheduler", "10.0.0.2:8787")})
+    groups = __import__("json").loads(path.read_text())
+    assert groups == [{"targets": ["10.0.0.2:8787"], "labels": {"rapidship_cluster": "c1", "role": "scheduler",
+                                                               "container": "c1-scheduler"}},
+                      {"targets": ["10.0.0.3:8788"], "labels": {"rapidship_cluster": "c1", "role": "worker",
+                                                               "container": "c1-worker-0"}}]
+    assert list(path.parent.iterdir()) == [path]      # written whole: no temp file left

@@ -1,0 +1,94 @@
+"""The cluster smoke's own scrape of every worker's /metrics (`invoke smoke --cluster N --metrics`).
+
+With --metrics each worker serves distributed's /metrics (with `--preload rapids_runtime.metrics`:
+the container's cgroup, spill dir and limits beside dask's own) on the cluster's internal network;
+nothing is published. The smoke reads them from the host over the network's bridge while the job
+runs, keeps each series' highest and last value per worker, and puts them in the record; a
+Prometheus given the `--metrics-targets` file (file_sd) scrapes the very same endpoints.
+
+Pure core: `parse` (exposition text -> {series: value}) and `Scraped.add` (maxima and last values
+over time); thin edge: `fetch`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from rapidship.records import ScrapedMetrics
+
+WORKER_PORT = 8788       # each worker's HTTP server (--dashboard-address :8788)
+SCHEDULER_PORT = 8787
+# The series kept in the record: the product's own and dask's memory/spill accounting.
+KEPT = ("rapidship_", "dask_worker_memory_bytes", "dask_worker_spill")
+IGNORED_LABELS = {"worker"}   # the container is the record's key already
+OOM_KILLS = 'rapidship_cgroup_memory_events_total{event="oom_kill"}'
+
+
+def series_key(name: str, labels: dict[str, str]) -> str:
+    kept = sorted((k, v) for k, v in labels.items() if k not in IGNORED_LABELS)
+    return name + ("{" + ",".join(f'{k}="{v}"' for k, v in kept) + "}" if kept else "")
+
+
+def parse(text: str) -> dict[str, float]:
+    """Pure: the kept series of one scrape, by name and labels. A malformed exposition raises
+    ValueError (the scrape counts as failed)."""
+    from prometheus_client.parser import text_string_to_metric_families  # the host's parse only
+
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.startswith(KEPT) and not s.name.endswith("_created"):
+                out[series_key(s.name, s.labels)] = float(s.value)
+    return out
+
+
+class Scraped:
+    """One target's scrapes over the run: counts, the highest and the last value of each series."""
+
+    def __init__(self, target: str) -> None:
+        self.target, self.scrapes, self.failures = target, 0, 0
+        self.last_error: str | None = None
+        self.highest: dict[str, float] = {}
+        self.last: dict[str, float] = {}
+
+    def add(self, values: dict[str, float]) -> None:
+        self.scrapes += 1
+        self.last = dict(values)
+        for key, value in values.items():
+            self.highest[key] = max(value, self.highest.get(key, value))
+
+    def failed(self, why: str) -> None:
+        self.failures += 1
+        self.last_error = why
+
+    def record(self) -> ScrapedMetrics:
+        return ScrapedMetrics(target=self.target, scrapes=self.scrapes, failures=self.failures,
+                              last_error=self.last_error, highest=self.highest, last=self.last)
+
+
+def fetch(scraped: Scraped, timeout: float = 2.0) -> None:
+    """GET the target's /metrics once and add it (a failure is counted with its reason, never raised)."""
+    try:
+        with urllib.request.urlopen(f"http://{scraped.target}/metrics", timeout=timeout) as resp:  # noqa: S310 - http to the cluster's own bridge
+            scraped.add(parse(resp.read().decode("utf-8", "replace")))
+    except (OSError, ValueError, urllib.error.URLError) as err:
+        scraped.failed(f"{type(err).__name__}: {err}")
+
+
+def targets_file(path: Path, cluster: str, targets: dict[str, tuple[str, str]]) -> None:
+    """Write Prometheus file_sd JSON for the cluster's endpoints ({container: (role, host:port)}),
+    atomically: Prometheus re-reads the file when it changes and must never see half of it."""
+    groups = [{"targets": [addr], "labels": {"rapidship_cluster": cluster, "role": role, "container": name}}
+              for name, (role, addr) in sorted(targets.items())]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        json.dump(groups, f, indent=1)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)

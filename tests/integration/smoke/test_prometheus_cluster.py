@@ -1,0 +1,181 @@
+"""A real Prometheus (Debian's server, on loopback) scrapes a real capped cluster smoke:
+`invoke smoke --cluster 2 --metrics --metrics-targets F` serves every worker's /metrics on the
+cluster's internal network and writes F (file_sd); Prometheus loads the shipped alert rules and
+scrapes what F names, every second. What Prometheus stored agrees with the smoke record; every
+query of the shipped dashboard returns data (its GPU panels return none on CPU workers: the GPU
+run in docs/gpu-smoke.md covers them); a healthy spilling cluster raises no alert although its
+page cache fills the cgroup; the run that OOM-kills a worker fires WorkerOomKilled.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rapidship.records import ClusterSmokeRecord, load
+from rapidship.smoke.scrape import OOM_KILLS
+from support.commands import CPU_VARIANT, ROOT, invoke
+from support.registry_fixtures import free_port
+
+pytestmark = pytest.mark.docker
+
+MONITORING = ROOT / "monitoring"
+NO_SPILLING = ["--env", "RAPIDS_DOCTOR=off"] + [
+    x for k in ("TARGET", "SPILL", "PAUSE", "TERMINATE") for x in ("--env", f"DASK_DISTRIBUTED__WORKER__MEMORY__{k}=False")]
+WINDOW = "30m"
+
+
+class Prometheus:
+    def __init__(self, url: str, targets: Path) -> None:
+        self.url, self.targets = url, targets
+
+    def query(self, expr: str) -> list[dict]:
+        q = urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{q}", timeout=10) as resp:
+            body = json.load(resp)
+        assert body["status"] == "success", body
+        return body["data"]["result"]
+
+    def by_worker(self, expr: str) -> dict[str, float]:
+        return {r["metric"]["worker"]: float(r["value"][1]) for r in self.query(expr)}
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory):
+    """The shipped rules and the shipped worker job, pointed at the smoke's file_sd file; scrape and
+    rule evaluation every second (the shipped 15 s would see a 30 s run twice)."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail("prometheus is not installed: scripts/setup installs Debian's prometheus package")
+    d = tmp_path_factory.mktemp("prometheus")
+    shutil.copy(MONITORING / "alerts.yml", d / "alerts.yml")
+    shipped = yaml.safe_load((MONITORING / "prometheus.yml").read_text())
+    (job,) = [j for j in shipped["scrape_configs"] if j["job_name"] == "dask-workers"]
+    job["file_sd_configs"] = [{"files": [str(d / "targets.json")], "refresh_interval": "1s"}]
+    config = {**shipped, "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+              "scrape_configs": [job]}
+    (d / "prometheus.yml").write_text(yaml.safe_dump(config))
+    subprocess.run(["promtool", "check", "config", str(d / "prometheus.yml")], check=True, capture_output=True)
+    port = free_port()
+    log = open(d / "prometheus.log", "w")
+    proc = subprocess.Popen([binary, f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={d / 'data'}",
+                             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(60):
+            try:
+                urllib.request.urlopen(f"{url}/-/ready", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail(f"prometheus did not become ready: {(d / 'prometheus.log').read_text()[-2000:]}")
+        yield Prometheus(url, d / "targets.json")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def cluster(prom: Prometheus, out: Path, *args) -> tuple[subprocess.CompletedProcess, ClusterSmokeRecord]:
+    proc = invoke("smoke", "--variant", CPU_VARIANT, "--cluster", "2", "--memory", "1g", "--metrics",
+                  "--metrics-targets", str(prom.targets), *args, "--out", str(out), check=False)
+    (path,) = out.glob(f"{CPU_VARIANT}-amd64-cluster2*-uid*.json")
+    return proc, load(path, ClusterSmokeRecord, "invoke smoke --cluster 2")
+
+
+@pytest.fixture(scope="module")
+def healthy(prometheus, cpu_image, tmp_path_factory):
+    proc, record = cluster(prometheus, tmp_path_factory.mktemp("healthy"))
+    assert proc.returncode == 0 and record.verdict == "PASS", record.problems
+    time.sleep(2)   # the last rule evaluations
+    return record
+
+
+def workers(record: ClusterSmokeRecord):
+    return [c for c in record.containers if c.role == "worker"]
+
+
+def test_the_record_carries_what_every_worker_s_metrics_said(healthy):
+    assert json.loads(Path(healthy.metrics_targets).read_text())  # the file_sd file the run wrote
+    for c in workers(healthy):
+        m = c.metrics
+        assert m and m.scrapes >= 10 and m.target.endswith(":8788"), m
+        assert m.highest["rapidship_cgroup_memory_max_bytes"] == c.memory_bytes
+        assert m.highest["rapidship_worker_memory_limit_bytes"] == healthy.memory_limit
+        assert m.highest['dask_worker_spill_bytes_total{activity="disk-write"}'] > 0      # dask's own, same endpoint
+        assert m.highest["rapidship_spill_dir_used_bytes"] > 0 and m.highest[OOM_KILLS] == 0
+
+
+def test_what_prometheus_stored_agrees_with_the_smoke_record(healthy, prometheus):
+    """Two observers of each worker: Prometheus (its /metrics, every second) and the smoke (the
+    bind-mounted spill dir from the host, every half second; its own scrapes). Peaks sampled at
+    different instants: the spill dir within a quarter or two blocks; counters and the cgroup's
+    peak (they only grow, and both read them after the job) within 5 %."""
+    window = f"[{WINDOW}]"
+    spill = prometheus.by_worker(f"max_over_time(rapidship_spill_dir_used_bytes{window})")
+    peak = prometheus.by_worker(f"max_over_time(rapidship_cgroup_memory_peak_bytes{window})")
+    written = {r["metric"]["container"]: float(r["value"][1]) for r in prometheus.query(
+        f'max_over_time(dask_worker_spill_bytes_total{{activity="disk-write",role="worker"}}{window})')}
+    client = next(argv for name, argv in healthy.argv.items() if name.endswith("-client"))
+    slack = 2 * int(client[client.index("--chunk-bytes") + 1])
+    for c in workers(healthy):
+        m = c.metrics
+        assert c.spill_peak_bytes > 0
+        assert abs(spill[c.name] - c.spill_peak_bytes) <= max(0.25 * c.spill_peak_bytes, slack), (spill, c)
+        assert abs(peak[c.name] - m.highest["rapidship_cgroup_memory_peak_bytes"]) <= 0.05 * c.memory_bytes
+        want = m.highest['dask_worker_spill_bytes_total{activity="disk-write"}']
+        assert abs(written[c.name] - want) <= 0.05 * want, (written, want)
+
+
+def test_every_dashboard_query_returns_data(healthy, prometheus):
+    dashboard = json.loads((MONITORING / "dashboard.json").read_text())
+    (var,) = [v for v in dashboard["templating"]["list"] if v["name"] == "worker"]
+    metric = var["query"].removeprefix("label_values(").split(",")[0]
+    q = urllib.parse.urlencode({"match[]": metric})
+    with urllib.request.urlopen(f"{prometheus.url}/api/v1/label/worker/values?{q}", timeout=10) as resp:
+        assert {c.name for c in workers(healthy)} <= set(json.load(resp)["data"])
+    empty, gpu = [], []
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"].replace("$worker", ".*")
+            found = prometheus.query(f"max_over_time(({expr})[{WINDOW}:1s])" if "[" not in expr else expr)
+            if "rapidship_gpu" in expr or "device_memory" in expr:
+                gpu.append(expr)
+                assert found == [], expr        # CPU workers: absent, never a made-up zero
+            elif not found:
+                empty.append(expr)
+    assert empty == [] and gpu, (empty, gpu)
+
+
+def test_a_healthy_spilling_cluster_raises_no_alert(healthy, prometheus):
+    """Its workers' page cache fills the cgroup (memory.current near the cap: the reason the
+    memory alert reads the working set); no alert is pending or firing."""
+    ratio = prometheus.by_worker(f"max_over_time((rapidship_cgroup_memory_current_bytes"
+                                 f" / rapidship_cgroup_memory_max_bytes)[{WINDOW}:1s])")
+    print("highest memory.current / memory.max per worker:", ratio)
+    assert prometheus.query(f"max_over_time(ALERTS[{WINDOW}])") == []
+
+
+def test_the_run_that_oom_kills_a_worker_fires_the_oom_alert(healthy, prometheus, tmp_path):
+    proc, record = cluster(prometheus, tmp_path, "--data", "2g", *NO_SPILLING)
+    assert proc.returncode == 1 and record.verdict == "FAIL"
+    assert any(p.startswith("OOM KILL inside worker") and "/metrics counted" in p for p in record.problems), \
+        record.problems
+    fired = []
+    for _ in range(20):
+        fired = prometheus.query(f'max_over_time(ALERTS{{alertname="WorkerOomKilled",alertstate="firing"}}[{WINDOW}])')
+        if fired:
+            break
+        time.sleep(1)
+    killed = {c.name for c in workers(record) if c.metrics and c.metrics.highest.get(OOM_KILLS, 0) > 0}
+    assert killed and {r["metric"]["worker"] for r in fired} == killed, (fired, killed)
+    assert fired[0]["metric"]["severity"] == "critical"

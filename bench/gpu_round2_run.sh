@@ -12,18 +12,13 @@ R=$(pwd)
 OUT=${OUT:-$R/gpu-round2-out}; mkdir -p "$OUT"
 exec > >(tee -a "$OUT/logs.txt") 2>&1
 set -u
+ONLY=${ONLY:-123}   # which steps to run (ONLY=1 the guard alone)
 step() { echo; echo "=== $* ($(date +%T))"; }
 
 step assemble
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/w/*.whl || exit 8
-rm -rf /tmp/rt && mkdir -p /tmp/rt && cp -r src/rapidship/runtime /tmp/rt/rapids_runtime
-SITE=$(python3 -c "import cupy, os; print(os.path.dirname(os.path.dirname(cupy.__file__)))")
-export PYTHONPATH=/tmp/site:/tmp/rt PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$SITE/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
-mkdir -p /var/tmp/spill && chmod 700 /var/tmp/spill
-export RAPIDS_SPILL_DIR=/var/tmp/spill DASK_TEMPORARY_DIRECTORY=/var/tmp/spill
-python3 -c "import cupy, pynvml, dask_cuda; print('cupy', cupy.__version__, 'dask_cuda', dask_cuda.__version__)"
-nvidia-smi --query-gpu=name,memory.total,compute_cap,uuid --format=csv,noheader
+. "$R/bench/gpu_env.sh"
 
+if [[ $ONLY == *1* ]]; then
 step "1: the GPU guard"
 mkdir -p /tmp/guardsite /tmp/plainsite
 python3 -c "import sys; sys.path.insert(0, '/tmp/rt'); from rapids_runtime.gpu_guard import PTH_LINE, PTH_NAME; \
@@ -43,14 +38,19 @@ def clock(code, n):
     for _ in range(n):
         t = time.perf_counter(); subprocess.run([sys.executable, "-S", "-c", code], check=True); out.append(time.perf_counter() - t)
     return statistics.median(out), min(out)
+import os
+# -S: no site-packages but the ones named, so the guard's .pth is the only difference; cupy's own
+# site dir comes first (the machine's CuPy), as in the image where the env's site-packages holds both
 start = "import site; site.addsitedir('{d}')"
-first = start + "; import cupy"
+first = "import site; site.addsitedir('" + os.environ["SITE"] + "'); site.addsitedir('{d}'); import cupy"
 for what, code, n in (("interpreter start", start, 30), ("start + first import of cupy", first, 7)):
     plain, guard = clock(code.format(d="/tmp/plainsite"), n), clock(code.format(d="/tmp/guardsite"), n)
     print(f"{what}: without the .pth median {plain[0]*1e3:.1f} ms (min {plain[1]*1e3:.1f}), with it "
           f"{guard[0]*1e3:.1f} ms (min {guard[1]*1e3:.1f}): +{(guard[0]-plain[0])*1e3:.1f} ms, ratio {guard[0]/plain[0]:.3f}")
 EOF
 
+fi
+if [[ $ONLY == *2* ]]; then
 step "2: the doctor with the real NVML"
 RAPIDSHIP_PRUNE_RECORD=/nonexistent python3 -m rapids_runtime.doctor --preflight -- dask cuda worker tcp://127.0.0.1:1 --device-memory-limit 400GB
 echo "dask cuda worker --device-memory-limit 400GB: rc=$? (3 = refused)"
@@ -65,6 +65,7 @@ print('CUDA_VISIBLE_DEVICES=$v:', len(d['facts']['gpu']['gpus']), 'GPU(s);', d['
 done
 unset CUDA_VISIBLE_DEVICES
 
+fi
 . "$R/bench/gpu_cap.sh"  # cap LIMIT CMD...: CMD in a fresh cgroup with memory.max = LIMIT
 smoke() { local name=$1; shift; local t=$(date +%s); rm -rf /var/tmp/spill/*
   RAPIDSHIP_PRUNE_RECORD=/nonexistent timeout 400 python3 -m rapids_runtime.smoke spill --out "$OUT/$name.json" "$@" > /dev/null
@@ -72,6 +73,8 @@ smoke() { local name=$1; shift; local t=$(date +%s); rm -rf /var/tmp/spill/*
   python3 -c "import json; r = json.load(open('$OUT/$name.json')); s = r['stages'][0]; \
 print('verdict', r['verdict'], '| notes', r['notes'], '| tiers', [(t['name'], t['bytes']) for t in s['tiers']], '| exact', s['result_ok'])"; }
 
+if [[ $ONLY == *3* ]]; then
 step "3: the GPU spill smoke closes cleanly"
 cap 3G smoke gpu-8g --mode gpu --data-bytes 8GB --device-memory-limit 2GB --memory-limit 1GB
 cap 3G smoke gpu-20g --mode gpu --data-bytes 20GB --device-memory-limit 5GB --memory-limit 1GB
+fi

@@ -44,9 +44,11 @@ class Samples:
 
 def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_limit: int | None,
            cg: views.CgroupMemory | None = None, gpus: views.GpuView | None = None,
-           prune: views.PruneRecord | None = None) -> Samples:
-    """Read every view once and turn it into samples (the I/O is the views' readers; `cg`, `gpus`
-    and `prune` may be given, as recorded, instead of read)."""
+           prune: views.PruneRecord | None = None, rmm: views.RmmView | None = None,
+           tiers: dict | None = None) -> Samples:
+    """Read every view once and turn it into samples (the I/O is the views' readers; `cg`, `gpus`,
+    `prune` and `rmm` may be given, as recorded, instead of read). RMM is read only in a process
+    that imported it (a dask-cuda worker with --rmm-pool-size, cuDF)."""
     out = Samples(worker)
     cg = cg if cg is not None else views.read_cgroup()
     if cg.version is None:
@@ -84,6 +86,20 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
         out.absent("spill_dir", f"the spill directory {spill_dir or '(none)'} does not exist (vanished?)")
     out.add("worker_memory_limit_bytes", "gauge", "the worker's dask memory_limit (host tier)", memory_limit)
     out.add("worker_device_memory_limit_bytes", "gauge", "the worker's device memory limit (dask-cuda)", device_limit)
+    for tier, (keys, nbytes) in sorted((tiers or {}).items()):
+        out.add("worker_tier_keys", "gauge", "keys the worker holds in this tier (device, host, disk)", keys, tier=tier)
+        out.add("worker_tier_bytes", "gauge", "bytes the worker holds in this tier, as its spilling code counts them",
+                nbytes, tier=tier)
+    used = rmm if rmm is not None else views.read_rmm()
+    if used is not None:
+        chain = {"resource": " > ".join(used.resources)}
+        out.add("rmm_pool_size_bytes", "gauge", "device memory RMM's pool holds (PoolMemoryResource)", used.pool_bytes,
+                **chain)
+        out.add("rmm_allocated_bytes", "gauge", "device memory RMM has handed out now (statistics/tracking adaptor)",
+                used.allocated_bytes, **chain)
+        out.add("rmm_allocated_peak_bytes", "gauge", "the most device memory RMM has handed out at once",
+                used.peak_bytes, **chain)
+        out.add("rmm_limit_bytes", "gauge", "RMM's limiting adaptor's allocation limit", used.limit_bytes, **chain)
     view = gpus if gpus is not None else views.read_gpus()
     if not view.available:
         out.absent("gpu", view.reason)
@@ -100,18 +116,21 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
 
 
 class RuntimeCollector:
-    """A prometheus_client collector over `sample`, for one worker."""
+    """A prometheus_client collector over `sample`, for one worker; `data` is the worker's data
+    mapping (its tiers and device limit are read from it at every scrape)."""
 
-    def __init__(self, worker: str, spill_dir: str | None, memory_limit=None, device_limit=None) -> None:
+    def __init__(self, worker: str, spill_dir: str | None, memory_limit=None, device_limit=None, data=None) -> None:
         self.worker, self.spill_dir = worker, spill_dir
-        self.memory_limit, self.device_limit = memory_limit, device_limit
+        self.memory_limit, self.device_limit, self.data = memory_limit, device_limit, data
         self._said: set[str] = set()
 
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         try:
-            found = sample(self.worker, self.spill_dir, self.memory_limit, self.device_limit)
+            device = self.device_limit if self.device_limit is not None else views.device_limit(self.data)
+            tiers = views.worker_tiers(self.data) if self.data is not None else None
+            found = sample(self.worker, self.spill_dir, self.memory_limit, device, tiers=tiers)
         except Exception as err:  # noqa: BLE001 - a broken view must never fail the worker's scrape
             LOG.warning("rapidship metrics: the views could not be read: %s: %s", type(err).__name__, err)
             return
@@ -138,6 +157,5 @@ def dask_setup(worker) -> None:
         LOG.warning("rapidship metrics: prometheus_client is not installed: no /metrics to add to")
         return
     manager = getattr(worker, "memory_manager", None)
-    device = getattr(getattr(worker, "data", None), "device_memory_limit", None)
     REGISTRY.register(RuntimeCollector(str(worker.name), getattr(worker, "local_directory", None),
-                                       getattr(manager, "memory_limit", None), device))
+                                       getattr(manager, "memory_limit", None), data=getattr(worker, "data", None)))

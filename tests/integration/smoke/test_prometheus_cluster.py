@@ -113,6 +113,9 @@ def test_the_record_carries_what_every_worker_s_metrics_said(healthy):
         assert m.highest["rapidship_worker_memory_limit_bytes"] == healthy.memory_limit
         assert m.highest['dask_worker_spill_bytes_total{activity="disk-write"}'] > 0      # dask's own, same endpoint
         assert m.highest["rapidship_spill_dir_used_bytes"] > 0 and m.highest[OOM_KILLS] == 0
+        # the tiers as the worker's SpillBuffer counts them, against dask's own account of the same
+        assert m.highest['rapidship_worker_tier_bytes{tier="disk"}'] == m.highest['dask_worker_memory_bytes{type="spilled"}']
+        assert m.highest['rapidship_worker_tier_keys{tier="host"}'] > 0
 
 
 def test_what_prometheus_stored_agrees_with_the_smoke_record(healthy, prometheus):
@@ -148,7 +151,7 @@ def test_every_dashboard_query_returns_data(healthy, prometheus):
         for target in panel.get("targets", []):
             expr = target["expr"].replace("$worker", ".*")
             found = prometheus.query(f"max_over_time(({expr})[{WINDOW}:1s])" if "[" not in expr else expr)
-            if "rapidship_gpu" in expr or "device_memory" in expr:
+            if "rapidship_gpu" in expr or "device" in expr:
                 gpu.append(expr)
                 assert found == [], expr        # CPU workers: absent, never a made-up zero
             elif not found:

@@ -113,3 +113,75 @@ def test_the_collector_speaks_prometheus_exposition(v2, spill, monkeypatch):
     assert 'rapidship_cgroup_memory_events_total{event="oom_kill",worker="tcp://127.0.0.1:1234"} 1.0' in text
     assert "# TYPE rapidship_cgroup_memory_events_total counter" in text
     assert 'rapidship_gpu_memory_total_bytes{gpu="0",name="H200",worker="tcp://127.0.0.1:1234"}' in text
+
+
+class _Mr:
+    """Stand-ins named as RMM's resources (views.rmm_view goes by class name)."""
+
+    def __init__(self, upstream=None, **answers):
+        self.upstream, self.answers = upstream, answers
+
+    def get_upstream(self):
+        return self.upstream
+
+
+def _stand_in(name: str, **methods):
+    return type(name, (_Mr,), methods)
+
+
+def test_rmm_pool_and_statistics_are_read_down_the_resource_chain(spill, v2):
+    from types import SimpleNamespace
+
+    Cuda = _stand_in("CudaMemoryResource")
+    Pool = _stand_in("PoolMemoryResource", pool_size=lambda self: 4 * GiB)
+    Stats = _stand_in("StatisticsResourceAdaptor")
+    stats = Stats(Pool(Cuda()))
+    stats.allocation_counts = SimpleNamespace(current_bytes=3 * GiB, peak_bytes=int(3.5 * GiB))
+    view = views.rmm_view(stats)
+    assert view.resources == ["StatisticsResourceAdaptor", "PoolMemoryResource", "CudaMemoryResource"]
+    assert (view.pool_bytes, view.allocated_bytes, view.peak_bytes, view.limit_bytes) == (4 * GiB, 3 * GiB,
+                                                                                          int(3.5 * GiB), None)
+    got = values(metrics.sample("w", spill, None, None, cg=v2, gpus=H200, rmm=view))
+    chain = (("resource", "StatisticsResourceAdaptor > PoolMemoryResource > CudaMemoryResource"),)
+    assert got[("rapidship_rmm_pool_size_bytes", chain)] == 4 * GiB
+    assert got[("rapidship_rmm_allocated_peak_bytes", chain)] == int(3.5 * GiB)
+    assert not any(name == "rapidship_rmm_limit_bytes" for name, _ in got)   # no limiting adaptor: absent
+
+
+def test_rmm_is_read_only_where_the_process_imported_it():
+    assert views.read_rmm(modules={}) is None               # never imported here: no CUDA started for a scrape
+    Broken = _stand_in("PoolMemoryResource", pool_size=lambda self: 1 / 0)
+    rmm = type("M", (), {"mr": type("MR", (), {"get_current_device_resource": staticmethod(lambda: Broken())})})
+    view = views.read_rmm(modules={"rmm": rmm})
+    assert view.resources == ["PoolMemoryResource"] and view.pool_bytes is None   # cannot answer: absent, not 0
+
+
+class _LRU(dict):
+    """zict.LRU's shape: a mapping with its running total_weight and limit n."""
+
+    def __init__(self, items, n):
+        super().__init__(items)
+        self.total_weight, self.n = sum(items.values()), n
+
+
+def test_a_dask_cuda_worker_s_three_tiers_and_device_limit_come_from_its_own_buffers(spill, v2):
+    from types import SimpleNamespace
+
+    host = SimpleNamespace(fast=_LRU({"h1": 300, "h2": 200}, 3 * GiB), slow={"d1": b"", "d2": b"", "d3": b""})
+    data = SimpleNamespace(device_buffer=SimpleNamespace(fast=_LRU({"g1": 2 * GiB}, 2 * 10**9)), host_buffer=host)
+    assert views.worker_tiers(data) == {"device": (1, 2 * GiB), "host": (2, 500), "disk": (3, None)}
+    assert views.device_limit(data) == 2 * 10**9
+    got = values(metrics.sample("w", spill, None, views.device_limit(data), cg=v2, gpus=H200,
+                                tiers=views.worker_tiers(data)))
+    assert got[("rapidship_worker_tier_bytes", (("tier", "device"),))] == 2 * GiB
+    assert got[("rapidship_worker_tier_keys", (("tier", "disk"),))] == 3
+    assert ("rapidship_worker_tier_bytes", (("tier", "disk"),)) not in got   # not counted there: absent, not 0
+    assert got[("rapidship_worker_device_memory_limit_bytes", ())] == 2 * 10**9
+
+
+def test_a_cpu_worker_s_spill_buffer_gives_host_and_disk_and_no_device_limit():
+    from types import SimpleNamespace
+
+    data = SimpleNamespace(fast=_LRU({"a": 10}, 100), slow={"b": 1}, spilled_total=SimpleNamespace(memory=5, disk=7))
+    assert views.worker_tiers(data) == {"host": (1, 10), "disk": (1, 7)}
+    assert views.device_limit(data) is None and views.worker_tiers({}) == {}

@@ -68,6 +68,17 @@ def test_a_close_that_raises_becomes_a_note():
     assert notes == [f"shutdown: closing the cluster failed: TimeoutError: {SHUTDOWN_ERROR}"]
 
 
+def test_workers_that_never_drain_are_a_note_and_still_closed():
+    class Holding(FakeClient):
+        def run(self, fn):
+            return {"tcp://127.0.0.1:4000": 150}
+
+    notes: list[str] = []
+    cluster = FakeCluster()
+    smoke.shutdown(Holding(cluster), cluster, 0.3, notes)
+    assert len(notes) == 1 and notes[0].startswith("shutdown: 150 key(s) still held after 0.") and cluster.closed == 1
+
+
 def test_the_body_error_propagates_and_the_cluster_is_still_closed():
     notes: list[str] = []
     cluster = FakeCluster(close_error=TimeoutError(SHUTDOWN_ERROR))

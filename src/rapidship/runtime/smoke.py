@@ -366,6 +366,9 @@ def drain(client, timeout: float, poll: float = 0.2) -> tuple[int, float]:
     files while they are alive. Closing before that is done made the nanny kill a worker still
     busy tearing down gigabytes ("Worker process still alive after 4.0 seconds") and every GPU run
     ended with "closing the cluster failed: TimeoutError"."""
+    import gc
+
+    gc.collect()  # a released collection caught in a reference cycle keeps its futures until the GC runs
     t0 = time.monotonic()
     held = -1
     while time.monotonic() - t0 < timeout:

@@ -370,14 +370,19 @@ def drain(client, timeout: float, poll: float = 0.2) -> tuple[int, float]:
 
     gc.collect()  # a released collection caught in a reference cycle keeps its futures until the GC runs
     t0 = time.monotonic()
-    held = -1
+    held, said = -1, 0.0
     while time.monotonic() - t0 < timeout:
+        asked = time.monotonic()
         try:
             held = sum(client.run(_held_keys).values())
         except Exception:  # noqa: BLE001 - a worker already gone: nothing more to wait for here
             return 0, time.monotonic() - t0
         if held == 0:
             break
+        if time.monotonic() - said >= 5:   # progress: how many keys are left, and how slow the workers answer
+            said = time.monotonic()
+            _log(f"shutdown: {held} key(s) still held after {said - t0:.1f} s (the workers answered in "
+                 f"{said - asked:.1f} s)")
         time.sleep(poll)
     return held, time.monotonic() - t0
 

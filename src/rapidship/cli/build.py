@@ -106,7 +106,8 @@ def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
                           f"{content.digest[:19]} ({content.files:,} files) -> {write_content_record(ws, content)}")
         failed += [f"{a.value}:{r.gate}" for r in reports if not r.passed]
     if failed:
-        raise GateFailure("gates", f"{variant} failed {', '.join(failed)}", "see the table above and the gates record")
+        raise GateFailure(f"gates {variant}", f"failed {', '.join(failed)}",
+                          "each failing gate's row above says why; docs/gates.md says what each gate wants")
 
 
 @task(name="size-report",

@@ -142,7 +142,7 @@ def _verdict(record):
     console.err.print(_shown(f"{'PASS' if record.passed else 'FAIL'} {record.artifact} -> {outputs}", 4 * LINE_CHARS),
                       emoji=False)
     if not record.passed:
-        raise GateFailure("scan", f"{len(record.reasons)} finding(s) fail the policy {record.policy['source']}",
+        raise GateFailure(f"scan of {record.artifact}", f"{len(record.reasons)} finding(s) fail the policy {record.policy['source']}",
                           "fix the image, or accept a finding with an allowlist entry (id, reason, expires)")
 
 

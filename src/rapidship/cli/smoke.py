@@ -78,7 +78,7 @@ def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_siz
         console.err.print(f"{stage['name']}: {stage['data_bytes'] / 2**20:.0f} MiB -> {tiers}; "
                           f"{stage['spill_files']} spill files, {stage['spill_file_bytes'] / 2**20:.0f} MiB; "
                           f"result {'ok' if stage['result_ok'] else ('WRONG' if not stage['error'] else 'none: ' + stage['error'][:60])}; "
-                          f"{stage['seconds']}")
+                          f"{seconds_text(stage['seconds'])}")
     console.err.print(f"{result.verdict} in {result.seconds}s (exit {result.exit_code}, OOMKilled {result.oom_killed}) "
                       f"-> {record}")
     raise_on_failure(result, record)
@@ -134,7 +134,7 @@ def _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount
                       ["worker", "scrapes", "cgroup peak", "spill dir", "spill files", "dask spilled", "oom_kill"],
                       [[short(c.name), f"{m.scrapes} ({m.failures} failed)", *scraped_cells(m)] for c, m in scraped])
     console.err.print(f"result {'exact' if record.result_exact else 'NOT exact'} ({record.got} of {record.expected}); "
-                      f"job {record.job_seconds}; {record.verdict} in {record.seconds}s -> {path}")
+                      f"job {seconds_text(record.job_seconds)}; {record.verdict} in {record.seconds}s -> {path}")
     for line in record.notes[len(plan.notes):]:
         console.err.print(f"[yellow]note:[/] {line}")
     cl.raise_on_failure(record, path)
@@ -150,3 +150,10 @@ def scraped_cells(m) -> list[str]:
     return [mib("rapidship_cgroup_memory_peak_bytes"), mib("rapidship_spill_dir_used_bytes"),
             "-" if files is None else f"{files:.0f}", mib('dask_worker_memory_bytes{type="spilled"}'),
             f"{m.highest[OOM_KILLS]:.0f}" if OOM_KILLS in m.highest else "-"]
+
+
+def seconds_text(seconds) -> str:
+    """{'persist': 10.97, 'total': 44.3} -> 'persist 11.0 s, total 44.3 s' (a bare number: '44.3 s')."""
+    if isinstance(seconds, dict):
+        return ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items() if isinstance(v, (int, float))) or "-"
+    return f"{seconds:.1f} s" if isinstance(seconds, (int, float)) else "-"

@@ -491,4 +491,5 @@ def raise_on_failure(record: ClusterSmokeRecord, path: Path) -> None:
     if record.verdict != "PASS":
         raise GateFailure(f"cluster smoke {record.variant} ({record.workers} workers"
                           f"{', one killed' if record.kill_worker else ''}, uid {record.uid})",
-                          "; ".join(record.problems), f"record: {path}")
+                          "; ".join(record.problems), f"each problem says what failed; docs/cluster.md says what "
+                          f"to change; the record {path} has every container's state and log tail")

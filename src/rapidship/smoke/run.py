@@ -299,4 +299,5 @@ def write_record(result: SmokeResult, out_dir: Path) -> Path:
 def raise_on_failure(result: SmokeResult, record: Path) -> None:
     if result.verdict != "PASS":
         raise GateFailure(f"smoke {result.plan['variant']} ({result.plan['mode']}, uid {result.plan['uid']})",
-                          "; ".join(result.problems), f"record: {record}")
+                          "; ".join(result.problems), f"each problem says what failed; docs/spill.md says what "
+                          f"it means and what to change; the record {record} has the report and the log tail")

@@ -114,6 +114,7 @@ def test_gate_fails_on_the_planted_vulnerability_at_the_threshold(default_scan, 
     assert outcomes(rec)["CVE-2099-1002"] == "fail"  # HIGH, no fix, ignore_unfixed off
     assert outcomes(rec)["CVE-2099-1003"] == "below-threshold"
     assert rec["counts"]["MEDIUM"] == {"fail": 1}
+    assert "error: scan of " in proc.stderr and "fix: fix the image, or accept a finding" in proc.stderr
     # the summary table by severity went to stderr
     assert "severity" in proc.stderr and "allowlisted" in proc.stderr and "CRITICAL" in proc.stderr
 

@@ -68,6 +68,7 @@ def test_misconfigured_container_is_refused_with_one_clear_message(cpu_image, tm
     assert len(record["problems"]) == 1 and record["problems"][0].startswith("preflight refused to start: ")
     assert message in record["problems"][0]
     assert "error: smoke cpu-debian12" in proc.stderr and "preflight refused to start" in proc.stderr
+    assert "fix: each problem says what failed; docs/spill.md" in " ".join(proc.stderr.split())  # a fix, not a path
     assert record["report"] is None                                     # nothing ran
 
 

@@ -176,3 +176,11 @@ def test_judge_run():
     assert judge_run(None, False, "", "")[1][0] == "the container did not finish in time"
     noisy = "some log line\n" + report()                 # a log line before the report is tolerated
     assert judge_run(0, False, noisy, "")[0] == "PASS"
+
+
+def test_stage_seconds_print_as_words_not_a_python_dict():
+    from rapidship.cli.smoke import seconds_text
+
+    assert seconds_text({"persist": 10.97, "read_back": 33.32, "total": 44.3}) == \
+        "persist 11.0 s, read_back 33.3 s, total 44.3 s"
+    assert seconds_text(44.26) == "44.3 s" and seconds_text(None) == "-" and seconds_text({}) == "-"

@@ -38,3 +38,66 @@ def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> 
     for row in rows:
         tab.add_row(*(str(c) for c in row))
     err.print(tab)
+
+
+class LogStatus:
+    """What `status` gives outside a terminal (a CI log, a pipe), where rich's spinner prints nothing:
+    a line when the work starts, one per new step with the seconds since the start, a heartbeat
+    every `every` seconds while a step is long (with `detail()`, e.g. a log's last line), and one
+    when it ends. Stepping the same message twice prints it once."""
+
+    def __init__(self, text: str, every: float = 60.0, detail=None, clock=None, out=None) -> None:
+        import time
+
+        self.text, self.every, self.detail = text, every, detail
+        self.clock = clock or time.monotonic
+        self.out = out or err
+        self.last = ""
+        self._stop = None
+
+    def _line(self, msg: str) -> None:
+        self.out.print(f"  [{self.clock() - self.t0:6.0f} s] {msg}", markup=False, highlight=False)
+
+    def update(self, msg: str) -> None:
+        if msg != self.last:
+            self.last = msg
+            self._line(msg)
+
+    def beat(self) -> None:
+        extra = self.detail() if self.detail else ""
+        self._line(f"still running: {self.last or self.text}" + (f" | {extra}" if extra else ""))
+
+    def __enter__(self) -> "LogStatus":
+        import threading
+
+        self.t0 = self.clock()
+        self.out.print(f"{self.text} ...", markup=False, highlight=False)
+        self._stop = threading.Event()
+
+        def heartbeat() -> None:
+            while not self._stop.wait(self.every):
+                self.beat()
+        threading.Thread(target=heartbeat, daemon=True).start()
+        return self
+
+    def __exit__(self, kind, value, tb) -> None:
+        self._stop.set()
+        self._line(("failed: " + type(value).__name__) if kind else "done")
+
+
+def status(text: str, detail=None):
+    """Progress for long work: rich's spinner in a terminal, timestamped lines in a log (LogStatus).
+    Both have update(msg)."""
+    return err.status(text) if err.is_terminal else LogStatus(text, detail=detail)
+
+
+def last_line(path) -> str:
+    """The last non-empty line of a log file (for a heartbeat), '' when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 4096))
+            lines = [ln for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1].strip()[:150] if lines else ""

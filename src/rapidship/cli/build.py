@@ -38,7 +38,8 @@ def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, fo
         return
     Path("build").mkdir(exist_ok=True)
     log = Path("build") / f"base-{os}-{plan.arch.value}.log"
-    with console.err.status(f"debootstrap {plan.suite} {plan.arch.value} from {plan.mirror} (log: {log})"):
+    with console.status(f"debootstrap {plan.suite} {plan.arch.value} from {plan.mirror} (log: {log})",
+                        detail=lambda: console.last_line(log)):
         made = bootstrap(plan, Path("build"), log)
     console.err.print(f"made {made.ref} ({made.arch}) in {made.seconds}s, rootfs {made.rootfs_bytes / 1e6:.0f} MB")
 
@@ -72,7 +73,7 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
     for a, plan in zip(arches, plans):
         plan = replace(plan, base_args=local_base_args(v, a))  # then the bases, which may be missing
         log = Workspace().build_log(v.id, a.value)
-        with console.err.status(f"building {plan.ref}") as status:
+        with console.status(f"building {plan.ref} (log: {log})", detail=lambda: console.last_line(log)) as status:
             built = build_image(plan, secrets, v, log, on_step=lambda s: status.update(f"{plan.ref}: {s}"))
         record = write_record(Workspace(), built)
         console.err.print(f"built {built.ref} in {built.seconds}s: {built.size_bytes / 1e6:.0f} MB, "
@@ -97,7 +98,7 @@ def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
     rendered = ws.load(ws.render(v.id), Rendered, f"invoke render --variant {v.id}", "render record")
     for a in arches_flag(v, arch):
         built = read_record(ws, v.id, a.value)
-        with console.err.status(f"gates on {built.ref}") as status:
+        with console.status(f"gates on {built.ref}") as status:
             reports, content, judged = run_gates(v, built, secrets, rendered.lock_sha256,
                                                  on_gate=lambda g: status.update(f"{built.ref}: gate {g}"))
         console.table(f"gates {built.ref}", ["gate", "result", "why"],
@@ -129,7 +130,7 @@ def size_report(c, variant, arch=None, top="25", json=False, variants_file="vari
     failed = []
     for a in arches:
         built = read_record(ws, v.id, a.value)
-        with console.err.status(f"reading {built.ref} (docker export)"):
+        with console.status(f"reading {built.ref} (docker export)"):
             rep = report(built.ref, variant=v.id, arch=a.value, image_bytes=built.size_bytes,
                          zstd_bytes=built.zstd_bytes, budget_bytes=v.budget_bytes, top=int_flag("--top", top))
         path = write_report(ws, rep)

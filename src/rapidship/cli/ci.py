@@ -52,7 +52,7 @@ def ci_build(c, variant, arch, variants_file="variants.yaml"):
     push_ref = candidate_ref(v, a, os.environ.get("RAPIDSHIP_REGISTRY", ""), os.environ.get("RAPIDSHIP_CANDIDATE_SUFFIX", ""))
     builder = os.environ.get("RAPIDSHIP_BUILDER", "buildctl")
     log = Workspace().build_log(v.id, a.value)
-    with console.err.status(f"{builder}: building {push_ref}") as status:
+    with console.status(f"{builder}: building {push_ref}") as status:
         staged = build_staged(plan, secrets, builder, push_ref,
                               cache_ref(v, a, os.environ.get("RAPIDSHIP_CACHE_REPO")), log, status.update)
     console.err.print(f"pushed {staged.ref} {staged.digest} in {staged.seconds}s -> "
@@ -69,7 +69,7 @@ def ci_pull(c, variant, arch=None, variants_file="variants.yaml"):
 
     v = load_matrix(variants_file).get(variant)
     for a in ([arch_flag(arch)] if arch else v.arches):
-        with console.err.status(f"pulling {v.id} {a.value}"):
+        with console.status(f"pulling {v.id} {a.value}"):
             built = pull_staged(Workspace(), a.value, v)
         console.err.print(f"pulled {built.extra['digest']} as {built.ref} -> {write_record(Workspace(), built)}")
 

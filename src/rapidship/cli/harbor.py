@@ -81,7 +81,7 @@ def _harbor_gate(c, variant="cpu-debian12", policy="policy/trivy.yaml", config="
     decide = report_decider(load_policy(policy, variant), date.today())
     results = []
     for arch, image in sorted(record.arches.items()):
-        with console.err.status(f"Harbor scan of {record.repository}@{image.digest[:19]} ({arch})"):
+        with console.status(f"Harbor scan of {record.repository}@{image.digest[:19]} ({arch})"):
             results.append(scan_gate(client, project, repository, image.digest, decide, timeout=float(int_flag("--timeout", timeout))))
     passed = all(r.passed for r in results)
     path = save(out / "harbor-gate.json", {"variant": variant, "passed": passed, "scans": results})

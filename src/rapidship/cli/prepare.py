@@ -82,7 +82,7 @@ def lock(c, env=None, check=False, conda_channel=None, variants_file="variants.y
             for path in check_conda_locks(spec, matrix):
                 console.err.print(f"ok {spec.name} {path}")
         else:
-            with console.err.status(f"solving {spec.name} with py-rattler"):
+            with console.status(f"solving {spec.name} with py-rattler"):
                 paths = lock_conda(spec, matrix, conda_channel or None)
             for path in paths:
                 console.err.print(f"locked {path}")

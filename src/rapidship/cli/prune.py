@@ -32,7 +32,7 @@ def prune(c, path=None, keep=None, more=None, out=None, record="build/prune/prun
             console.err.print(f"[{style}]{entry['status']:8}[/] {saved / 2**20:9.1f} MiB saved  {entry['path']}"
                               + (f"  ({entry['reason']})" if entry["reason"] else ""))
 
-    with console.err.status("pruning device code"):
+    with console.status("pruning device code"):
         rec = run(([path] if path else []) + list(more or []), keep, out, record, cuobjdump,
                   not no_cuobjdump, int_flag("--jobs", jobs), show)
     t = rec["totals"]

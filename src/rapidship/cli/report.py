@@ -31,7 +31,7 @@ def report(c, out="build/report", build_dir="build", export=None, strict=False, 
 
     variants = list(load_matrix(variants_file).variants.values())
     patterns = list(export or [f"{build_dir}/export-*", "export/*"])
-    with console.err.status(f"reading the records under {build_dir}"):
+    with console.status(f"reading the records under {build_dir}"):
         written = write_report(Workspace(build_dir), variants, export_dirs(patterns), Path(out))
     s = written.summary
     console.table(f"release report of {s.commit}", ["image", "verdict", "checks not passed"],

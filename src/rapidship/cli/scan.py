@@ -57,7 +57,7 @@ def scan(c, variant=None, arch=None, image=None, tar=None, dockerfile=None, poli
         raise ConfigError("--tar", f"{tar} is not a file", "pass the tar written by docker save")
     ws = Workspace()
     out_dir = Path(out) if out else (ws.scan_dir(variant, a) if variant else ws.root / "scan")
-    with console.err.status(f"scanning {target.name}") as status:
+    with console.status(f"scanning {target.name}") as status:
         record = run_scan(target, opts, pol, out_dir, dockerfile, variant, a, on_step=status.update)
     _verdict(record)
 

@@ -69,7 +69,7 @@ def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_siz
     plan = replace(plan, memlock=memlock, notes=notes)
     for note in notes:
         console.err.print(f"[yellow]note:[/] {note}")
-    with console.err.status(f"smoke {plan.ref} ({mode}, uid {plan.uid}, --memory {memory})"):
+    with console.status(f"smoke {plan.ref} ({mode}, uid {plan.uid}, --memory {memory})"):
         result = run_smoke(plan)
     record = write_record(result, Path(out))
     report = result.report or {}
@@ -113,7 +113,7 @@ def _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount
         console.err.print(f"[yellow]note:[/] {note}")
     what = f"{plan.workers} worker(s) x --memory {memory}, --memory-limit {plan.memory_limit // 2**20} MiB, " \
            f"data {plan.data_bytes / 2**30:.2f} GiB{', killing one mid-shuffle' if plan.kill_worker else ''}"
-    with console.err.status(f"cluster smoke {plan.ref}: {what}"):
+    with console.status(f"cluster smoke {plan.ref}: {what}"):
         record = cl.cluster_smoke(plan)
     path = cl.write_record(record, Path(out))
     mib = lambda n: f"{n / 2**20:,.0f}"  # noqa: E731

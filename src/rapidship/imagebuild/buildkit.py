@@ -144,6 +144,7 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
             for line in proc.stdout:  # pip and conda print index URLs: tokens never reach the log
                 line = scrub(line, hidden) if hidden else line
                 log.write(line)
+                log.flush()  # the heartbeat outside a terminal shows the log's last line
                 line = line.rstrip()
                 if m := _STEP.match(line):
                     steps.add(m.group(1))

@@ -23,6 +23,9 @@ class RapidshipError(Exception):
         self.fix = fix
         super().__init__(self.message)
 
+    def __reduce__(self):  # across a process boundary (the isolated solver) with all three parts
+        return type(self), (self.where, self.problem, self.fix)
+
     @property
     def message(self) -> str:
         text = f"{self.where}: {self.problem}"

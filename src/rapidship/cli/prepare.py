@@ -34,7 +34,7 @@ def render(c, variant=None, all=False, variants_file="variants.yaml"):
 
     for v in pick(load_matrix(variants_file), variant, all):
         rec = render_variant(v)
-        note = "" if not missing_locks(v) else "  [yellow](no lock yet: run invoke lock)[/]"
+        note = "" if not missing_locks(v) else "  [yellow](no lock yet: run invoke lock; conda envs need their channels, or a mirror of them: --conda-channel NAME=URL)[/]"
         console.err.print(f"rendered {rec.dockerfile}  lock {rec.lock_sha256[:12]}{note}")
 
 

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rapidship.errors import ConfigError
+from rapidship.errors import ConfigError, RapidshipError
 from rapidship.builder.install_lock import LOCK_FORMAT, LockInstallError, parse_channels, public_url, read_lock
 from rapidship.lock.pip import LOCKS, EnvSpec
 from rapidship.config.matrix import Arch, Flavour, Matrix, Variant
@@ -190,6 +190,32 @@ def solve(spec: EnvSpec, target: LockTarget, bases: list[tuple[str, str]]) -> li
                           "check the channel mirrors (--conda-channel / RAPIDSHIP_CONDA_CHANNELS) and the pins") from None
 
 
+def solved_records(spec: EnvSpec, target: LockTarget, bases: list[tuple[str, str]]) -> list[dict]:
+    """The solve and its records, in the child process `isolated` runs."""
+    return lock_records(solve(spec, target, bases), bases)
+
+
+def isolated(fn, *args, what: str):
+    """fn(*args) in a fresh (spawned) process; its value or its RapidshipError, here. py-rattler's
+    native threads outliving a failed solve crashed the interpreter at exit now and then
+    (`PyGILState_Release`, exit 134; a segfault, 139) after the clear error was printed; in a
+    child that can only end the child, never the exit code the user gets. A child that dies before
+    it answers is one error naming how it died."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    import multiprocessing
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        future = pool.submit(fn, *args)
+        try:
+            return future.result()
+        except BrokenProcessPool:
+            codes = [p.exitcode for p in list(getattr(pool, "_processes", {}).values())]
+            raise RapidshipError(what, f"the solver's process died before it answered (exit {codes or 'unknown'})",
+                                 "run the same command again; if it keeps dying, report the py-rattler version "
+                                 "(pip show py-rattler) with the command") from None
+
+
 def lock_conda(spec: EnvSpec, matrix: Matrix, configured: list[str] | None = None,
                locks: Path = LOCKS) -> list[Path]:
     """Solve every target the matrix needs from this spec and write its lock."""
@@ -201,7 +227,8 @@ def lock_conda(spec: EnvSpec, matrix: Matrix, configured: list[str] | None = Non
                           "set env: and flavour: conda on a variant, or remove the spec")
     written = []
     for target in targets:
-        records = lock_records(solve(spec, target, bases), bases)
+        records = isolated(solved_records, spec, target, bases,
+                           what=f"envs/{spec.name}.yaml ({target.line}, {target.platform})")
         path = lock_path(target, locks)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(lock_text(spec, target, records))

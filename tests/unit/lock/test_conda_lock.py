@@ -254,3 +254,44 @@ def test_parse_matrix_accepts_the_test_variants_file():
     m = parse_matrix(TEST_VARIANTS.format(image="rapidship-test/conda"), "test")
     assert m.get("cpu-debian12").flavour.value == "conda"
     assert lock_path(LockTarget("rtest", "3.11", None, Arch.amd64), Path("l")) == Path("l/rtest/py3.11-cpu/conda-amd64.lock")
+
+
+# ---- the solver in its own process ----
+
+def _answers_then_crashes_at_exit(value):
+    import atexit
+    import os
+
+    atexit.register(os.abort)   # what py-rattler's threads did at interpreter exit, now and then
+    return value * 2
+
+
+def _dies_before_answering():
+    import os
+
+    os._exit(139)
+
+
+def _refuses():
+    from rapidship.errors import ConfigError
+
+    raise ConfigError("envs/rapids.yaml (py3.11, linux-64)", "cannot be solved", "check the channel mirrors (--conda-channel)")
+
+
+def test_a_solver_that_crashes_at_exit_after_answering_changes_nothing():
+    from rapidship.lock.conda import isolated
+
+    assert isolated(_answers_then_crashes_at_exit, 21, what="envs/x.yaml") == 42
+
+
+def test_a_solver_error_arrives_whole_and_a_dead_solver_is_one_error():
+    from rapidship.errors import ConfigError, RapidshipError
+    from rapidship.lock.conda import isolated
+
+    with pytest.raises(ConfigError) as err:
+        isolated(_refuses, what="envs/rapids.yaml")
+    assert err.value.where == "envs/rapids.yaml (py3.11, linux-64)" and "--conda-channel" in err.value.fix
+    with pytest.raises(RapidshipError) as err:
+        isolated(_dies_before_answering, what="envs/rapids.yaml (py3.11, linux-64)")
+    assert err.value.where == "envs/rapids.yaml (py3.11, linux-64)" and "died before it answered" in err.value.problem
+    assert "139" in err.value.problem

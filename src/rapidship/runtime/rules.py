@@ -62,6 +62,29 @@ class Finding:
     disk_spill: bool = False
 
 
+def headroom(cap: int) -> int:
+    """What a worker container keeps beside the worker's memory_limit (nanny, interpreter, page
+    cache): 15 % of the cap and at least 384 MiB."""
+    return max(HEADROOM_MIN, int(cap * HEADROOM_FRACTION))
+
+
+def worker_limit_for(cap: int) -> int:
+    """The memory_limit one worker gets in a container of `cap` bytes."""
+    return max(0, cap - headroom(cap))
+
+
+def cap_for_limit(limit: int) -> int:
+    """The smallest container cap whose worker may hold `limit` bytes (worker_limit_for's inverse)."""
+    import math  # noqa: PLC0415
+
+    cap = limit + max(HEADROOM_MIN, math.ceil(limit * HEADROOM_FRACTION / (1 - HEADROOM_FRACTION)))
+    while cap > limit and worker_limit_for(cap - 1) >= limit:   # int() rounding: step to the exact inverse
+        cap -= 1
+    while worker_limit_for(cap) < limit:
+        cap += 1
+    return cap
+
+
 def memory_budget(cg: CgroupMemory, host_total: int | None, declared: int | None = None) -> tuple[int | None, str]:
     """The memory this container may really use: the tightest of $RAPIDS_MEMORY_LIMIT (a limit the
     cgroup view cannot show: a v2 parent's behind a private cgroup namespace), memory.high, the v1

@@ -30,7 +30,8 @@ from pathlib import Path
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.records import ClusterContainer, ClusterSmokeRecord, ClusterTiers, save
-from rapidship.runtime.doctor import HEADROOM_FRACTION, HEADROOM_MIN, MIN_WORKER_MEMORY
+from rapidship.runtime.doctor import HEADROOM_MIN, MIN_WORKER_MEMORY
+from rapidship.runtime.rules import cap_for_limit, headroom, worker_limit_for
 from rapidship.runtime.smoke import dir_usage
 from rapidship.smoke import scrape
 from rapidship.smoke.run import OOM_EXIT, _last_json, hardened_flags, make_spill_dir, parse_size
@@ -106,17 +107,6 @@ class ClusterPlan:
         return Path(self.spill_root) / self.worker(i)
 
 
-def headroom(cap: int) -> int:
-    """Pure: what a worker container keeps beside the worker's memory_limit (nanny, interpreter,
-    page cache): the doctor's rule, 15 % of the cap and at least 384 MiB."""
-    return max(HEADROOM_MIN, int(cap * HEADROOM_FRACTION))
-
-
-def worker_limit_for(cap: int) -> int:
-    """Pure: the doctor's derived memory_limit for one worker in a container of `cap` bytes."""
-    return max(0, cap - headroom(cap))
-
-
 def _mib(n: int) -> str:
     return f"{n / MiB:.0f} MiB"
 
@@ -151,7 +141,7 @@ def plan_cluster(variant, arch: str, workers, uid: int, memory: str, memory_limi
             raise ConfigError("--memory-limit", f"{_mib(limit)}: a worker needs at least {_mib(MIN_WORKER_MEMORY)} "
                               "to hold a block and its spill bookkeeping", f"pass --memory-limit {MIN_WORKER_MEMORY // MiB}m or more")
         if limit > fit:
-            need = limit + max(HEADROOM_MIN, math.ceil(limit * HEADROOM_FRACTION / (1 - HEADROOM_FRACTION)))
+            need = cap_for_limit(limit)
             raise ConfigError("--memory", f"{_mib(cap)} is too small for --memory-limit {_mib(limit)}: it leaves "
                               f"{_mib(fit)} for the worker after {_mib(headroom(cap))} headroom (nanny, interpreter, "
                               "page cache), and a worker above that is OOM-killed before it spills",

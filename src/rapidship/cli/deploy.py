@@ -1,0 +1,73 @@
+"""invoke deploy / deploy-check: Compose and Kubernetes for a pushed variant (docs/deploy.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import task
+
+from rapidship import console
+from rapidship.cli.options import VARIANTS_HELP, arch_flag
+from rapidship.config.matrix import load_matrix
+from rapidship.errors import ConfigError, GateFailure, exits_cleanly
+from rapidship.records import PushRecord, Workspace
+
+TARGETS = ("compose", "k8s")
+
+
+@task(help={"variant": "variant id (pushed: its build/<variant>/push.json names the index by digest)",
+            "target": "compose (a docker compose stack) or k8s (a DaskCluster for the Dask operator, and plain "
+                      "Deployments + Service)",
+            "workers": "worker containers / pods (default 2; GPU variants: one per GPU)",
+            "memory": "each worker's memory cap (default 4g); dask's --memory-limit is the cap less the doctor's headroom",
+            "memory-limit": "each worker's dask --memory-limit (default: the doctor's, from --memory)",
+            "gpus": "GPUs per worker for a CUDA variant (dask-cuda drives one: 1, the default)",
+            "spill-size": "each worker's spill volume (default 2 x --memory-limit; at least one full host tier)",
+            "arch": "amd64 or arm64 (default: the push record's first)", "uid": "run uid (default: the variant's)",
+            "name": "cluster name: prefix of every service, pod and volume (default rapidship)",
+            "pull-secret": "k8s: the imagePullSecret to name (created by the site; never embedded)",
+            "image": "an image by digest or id instead of the push record's (repo@sha256:..., sha256:...; never a tag)",
+            "out": "where the files go (default build/<variant>/deploy-<target>)", **VARIANTS_HELP})
+@exits_cleanly
+def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=None, gpus=None, spill_size=None,
+           arch=None, uid=None, name="rapidship", pull_secret=None, image=None, out=None,
+           variants_file="variants.yaml"):
+    """Write a Compose stack or Kubernetes manifests for a pushed variant, sized by the doctor's rules."""
+    from rapidship.deploy import write
+
+    if target not in TARGETS:
+        raise ConfigError("--target", f"{target!r} is not a deploy target", "pass --target compose or --target k8s")
+    v = load_matrix(variants_file).get(variant)
+    ws = Workspace()
+    from rapidship.cli.options import int_flag
+    from rapidship.deploy.plan import pinned, plan_deploy
+
+    if image:
+        ref, a = pinned(image), arch_flag(arch or v.arches[0].value).value
+    else:
+        record = ws.load(ws.push(v.id), PushRecord, f"invoke push --variant {v.id}", "push record")
+        a = arch_flag(arch).value if arch else sorted(record.arches)[0]
+        ref = record
+    plan = plan_deploy(v, ref, a, workers, memory, memory_limit, gpus, spill_size,
+                       int_flag("--uid", uid) if uid not in (None, "") else v.uid, name=name)
+    files = write.write(plan, target, Path(out or ws.variant_dir(v.id) / f"deploy-{target}"), pull_secret)
+    for path in files:
+        console.err.print(f"wrote {path}")
+    console.err.print(f"{plan.workers} worker(s) x {plan.memory_bytes // 2**20} MiB (dask --memory-limit "
+                      f"{plan.memory_limit // 2**20} MiB), spill {plan.spill_bytes // 2**20} MiB each, image {plan.image}")
+    console.print_json({"plan": plan.__dict__, "files": [str(p) for p in files]})
+
+
+@task(name="deploy-check", iterable=["file"],
+      help={"file": "a Compose file or Kubernetes manifests (YAML, several documents allowed); repeatable"})
+@exits_cleanly
+def deploy_check(c, file=None):
+    """Check Compose files or Kubernetes manifests against the deploy rules (entrypoint, memory, spill, shm)."""
+    from rapidship.deploy.write import check_file
+
+    if not file:
+        raise ConfigError("--file", "names no file to check", "pass --file compose.yaml (repeatable)")
+    problems = [p for f in file for p in check_file(Path(f))]
+    if problems:
+        raise GateFailure("deploy-check", "\n  ".join(problems), "docs/deploy.md says what each rule keeps")
+    console.err.print(f"ok: {', '.join(file)} keep every deploy rule")

@@ -1,0 +1,1 @@
+"""invoke deploy: Compose stacks and Kubernetes manifests sized by the doctor's rules (docs/deploy.md)."""

@@ -1,0 +1,123 @@
+"""What `invoke deploy` starts, sized by the doctor's own rules (runtime/rules.py), pure.
+
+The image is the pushed index by digest (push.json), never a tag. Each worker container's memory
+cap is its dask memory_limit plus the doctor's headroom; its spill volume holds at least one full
+host tier (what the SpillDirSmallerThanHostLimit alert watches); a GPU worker gets one GPU, its
+device limit the doctor's share of the GPU's memory and /dev/shm for UCX; every container runs the
+image's entrypoint (its preflight) with the dask command as arguments.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rapidship.config.matrix import Variant
+from rapidship.errors import ConfigError
+from rapidship.records import PushRecord
+from rapidship.runtime.rules import HEADROOM_MIN, MIN_WORKER_MEMORY, cap_for_limit, worker_limit_for
+from rapidship.smoke.run import parse_size
+
+MiB, GiB = 2**20, 2**30
+SCHEDULER_PORT, SCHEDULER_HTTP, WORKER_HTTP = 8786, 8787, 8788
+SPILL = "/spill"
+UCX_SHM = GiB            # /dev/shm for UCX's shared-memory transport between a node's workers
+CPU_SHM = 256 * MiB
+MAX_WORKERS = 64
+
+
+@dataclass(frozen=True)
+class DeployPlan:
+    variant: str
+    arch: str
+    image: str                 # registry/repository@sha256:... (the pushed index)
+    gpu: bool
+    workers: int
+    memory_bytes: int          # each worker container's cap (= its swap cap)
+    memory_limit: int          # dask's --memory-limit in it
+    spill_bytes: int           # each worker's spill volume
+    shm_bytes: int
+    uid: int
+    name: str = "rapidship"
+    gpus_per_worker: int = 0
+    scheduler_memory_bytes: int = 2 * GiB
+
+    @property
+    def worker_command(self) -> list[str]:
+        """The dask command, as arguments to the image's entrypoint (never replacing it)."""
+        kind = ["dask", "cuda", "worker"] if self.gpu else ["dask", "worker"]
+        return [*kind, f"tcp://{self.name}-scheduler:{SCHEDULER_PORT}", "--nworkers", "1", "--nthreads", "1",
+                "--memory-limit", str(self.memory_limit), "--local-directory", SPILL,
+                "--dashboard-address", f":{WORKER_HTTP}", "--preload", "rapids_runtime.metrics"]
+
+    @property
+    def scheduler_command(self) -> list[str]:
+        return ["dask", "scheduler", "--port", str(SCHEDULER_PORT), "--dashboard-address", f":{SCHEDULER_HTTP}"]
+
+
+_DIGEST = re.compile(r"^(?:[^@\s]+@)?sha256:[0-9a-f]{64}$")
+
+
+def pinned(image: str) -> str:
+    """--image: by digest (repo@sha256:...) or by local image id (sha256:...), never a tag."""
+    if not _DIGEST.match(str(image)):
+        raise ConfigError("--image", f"{image!r} is not pinned to a digest: a tag can move under a running cluster",
+                          "pass repo@sha256:<64 hex> or an image id sha256:<64 hex>, or leave --image out for the push record's")
+    return str(image)
+
+
+def image_ref(record: PushRecord | str, arch: str) -> str:
+    """The pushed index by digest; the arch must be in it. A string is an already pinned --image."""
+    if isinstance(record, str):
+        return pinned(record)
+    if arch not in record.arches:
+        raise ConfigError("--arch", f"{arch} was not pushed for {record.variant} (pushed: {', '.join(sorted(record.arches))})",
+                          f"push it: invoke push --variant {record.variant} --arch {arch}")
+    return f"{record.registry}/{record.repository}@{record.index_digest}"
+
+
+def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, memory: str, memory_limit: str | None,
+                gpus, spill_size: str | None, uid: int, name: str = "rapidship") -> DeployPlan:
+    """Flags -> plan; every refusal names its flag and what would work."""
+    try:
+        n = int(workers)
+    except (TypeError, ValueError):
+        raise ConfigError("--workers", f"{workers!r} is not a whole number", "pass --workers 2") from None
+    if not 1 <= n <= MAX_WORKERS:
+        raise ConfigError("--workers", f"{n}: deploy writes 1 to {MAX_WORKERS} workers", "pass --workers 2")
+    gpu = variant.cuda is not None
+    per = 0
+    if gpus not in (None, ""):
+        try:
+            per = int(gpus)
+        except (TypeError, ValueError):
+            raise ConfigError("--gpus", f"{gpus!r} is not a whole number of GPUs per worker", "pass --gpus 1") from None
+        if not gpu and per:
+            raise ConfigError("--gpus", f"{variant.id} is a CPU variant: it has no CUDA to use a GPU with",
+                              "leave --gpus out, or deploy a CUDA variant")
+        if gpu and per != 1:
+            raise ConfigError("--gpus", f"{per} GPUs per worker: a dask-cuda worker drives exactly one GPU "
+                              "(one worker per GPU is how dask-cuda spreads over a node)",
+                              "pass --gpus 1 and --workers as many as the node has GPUs")
+    elif gpu:
+        per = 1
+    cap = parse_size(memory, "--memory")
+    least = MIN_WORKER_MEMORY + HEADROOM_MIN
+    if cap < least:
+        raise ConfigError("--memory", f"{cap // MiB} MiB per worker: the doctor refuses a container below {least // MiB} MiB",
+                          f"pass --memory {least // MiB}m or more")
+    limit = worker_limit_for(cap)
+    if memory_limit not in (None, ""):
+        asked = parse_size(memory_limit, "--memory-limit")
+        if asked > limit:
+            raise ConfigError("--memory-limit", f"{asked // MiB} MiB does not fit a {cap // MiB} MiB container with the "
+                              f"doctor's headroom (at most {limit // MiB} MiB): the kernel would kill the worker first",
+                              f"pass --memory {-(-cap_for_limit(asked) // MiB)}m, or --memory-limit {limit // MiB}m or less")
+        limit = asked
+    spill = parse_size(spill_size, "--spill-size") if spill_size not in (None, "") else 2 * limit
+    if spill < limit:
+        raise ConfigError("--spill-size", f"{spill // MiB} MiB is smaller than one full host tier ({limit // MiB} MiB): "
+                          "the first full spill ends in ENOSPC", f"pass --spill-size {-(-2 * limit // MiB)}m")
+    return DeployPlan(variant=variant.id, arch=arch, image=image_ref(record, arch), gpu=gpu, workers=n,
+                      memory_bytes=cap, memory_limit=limit, spill_bytes=spill,
+                      shm_bytes=UCX_SHM if gpu else CPU_SHM, uid=uid, name=name, gpus_per_worker=per)

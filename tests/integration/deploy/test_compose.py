@@ -1,0 +1,84 @@
+"""The Compose stack `invoke deploy --target compose` writes, run for real with Debian's
+docker-compose 1.29 on the real cpu-debian12 image: two workers under 1 GiB caps (dask
+--memory-limit 640 MiB, the doctor's), each with its own spill volume, on an internal network; the
+`check` profile's job spills on every worker and shuffles between them with an exact result; the
+containers run the hardened profile; `down -v` leaves nothing. (Here the image is the local build
+by id, `--image sha256:...`: no registry in this test; without --image the push record's digest
+is used, tests/unit/deploy.)"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from rapidship.engine import ENGINE
+from support.commands import CPU_VARIANT, invoke
+
+pytestmark = pytest.mark.docker
+GiB = 2**30
+
+
+def compose(project: str, path, *args, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker-compose", "-p", project, "-f", str(path), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def left(project: str) -> list[str]:
+    out = []
+    for kind in ("ps -a", "volume ls", "network ls"):
+        proc = subprocess.run(["docker", *kind.split(), "-q", "--filter", f"label=com.docker.compose.project={project}"],
+                              capture_output=True, text=True)
+        out += proc.stdout.split()
+    return out
+
+
+def test_the_stack_spills_on_every_worker_and_down_leaves_nothing(cpu_image, tmp_path, unique_name):
+    if shutil.which("docker-compose") is None:
+        pytest.fail("docker-compose is not installed: scripts/setup installs Debian's docker-compose")
+    project = unique_name.replace("-", "")[:20]
+    invoke("deploy", "--variant", CPU_VARIANT, "--image", cpu_image.image_id, "--memory", "1g", "--name", project,
+           "--out", str(tmp_path))
+    path = tmp_path / "compose.yaml"
+    assert compose(project, path, "config", "-q").returncode == 0
+    assert invoke("deploy-check", "--file", str(path), check=False).returncode == 0
+    try:
+        up = compose(project, path, "up", "-d")
+        assert up.returncode == 0, up.stderr
+        job = compose(project, path, "--profile", "check", "run", "--rm", f"{project}-job")
+        assert job.returncode == 0, job.stderr[-3000:]
+        report = json.loads(job.stdout)
+        assert report["verdict"] == "PASS" and report["result_ok"], report.get("problems")
+        shuffled = report["phases"]["shuffled"]
+        assert len(shuffled) == 2
+        for view in shuffled.values():   # every worker spilled to its own volume and sent data to the other
+            assert view["disk"][1] > 0 and view["spill_files"] > 0 and view["sent_bytes"] > 0
+            assert view["oom_kills"] == 0
+        for i in range(2):
+            ids = compose(project, path, "ps", "-q", f"{project}-worker-{i}").stdout.split()
+            info = ENGINE.inspect_container(ids[0])
+            host = info["HostConfig"]
+            assert host["Memory"] == host["MemorySwap"] == GiB and host["ReadonlyRootfs"] and host["CapDrop"] == ["ALL"]
+            assert "no-new-privileges:true" in host["SecurityOpt"] and info["Config"]["User"] == "1001:0"
+            assert info["Config"]["Entrypoint"] == ["/usr/local/bin/rapids-entrypoint"]   # the preflight ran
+            assert not (info["NetworkSettings"].get("Ports") or {}) or all(
+                not v for v in info["NetworkSettings"]["Ports"].values())                  # nothing published
+    finally:
+        down = compose(project, path, "--profile", "check", "down", "-v", "--remove-orphans")
+    assert down.returncode == 0, down.stderr
+    assert left(project) == []
+
+
+def test_deploy_check_refuses_an_edit_that_skips_the_preflight(cpu_image, tmp_path):
+    invoke("deploy", "--variant", CPU_VARIANT, "--image", cpu_image.image_id, "--memory", "1g", "--out", str(tmp_path))
+    doc = yaml.safe_load((tmp_path / "compose.yaml").read_text())
+    doc["services"]["rapidship-worker-0"]["entrypoint"] = ["dask"]
+    doc["services"]["rapidship-worker-1"]["mem_limit"] = "700m"
+    (tmp_path / "edited.yaml").write_text(yaml.safe_dump(doc))
+    proc = invoke("deploy-check", "--file", str(tmp_path / "edited.yaml"), check=False)
+    assert proc.returncode == 1
+    text = " ".join(proc.stderr.split())
+    assert "service rapidship-worker-0: entrypoint:" in text and "service rapidship-worker-1: memory:" in text

@@ -49,6 +49,9 @@ INT64_MAX = 2**63 - 1
 WORKER_TIMEOUT_ENV = "RAPIDS_SMOKE_WORKER_TIMEOUT"
 DEFAULT_WORKER_TIMEOUT = 60.0     # seconds a cluster may take to have its workers (CUDA context, imports)
 DEFAULT_CLOSE_TIMEOUT = 15.0      # seconds closing the client, and then the cluster, may take each
+# seconds the workers may take to free what they held before the close: a 20 GB GPU run (14 GB on disk)
+# took 23 and 25 s on the H200, during which a worker answers nothing
+DEFAULT_DRAIN_TIMEOUT = 60.0
 CLOSE_SLACK = 5.0                 # on top of the timeout handed to close(): its own last kill and join
 
 
@@ -387,16 +390,18 @@ def drain(client, timeout: float, poll: float = 0.2) -> tuple[int, float]:
     return held, time.monotonic() - t0
 
 
-def shutdown(client, cluster, timeout: float, notes: list[str]) -> None:
-    """Let the workers drop their data, then close the client, then the cluster, each bounded; what
-    goes wrong is a note, never an exception."""
+def shutdown(client, cluster, timeout: float, notes: list[str], drain_timeout: float | None = None) -> None:
+    """Let the workers drop their data (at most drain_timeout), then close the client, then the
+    cluster, each bounded by timeout; what goes wrong is a note, never an exception."""
+    drain_timeout = timeout if drain_timeout is None else drain_timeout
     if client is not None:
         try:
-            held, waited = bounded(lambda: drain(client, timeout), timeout + CLOSE_SLACK, "draining the workers")
+            held, waited = bounded(lambda: drain(client, drain_timeout), drain_timeout + CLOSE_SLACK,
+                                   "draining the workers")
             _log(f"shutdown: workers drained in {waited:.1f} s" + (f", {held} key(s) still held" if held else ""))
-            if held:   # measured on the H200: 150 keys (20 GB, most on disk) still held after 15 s
-                notes.append(f"shutdown: {held} key(s) still held after {waited:.1f} s of draining (--close-timeout "
-                             f"{timeout:g}): the workers were closed with data on them")
+            if held:
+                notes.append(f"shutdown: {held} key(s) still held after {waited:.1f} s of draining (--drain-timeout "
+                             f"{drain_timeout:g}): the workers were closed with data on them")
         except Exception as err:  # noqa: BLE001
             _log(f"shutdown: draining the workers failed: {type(err).__name__}: {err}")
     for what, obj in (("client", client), ("cluster", cluster)):
@@ -413,7 +418,7 @@ def shutdown(client, cluster, timeout: float, notes: list[str]) -> None:
 
 @contextmanager
 def cluster_session(make_cluster, n_workers: int, worker_timeout: float, close_timeout: float, notes: list[str],
-                    make_client=None):
+                    make_client=None, drain_timeout: float | None = None):
     """A cluster and a client with n_workers joined, within worker_timeout seconds all told, else
     NoWorker; closed (bounded, problems as notes) however the body ends. Yields the client."""
     make_client = make_client or _client_for
@@ -437,7 +442,7 @@ def cluster_session(make_cluster, n_workers: int, worker_timeout: float, close_t
             raise NoWorker(f"no worker started within {worker_timeout:g} s (--worker-timeout): {err}") from None
         yield client
     finally:
-        shutdown(client, cluster, close_timeout, notes)
+        shutdown(client, cluster, close_timeout, notes, drain_timeout)
 
 
 class SpillDiskFull(RuntimeError):
@@ -561,7 +566,8 @@ def _in_cluster(args, notes: list[str], make_cluster, n_workers: int, failed: St
     """work(client) -> Stage inside a bounded cluster session; `failed`, with the reason, when the
     cluster never had its workers."""
     try:
-        with cluster_session(make_cluster, n_workers, args.worker_timeout, args.close_timeout, notes) as client:
+        with cluster_session(make_cluster, n_workers, args.worker_timeout, args.close_timeout, notes,
+                             drain_timeout=getattr(args, "drain_timeout", DEFAULT_DRAIN_TIMEOUT)) as client:
             return work(client)
     except Exception as err:  # noqa: BLE001 - the stage says why
         failed.error = _describe(err, args.timeout)
@@ -822,6 +828,8 @@ def _parser() -> argparse.ArgumentParser:
                         f"(default ${WORKER_TIMEOUT_ENV}, else {DEFAULT_WORKER_TIMEOUT:g})")
     s.add_argument("--close-timeout", type=float, default=DEFAULT_CLOSE_TIMEOUT,
                    help=f"seconds closing the client and the cluster may take, each (default {DEFAULT_CLOSE_TIMEOUT:g})")
+    s.add_argument("--drain-timeout", type=float, default=DEFAULT_DRAIN_TIMEOUT,
+                   help=f"seconds the workers may take to free their data before the close (default {DEFAULT_DRAIN_TIMEOUT:g})")
     s.add_argument("--out", help="also write the JSON report to this file")
     return p
 

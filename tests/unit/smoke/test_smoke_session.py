@@ -77,6 +77,7 @@ def test_workers_that_never_drain_are_a_note_and_still_closed():
     cluster = FakeCluster()
     smoke.shutdown(Holding(cluster), cluster, 0.3, notes)
     assert len(notes) == 1 and notes[0].startswith("shutdown: 150 key(s) still held after 0.") and cluster.closed == 1
+    assert "(--drain-timeout 0.3)" in notes[0]
 
 
 def test_the_body_error_propagates_and_the_cluster_is_still_closed():

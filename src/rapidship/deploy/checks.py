@@ -129,8 +129,12 @@ def pod_problems(where: str, pod: dict) -> list[str]:
         problems += _memory(at, args, quantity(limits["memory"]) if "memory" in limits else None)
         local = _flag(args, "--local-directory") or SPILL
         mounts = {m.get("mountPath"): volumes.get(m.get("name")) or {} for m in c.get("volumeMounts") or []}
-        spill = (mounts.get(local) or {}).get("emptyDir")
+        volume = mounts.get(local) or {}
+        spill = volume.get("emptyDir")
         size = quantity(spill.get("sizeLimit")) if spill and spill.get("sizeLimit") is not None else None
+        claim = (((volume.get("ephemeral") or {}).get("volumeClaimTemplate") or {}).get("spec") or {})
+        if claim:   # a per-pod PVC: its requested storage is the room
+            size = quantity(((claim.get("resources") or {}).get("requests") or {}).get("storage"))
         problems += _spill(at, args, size, bool(spill) and spill.get("medium") == "Memory")
         shm = (mounts.get("/dev/shm") or {}).get("emptyDir") or {}
         problems += _shm(at, args, shm.get("medium") == "Memory")

@@ -8,6 +8,8 @@ from rapidship.deploy.plan import SPILL, DeployPlan
 
 TMPFS = "/tmp:rw,nosuid,nodev,size=64m,mode=1777"
 NETWORK = "cluster"
+MONITORING = "monitoring"
+GIB = 2**30
 
 
 def _hardened(plan: DeployPlan, cap: int) -> dict:
@@ -44,6 +46,28 @@ def stack(plan: DeployPlan, job_data_bytes: int | None = None) -> dict:
                     "--workers", str(plan.workers), "--data-bytes", str(data),
                     *(["--xp", "cupy"] if plan.gpu else [])],
         "depends_on": [scheduler]}
-    return {"services": services, "volumes": volumes,
-            # internal: no gateway, nothing published; the workers reach only each other
-            "networks": {NETWORK: {"internal": True, "labels": {"io.rapidship.deploy": plan.name}}}}
+    networks = {NETWORK: {"internal": True, "labels": {"io.rapidship.deploy": plan.name}}}
+    if plan.prometheus_image:   # the only container with a second network: its UI on this host's loopback
+        services[f"{plan.name}-prometheus"] = {
+            "image": plan.prometheus_image, "profiles": ["monitoring"], "user": "65534:65534", "read_only": True,
+            "cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"], "mem_limit": GIB, "memswap_limit": GIB,
+            "command": ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus",
+                        "--web.listen-address=:9090"],
+            "volumes": ["./prometheus.yml:/etc/prometheus/prometheus.yml:ro",
+                        "./alerts.yml:/etc/prometheus/alerts.yml:ro", f"{plan.name}-prometheus-data:/prometheus"],
+            "networks": [NETWORK, MONITORING], "ports": ["127.0.0.1:9090:9090"]}
+        volumes[f"{plan.name}-prometheus-data"] = {"labels": {"io.rapidship.deploy": plan.name}}
+        networks[MONITORING] = {"labels": {"io.rapidship.deploy": plan.name}}
+    # internal: no gateway, nothing published; the workers reach only each other (and Prometheus them)
+    return {"services": services, "volumes": volumes, "networks": networks}
+
+
+def prometheus_config(plan: DeployPlan) -> dict:
+    """The Prometheus of the stack: the scheduler and every worker by service name, the shipped rules."""
+    from rapidship.deploy.plan import SCHEDULER_HTTP, WORKER_HTTP
+
+    return {"global": {"scrape_interval": "15s", "evaluation_interval": "15s"}, "rule_files": ["alerts.yml"],
+            "scrape_configs": [
+                {"job_name": "dask-scheduler", "static_configs": [{"targets": [f"{plan.name}-scheduler:{SCHEDULER_HTTP}"]}]},
+                {"job_name": "dask-workers", "static_configs": [
+                    {"targets": [f"{worker_name(plan, i)}:{WORKER_HTTP}" for i in range(plan.workers)]}]}]}

@@ -21,7 +21,11 @@ def _pod(plan: DeployPlan, role: str, pull_secret: str | None) -> dict:
     volumes: list[dict] = [{"name": "tmp", "emptyDir": {"sizeLimit": str(64 * 2**20)}}]
     if worker:
         mounts += [{"name": "spill", "mountPath": SPILL}, {"name": "dshm", "mountPath": "/dev/shm"}]
-        volumes += [{"name": "spill", "emptyDir": {"sizeLimit": str(plan.spill_bytes)}},
+        spill = ({"ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": plan.spill_storage_class,
+            "resources": {"requests": {"storage": str(plan.spill_bytes)}}}}}} if plan.spill_storage_class
+            else {"emptyDir": {"sizeLimit": str(plan.spill_bytes)}})
+        volumes += [{"name": "spill", **spill},
                     {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": str(plan.shm_bytes)}}]
     ports = ([{"name": "http-dashboard", "containerPort": WORKER_HTTP}] if worker else
              [{"name": "tcp-comm", "containerPort": SCHEDULER_PORT},

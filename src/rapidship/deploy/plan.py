@@ -41,6 +41,8 @@ class DeployPlan:
     name: str = "rapidship"
     gpus_per_worker: int = 0
     scheduler_memory_bytes: int = 2 * GiB
+    prometheus_image: str | None = None   # Compose: a Prometheus (pinned) scraping the cluster, profile monitoring
+    spill_storage_class: str | None = None  # Kubernetes: the spill volume a per-pod PVC of this class, not an emptyDir
 
     @property
     def worker_command(self) -> list[str]:
@@ -58,10 +60,10 @@ class DeployPlan:
 _DIGEST = re.compile(r"^(?:[^@\s]+@)?sha256:[0-9a-f]{64}$")
 
 
-def pinned(image: str) -> str:
-    """--image: by digest (repo@sha256:...) or by local image id (sha256:...), never a tag."""
+def pinned(image: str, flag: str = "--image") -> str:
+    """An image by digest (repo@sha256:...) or by local image id (sha256:...), never a tag."""
     if not _DIGEST.match(str(image)):
-        raise ConfigError("--image", f"{image!r} is not pinned to a digest: a tag can move under a running cluster",
+        raise ConfigError(flag, f"{image!r} is not pinned to a digest: a tag can move under a running cluster",
                           "pass repo@sha256:<64 hex> or an image id sha256:<64 hex>, or leave --image out for the push record's")
     return str(image)
 
@@ -77,7 +79,8 @@ def image_ref(record: PushRecord | str, arch: str) -> str:
 
 
 def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, memory: str, memory_limit: str | None,
-                gpus, spill_size: str | None, uid: int, name: str = "rapidship") -> DeployPlan:
+                gpus, spill_size: str | None, uid: int, name: str = "rapidship", prometheus_image: str | None = None,
+                spill_storage_class: str | None = None) -> DeployPlan:
     """Flags -> plan; every refusal names its flag and what would work."""
     try:
         n = int(workers)
@@ -120,4 +123,6 @@ def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, 
                           "the first full spill ends in ENOSPC", f"pass --spill-size {-(-2 * limit // MiB)}m")
     return DeployPlan(variant=variant.id, arch=arch, image=image_ref(record, arch), gpu=gpu, workers=n,
                       memory_bytes=cap, memory_limit=limit, spill_bytes=spill,
-                      shm_bytes=UCX_SHM if gpu else CPU_SHM, uid=uid, name=name, gpus_per_worker=per)
+                      shm_bytes=UCX_SHM if gpu else CPU_SHM, uid=uid, name=name, gpus_per_worker=per,
+                      prometheus_image=pinned(prometheus_image, "--prometheus-image") if prometheus_image else None,
+                      spill_storage_class=spill_storage_class or None)

@@ -12,6 +12,8 @@ from rapidship.deploy import checks, compose, k8s
 from rapidship.deploy.plan import DeployPlan
 from rapidship.errors import ConfigError, GateFailure
 
+MONITORING = Path(__file__).resolve().parents[3] / "monitoring"   # the shipped rules (docs/monitoring.md)
+
 
 def _dump(docs: list[dict]) -> str:
     return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False)
@@ -20,12 +22,18 @@ def _dump(docs: list[dict]) -> str:
 def render(plan: DeployPlan, target: str, pull_secret: str | None = None) -> dict[str, str]:
     """Pure: file name -> text."""
     if target == "compose":
-        return {"compose.yaml": _dump([compose.stack(plan)])}
+        files = {"compose.yaml": _dump([compose.stack(plan)])}
+        if plan.prometheus_image:
+            files["prometheus.yml"] = _dump([compose.prometheus_config(plan)])
+            files["alerts.yml"] = (MONITORING / "alerts.yml").read_text()
+        return files
     return {"daskcluster.yaml": _dump(k8s.dask_cluster(plan, pull_secret)),
             "plain.yaml": _dump(k8s.plain(plan, pull_secret))}
 
 
 def problems_of(name: str, text: str) -> list[str]:
+    if not name.endswith(".yaml"):   # prometheus.yml, alerts.yml: not deployments
+        return []
     docs = [d for d in yaml.safe_load_all(text) if d]
     if name.startswith("compose") or any("services" in d for d in docs):
         return [p for d in docs for p in checks.compose_problems(d)]

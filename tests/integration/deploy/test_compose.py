@@ -82,3 +82,17 @@ def test_deploy_check_refuses_an_edit_that_skips_the_preflight(cpu_image, tmp_pa
     assert proc.returncode == 1
     text = " ".join(proc.stderr.split())
     assert "service rapidship-worker-0: entrypoint:" in text and "service rapidship-worker-1: memory:" in text
+
+
+def test_the_stack_with_its_prometheus_is_a_valid_compose_file(tmp_path):
+    """docker-compose reads it whole (the Prometheus image cannot be pulled here, so it is not started)."""
+    prom = "registry.example/prom/prometheus@sha256:" + "c" * 64
+    invoke("deploy", "--variant", CPU_VARIANT, "--image", "sha256:" + "d" * 64, "--memory", "1g",
+           "--prometheus-image", prom, "--out", str(tmp_path))
+    proc = compose("rsprom", tmp_path / "compose.yaml", "--profile", "monitoring", "config")
+    assert proc.returncode == 0, proc.stderr
+    doc = yaml.safe_load(proc.stdout)
+    assert doc["services"]["rapidship-prometheus"]["ports"] == ["127.0.0.1:9090:9090/tcp"]   # loopback only
+    refused = invoke("deploy", "--variant", CPU_VARIANT, "--image", "sha256:" + "d" * 64, "--target", "k8s",
+                     "--prometheus-image", prom, "--out", str(tmp_path / "k"), check=False)
+    assert refused.returncode == 2 and "--prometheus-image: applies to --target compose only" in refused.stderr

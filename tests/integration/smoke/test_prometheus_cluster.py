@@ -151,7 +151,7 @@ def test_every_dashboard_query_returns_data(healthy, prometheus):
         for target in panel.get("targets", []):
             expr = target["expr"].replace("$worker", ".*")
             found = prometheus.query(f"max_over_time(({expr})[{WINDOW}:1s])" if "[" not in expr else expr)
-            if "rapidship_gpu" in expr or "device" in expr:
+            if any(gpu_only in expr for gpu_only in ("rapidship_gpu", "rapidship_rmm", "device")):
                 gpu.append(expr)
                 assert found == [], expr        # CPU workers: absent, never a made-up zero
             elif not found:

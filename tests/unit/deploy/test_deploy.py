@@ -207,3 +207,48 @@ def test_manifest_edits_that_break_a_rule_are_each_named(matrix):
 def test_quantities_read_as_kubernetes_compose_and_dask_write_them():
     assert [checks.quantity(q) for q in ("4Gi", "4g", "4GiB", "4e9", 512, "1500Mi", "x")] == [
         4 * GiB, 4 * 10**9, 4 * GiB, 4 * 10**9, 512, 1500 * MiB, None]
+
+
+# ---- Prometheus in the stack, a PVC for the spill volume ----
+
+PROM = "registry.example/prom/prometheus@sha256:" + "c" * 64
+
+
+def test_the_stack_s_prometheus_scrapes_every_worker_with_the_shipped_rules(matrix, tmp_path):
+    import subprocess
+
+    from rapidship.deploy.write import render
+
+    p = plan(matrix, memory="1g", prometheus_image=PROM)
+    files = render(p, "compose")
+    doc = yaml.safe_load(files["compose.yaml"])
+    prom = doc["services"]["rapidship-prometheus"]
+    assert prom["profiles"] == ["monitoring"] and prom["image"] == PROM and prom["ports"] == ["127.0.0.1:9090:9090"]
+    assert doc["networks"]["cluster"]["internal"] is True and "monitoring" in prom["networks"]
+    assert all("ports" not in s for n, s in doc["services"].items() if n != "rapidship-prometheus")
+    config = yaml.safe_load(files["prometheus.yml"])
+    targets = [t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
+    assert targets == ["rapidship-scheduler:8787", "rapidship-worker-0:8788", "rapidship-worker-1:8788"]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    check = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr      # the rules file it names checks too
+    with pytest.raises(ConfigError) as err:
+        plan(matrix, prometheus_image="prom/prometheus:latest")
+    assert err.value.where == "--prometheus-image"
+
+
+def test_a_spill_pvc_per_pod_passes_the_schema_and_its_size_is_checked(matrix):
+    p = plan(matrix, memory="8g", spill_storage_class="fast-local")
+    (cluster,) = k8s.dask_cluster(p)
+    pod = cluster["spec"]["worker"]["spec"]
+    (spill,) = [v for v in pod["volumes"] if v["name"] == "spill"]
+    claim = spill["ephemeral"]["volumeClaimTemplate"]["spec"]
+    assert claim["storageClassName"] == "fast-local" and claim["resources"]["requests"]["storage"] == str(p.spill_bytes)
+    strict(as_pod("worker", pod))
+    for doc in k8s.plain(p):
+        strict(doc)
+    assert checks.manifest_problems([cluster]) == []
+    claim["resources"]["requests"]["storage"] = "1Gi"
+    (problem,) = checks.manifest_problems([cluster])
+    assert ": spill: the spill volume (1073741824 B) is smaller than one full host tier" in problem

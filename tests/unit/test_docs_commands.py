@@ -39,6 +39,7 @@ def commands(text: str) -> list[str]:
     for block in re.findall(r"^```[a-z]*\n(.*?)^```", text, flags=re.S | re.M):
         for line in block.replace("\\\n", " ").splitlines():
             line = " ".join(line.strip().removeprefix("$ ").split())
+            line = re.sub(r"^(?:- |script: |command: )+['\"]?", "", line).rstrip("'\"")   # a CI YAML job's script line
             for part in re.split(r"&&|;|\|\|", line):
                 part = part.strip()
                 if part.startswith("invoke "):
@@ -87,3 +88,4 @@ def test_the_check_catches_a_renamed_task_and_an_unknown_flag():
     assert check("invoke build --variants x", flags) == "task build takes no --variants"
     assert commands("text `invoke push --arch amd64` and\n```\n$ invoke base \\\n  --os debian12 && ls\n```\n") == [
         "invoke base --os debian12", "invoke push --arch amd64"]
+    assert commands("```yaml\nscan:\n  script:\n    - invoke scan --variant x\n```\n") == ["invoke scan --variant x"]

@@ -10,6 +10,7 @@ page cache fills the cgroup; the run that OOM-kills a worker fires WorkerOomKill
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -165,7 +166,15 @@ def test_a_healthy_spilling_cluster_raises_no_alert(healthy, prometheus):
     ratio = prometheus.by_worker(f"max_over_time((rapidship_cgroup_memory_current_bytes"
                                  f" / rapidship_cgroup_memory_max_bytes)[{WINDOW}:1s])")
     print("highest memory.current / memory.max per worker:", ratio)
-    assert prometheus.query(f"max_over_time(ALERTS[{WINDOW}])") == []
+    raised = {r["metric"]["alertname"] for r in prometheus.query(f"max_over_time(ALERTS[{WINDOW}])")}
+    # the spill dirs are on this machine's disk: its own fill level may rightly raise the disk alerts
+    disk = os.statvfs(Path(healthy.metrics_targets).parent)
+    allowed = set()
+    if 1 - disk.f_bavail / disk.f_blocks > 0.80:
+        allowed.add("SpillDirNearlyFull")
+    if disk.f_bavail * disk.f_frsize < 2 * healthy.memory_limit:
+        allowed.add("SpillDirSmallerThanHostLimit")
+    assert raised <= allowed, raised
 
 
 def test_the_run_that_oom_kills_a_worker_fires_the_oom_alert(healthy, prometheus, tmp_path):

@@ -98,6 +98,11 @@ def memory_budget(cg: CgroupMemory, host_total: int | None, declared: int | None
     return min(options)
 
 
+def unified_gpu(gpu: GpuView) -> bool:
+    """A visible GPU shares the machine's memory (GB10): device and host tiers are one pool."""
+    return gpu.available and any(g.unified for g in gpu.gpus)
+
+
 def smallest_device(gpu: GpuView) -> tuple[int, int, str] | None:
     """Pure: (total, free, name) of the smallest device a worker may get: a MIG slice where MIG is
     on, else a whole GPU; None without a visible GPU. The device limit and its checks size to it."""
@@ -121,6 +126,11 @@ def derive(f: Facts, n_workers: int = 1) -> Derived:
         total, free, dev_source = smallest
         # another process holding part of the GPU: size to what is free, not to what exists
         usable = int(free * FREE_FRACTION)
+        if unified_gpu(f.gpu) and worker is not None:
+            # one pool: the host tiers of this node's workers live in the same RAM, and the GPU's
+            # allocations are not charged to the cgroup, so the device tier gets what they leave
+            usable = max(0, usable - worker * max(1, n_workers))
+            dev_source += ", unified memory (the machine's, less the host tiers)"
         device = min(int(total * DEVICE_FRACTION), usable)
         pool = min(int(total * RMM_POOL_FRACTION), usable) // RMM_POOL_STEP * RMM_POOL_STEP
         if usable < total * DEVICE_FRACTION:
@@ -294,6 +304,17 @@ def device_findings(f: Facts, d: Derived, intent: Intent) -> list[Finding]:
     elif intent.device_limit is not None and intent.device_limit > free:
         out.append(Finding("WARNING", "device-limit", f"{intent.device_source} {_b(intent.device_limit)} is above the "
                            f"{_b(free)} free on {name} now (another process holds the rest)"))
+    if unified_gpu(f.gpu):
+        out.append(Finding("OK", "unified-memory", f"{name} shares the machine's {_b(total)} with the CPU (no "
+                           "memory of its own): spilling device -> host frees no RAM, only disk spill does; the "
+                           "GPU's allocations are not charged to the container's cgroup, so the device limit "
+                           f"({_b(d.device_memory_limit)}) is what the host tiers leave of the free memory"))
+        if intent.device_limit is not None and d.device_memory_limit is not None and \
+                intent.device_limit > d.device_memory_limit:
+            out.append(Finding("WARNING", "device-limit", f"{intent.device_source} {_b(intent.device_limit)} plus the "
+                               f"host tiers is more than the free unified memory: give at most "
+                               f"{_b(d.device_memory_limit)}"))
+        return out
     if free * FREE_FRACTION < total * DEVICE_FRACTION:
         out.append(Finding("WARNING", "gpu", f"{name} has only {_b(free)} of {_b(total)} free (another process holds "
                            f"the rest): the device limit and RMM pool are sized to what is free "

@@ -65,6 +65,9 @@ class Gpu:
     cc_major: int | None = None     # compute capability (9, 0 on an H200); None when NVML could not say
     cc_minor: int | None = None
     uuid: str = ""                  # GPU-..., what CUDA_VISIBLE_DEVICES may name instead of the index
+    # one memory for CPU and GPU (GB10 / DGX Spark: NVML answers NOT_SUPPORTED for its memory, and
+    # total/free are then the machine's MemTotal/MemAvailable). GH200's HBM is the GPU's own: False.
+    unified: bool = False
 
 
 @dataclass(frozen=True)
@@ -390,6 +393,15 @@ def read_spill_config(environ: dict | None = None) -> SpillConfig:
                        cudf, dask_cudf, dask_cuda, ucx)
 
 
+def unified_memory(path: str = "/proc/meminfo") -> tuple[int, int]:
+    """(total, free) of a unified-memory GPU: the machine's MemTotal and MemAvailable."""
+    try:
+        total, avail = read_meminfo(Path(path).read_text())
+    except OSError:
+        total = avail = None
+    return int(total or 0), int(avail or 0)
+
+
 def read_gpus() -> GpuView:
     """GPUs through NVML (pynvml from nvidia-ml-py). Absent library or driver: reported, never fatal."""
     if importlib.util.find_spec("pynvml") is None:
@@ -405,7 +417,15 @@ def read_gpus() -> GpuView:
         gpus = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            try:
+                mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+                total, free, unified = int(mem.total), int(mem.free), False
+            except pynvml.NVMLError as err:   # no framebuffer of its own: the machine's memory is the GPU's
+                if "Not Supported" not in str(err) and getattr(err, "value", None) != getattr(
+                        pynvml, "NVML_ERROR_NOT_SUPPORTED", 3):
+                    raise
+                total, free = unified_memory()
+                unified = True
             mig_on, slices = False, []
             try:
                 mig_on = pynvml.nvmlDeviceGetMigMode(h)[0] == pynvml.NVML_DEVICE_MIG_ENABLE
@@ -428,8 +448,8 @@ def read_gpus() -> GpuView:
                 uuid = _text(pynvml.nvmlDeviceGetUUID(h))
             except pynvml.NVMLError:
                 uuid = ""
-            gpus.append(Gpu(i, _text(pynvml.nvmlDeviceGetName(h)), int(mem.total), int(mem.free), mig_on, slices,
-                            cc_major, cc_minor, uuid))
+            gpus.append(Gpu(i, _text(pynvml.nvmlDeviceGetName(h)), total, free, mig_on, slices,
+                            cc_major, cc_minor, uuid, unified))
         return visible_gpus(GpuView(True, "", driver, f"{cuda // 1000}.{cuda % 1000 // 10}", gpus),
                             os.environ.get("CUDA_VISIBLE_DEVICES"))
     except Exception as err:  # noqa: BLE001

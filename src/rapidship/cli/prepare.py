@@ -9,7 +9,7 @@ from invoke import task
 from rapidship import console
 from rapidship.cli.options import VARIANTS_HELP, pick
 from rapidship.config.matrix import load_matrix
-from rapidship.errors import GateFailure, exits_cleanly
+from rapidship.errors import ConfigError, GateFailure, exits_cleanly
 
 
 @task(help={"json": "print the matrix as JSON on stdout", **VARIANTS_HELP})
@@ -60,22 +60,34 @@ def lint(c, variant=None, variants_file="variants.yaml"):
 @task(iterable=["env", "conda_channel"],
       help={"env": "env spec name under envs/, or tools (repeatable; default: every env and tools)",
             "check": "only report locks that no longer match their spec",
+            "wheels": "with --check: every locked pip package has a wheel for every arch the matrix builds the env "
+                      "for (asks the index: PyPI, or --index-url)",
+            "index-url": "--wheels: the pip index (mirror) to ask (default PyPI; credentials never printed)",
             "conda-channel": "conda channel mirror, NAME=URL or a URL ending in the channel name (repeatable; "
                              "default $RAPIDSHIP_CONDA_CHANNELS, else conda.anaconda.org); credentials never reach the lock",
             **VARIANTS_HELP})
 @exits_cleanly
-def lock(c, env=None, check=False, conda_channel=None, variants_file="variants.yaml"):
+def lock(c, env=None, check=False, conda_channel=None, variants_file="variants.yaml", wheels=False, index_url=None):
     """Solve env specs into committed, hashed lockfiles under locks/ (pip: uv; conda: py-rattler per platform)."""
     from rapidship.lock.conda import check_conda_locks, lock_conda
     from rapidship.lock.pip import ENVS, TOOLS, check_lock, load_env_spec, lock_pip
 
     names = env or ([TOOLS.name] + sorted(p.stem for p in ENVS.glob("*.yaml")))
     specs = sorted((load_env_spec(n) for n in names), key=lambda s: s.flavour == "conda")  # pip first: no channel needed
-    matrix = load_matrix(variants_file) if any(s.flavour == "conda" for s in specs) else None
+    if wheels and not check:
+        raise ConfigError("--wheels", "is a check of the committed locks", "add --check")
+    matrix = load_matrix(variants_file) if wheels or any(s.flavour == "conda" for s in specs) else None
     for spec in specs:
         if spec.flavour == "pip" and check:
             check_lock(spec)
-            console.err.print(f"ok {spec.name}")
+            arches = sorted({a.value for v in (matrix.variants.values() if wheels else ()) if v.env == spec.name
+                             for a in v.arches})
+            if arches:
+                from rapidship.lock.pip import check_wheels
+
+                with console.status(f"{spec.name}: a wheel for every locked package on {', '.join(arches)}"):
+                    check_wheels(spec, arches, ["--index-url", index_url] if index_url else [])
+            console.err.print(f"ok {spec.name}" + (f" (wheels for {', '.join(arches)})" if arches else ""))
         elif spec.flavour == "pip":
             console.err.print(f"locked {lock_pip(spec)}")
         elif check:

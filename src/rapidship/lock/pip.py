@@ -159,3 +159,59 @@ def lock_pip(spec: EnvSpec, locks: Path = LOCKS, index_url: str | None = None) -
     omitted = "".join(f"# omitted (envs/{spec.name}.yaml omit:): {name}\n" for name in spec.omit)
     out.write_text(lock_header(spec) + omitted + body)
     return out
+
+
+# ---- every locked package has a wheel for every arch that installs the lock ----
+
+PLATFORMS = {"amd64": "x86_64-manylinux_2_28", "arm64": "aarch64-manylinux_2_28"}  # the RAPIDS wheels' floor
+_NO_WHEEL = re.compile(r"Because (\S+)==(\S+) has no wheels with a matching platform tag \(e\.g\., `([^`]+)`\)")
+
+
+def locked_pins(text: str) -> list[str]:
+    """Pure: `name==version[ ; marker]` of every package a hashed lock installs."""
+    pins = []
+    for line in text.splitlines():
+        line = line.strip().removesuffix("\\").strip()
+        if line and not line.startswith(("#", "--")) and "==" in line:
+            pins.append(line)
+    return pins
+
+
+def wheel_gaps(lock: Path, python: str, arch: str, index_args: list[str], max_gaps: int = 50) -> list[tuple[str, str, str]]:
+    """(package, version, platform tag) of each locked package with no wheel for `arch`, as uv
+    resolves the lock's exact pins for that platform (markers applied). Each missing one is named
+    by uv and set aside, then the rest is tried again, so every gap is listed, not only the first."""
+    uv = shutil.which("uv")
+    if not uv:
+        raise ConfigError("uv", "not found on PATH", "pip install uv (the wheel check resolves with it)")
+    pins = locked_pins(lock.read_text())
+    gaps: list[tuple[str, str, str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        while pins and len(gaps) < max_gaps:
+            req = Path(tmp) / "pins.txt"
+            req.write_text("\n".join(pins) + "\n")
+            proc = subprocess.run([uv, "pip", "compile", "--no-deps", "--only-binary", ":all:", "--python-version", python,
+                                   "--python-platform", PLATFORMS[arch], "--quiet", "--no-header", *index_args,
+                                   str(req), "-o", str(Path(tmp) / "out.txt")], capture_output=True, text=True)
+            if proc.returncode == 0:
+                break
+            found = _NO_WHEEL.search(" ".join(proc.stderr.split()))   # uv wraps its lines
+            if not found:
+                raise ConfigError(str(lock), f"the {arch} check could not resolve the lock: "
+                                  f"{' '.join(proc.stderr.split())[:500]}", "check the index (--index-url) and the lock")
+            name, version, tag = found.groups()
+            gaps.append((name, version, tag))
+            pins = [p for p in pins if not re.match(rf"{re.escape(name)}==", p, re.I)]
+    return gaps
+
+
+def check_wheels(spec: EnvSpec, arches: list[str], index_args: list[str], locks: Path = LOCKS) -> None:
+    """One clear error listing every locked package without a wheel for an arch that installs it."""
+    path = pip_lock_path(spec, locks)
+    missing = [f"{arch}: {name} {version} has no wheel for {tag}"
+               for arch in arches for name, version, tag in wheel_gaps(path, spec.python or "3.11", arch, index_args)]
+    if missing:
+        raise ConfigError(str(path), "locked packages without a wheel for an arch the matrix builds:\n  "
+                          + "\n  ".join(missing),
+                          "pin a version that ships those wheels, move the package behind a platform marker, or "
+                          "drop the arch from the variants that use this env")

@@ -17,6 +17,8 @@ def invoke(*args: str) -> subprocess.CompletedProcess:
     (["build", "--no-such-flag"], "No idea what '--no-such-flag' is"),
     (["prune", "--keep"], "needed value and was not given one"),
     (["no-such-task"], "No idea what 'no-such-task' is"),
+    (["lock", "--wheels"], "--wheels: is a check of the committed locks"),
+    (["deploy", "--variant", "cpu-debian12", "--target", "swarm"], "--target: 'swarm' is not a deploy target"),
 ])
 def test_flags_invoke_cannot_parse_exit_2(args, message):
     run = invoke(*args)

@@ -76,7 +76,7 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
         with console.status(f"building {plan.ref} (log: {log})", detail=lambda: console.last_line(log)) as status:
             built = build_image(plan, secrets, v, log, on_step=lambda s: status.update(f"{plan.ref}: {s}"))
         record = write_record(Workspace(), built)
-        console.err.print(f"built {built.ref} in {built.seconds}s: {built.size_bytes / 1e6:.0f} MB, "
+        console.err.print(f"built {built.ref} (docker build {built.seconds}s): {built.size_bytes / 1e6:.0f} MB, "
                           f"zstd {built.zstd_bytes / 1e6:.0f} MB, {built.layers} layers, "
                           f"{built.cached_steps}/{built.total_steps} steps cached -> {record}")
 

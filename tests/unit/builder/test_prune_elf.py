@@ -235,3 +235,12 @@ def test_prove_catches_a_byte_changed_outside_the_fields_the_rewrite_owns(tmp_pa
     s = E.parse(new).section(section)
     new[s.offset + at] ^= 1  # not a wrapper data pointer nor a relocation addend (byte 20: a wrapper's 4th field)
     assert f"section {section} changed beyond the wrapper pointers" in core.prove(data, bytes(new), KEEP)
+
+
+def test_a_wheel_with_nothing_to_prune_comes_back_byte_identical(tmp_path):
+    """The aarch64 libnvjpeg 12.4 wheel (its only library refused) came back 140 bytes larger: re-zipped."""
+    lib = build_library(tmp_path / "src", CONTAINERS, layout="split")
+    wheel = _wheel(tmp_path, lib)
+    rec = files.prune_paths([wheel], (10,), out=tmp_path / "out")     # sm_10: nothing in it is kept or dropped
+    assert rec["wheels"][0]["pruned_members"] == []
+    assert (tmp_path / "out" / wheel.name).read_bytes() == wheel.read_bytes()

@@ -221,6 +221,11 @@ def prune_wheel(wheel: Path, keep: tuple[int, ...], out: Path | None, cuobjdump:
             on_file and on_file(entry)
         changed = {e["path"].split("!", 1)[1] for e in entries if e["status"] == "pruned"}
         target.parent.mkdir(parents=True, exist_ok=True)
+        if not changed:   # nothing pruned: the wheel as it came (re-zipping alone changed its bytes)
+            if target != wheel:
+                shutil.copyfile(wheel, target)
+            return {"wheel": str(target), "bytes_before": wheel.stat().st_size if target != wheel else None,
+                    "bytes_after": target.stat().st_size, "pruned_members": [], "files": entries}
         fd, tmp_wheel = tempfile.mkstemp(prefix=f".{wheel.name}.", suffix=".prune", dir=target.parent)
         os.close(fd)
         try:

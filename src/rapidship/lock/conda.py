@@ -195,25 +195,46 @@ def solved_records(spec: EnvSpec, target: LockTarget, bases: list[tuple[str, str
     return lock_records(solve(spec, target, bases), bases)
 
 
+def _answer(conn, fn, args) -> None:
+    """In the child: fn's value or its error, sent once."""
+    try:
+        conn.send(("value", fn(*args)))
+    except RapidshipError as err:
+        conn.send(("error", err))
+    except BaseException as err:  # noqa: BLE001 - any other failure crosses as its text
+        conn.send(("crash", f"{type(err).__name__}: {err}"))
+    finally:
+        conn.close()
+
+
 def isolated(fn, *args, what: str):
     """fn(*args) in a fresh (spawned) process; its value or its RapidshipError, here. py-rattler's
     native threads outliving a failed solve crashed the interpreter at exit now and then
     (`PyGILState_Release`, exit 134; a segfault, 139) after the clear error was printed; in a
     child that can only end the child, never the exit code the user gets. A child that dies before
     it answers is one error naming how it died."""
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
     import multiprocessing
 
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        future = pool.submit(fn, *args)
-        try:
-            return future.result()
-        except BrokenProcessPool:
-            codes = [p.exitcode for p in list(getattr(pool, "_processes", {}).values())]
-            raise RapidshipError(what, f"the solver's process died before it answered (exit {codes or 'unknown'})",
-                                 "run the same command again; if it keeps dying, report the py-rattler version "
-                                 "(pip show py-rattler) with the command") from None
+    ctx = multiprocessing.get_context("spawn")
+    mine, theirs = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_answer, args=(theirs, fn, args), daemon=True)
+    child.start()
+    theirs.close()
+    try:
+        kind, value = mine.recv()
+    except EOFError:
+        child.join()
+        raise RapidshipError(what, f"the solver's process died before it answered (exit {child.exitcode})",
+                             "run the same command again; if it keeps dying, report the py-rattler version "
+                             "(pip show py-rattler) with the command") from None
+    finally:
+        mine.close()
+    child.join(timeout=60)   # how it exits after answering changes nothing
+    if kind == "error":
+        raise value
+    if kind == "crash":
+        raise RapidshipError(what, f"the solver failed: {value}", "run the same command again")
+    return value
 
 
 def lock_conda(spec: EnvSpec, matrix: Matrix, configured: list[str] | None = None,

@@ -44,10 +44,10 @@ def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=
     v = load_matrix(variants_file).get(variant)
     ws = Workspace()
     from rapidship.cli.options import int_flag
-    from rapidship.deploy.plan import pinned, plan_deploy
+    from rapidship.deploy.plan import plan_deploy
 
-    if image:
-        ref, a = pinned(image), arch_flag(arch or v.arches[0].value).value
+    if image:   # pinned (digest or id) by the plan, which refuses a tag
+        ref, a = image, arch_flag(arch or v.arches[0].value).value
     else:
         record = ws.load(ws.push(v.id), PushRecord, f"invoke push --variant {v.id}", "push record")
         a = arch_flag(arch).value if arch else sorted(record.arches)[0]

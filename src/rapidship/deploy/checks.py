@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 
 from rapidship.deploy.plan import SPILL, UCX_SHM
+from rapidship.errors import ConfigError
 from rapidship.runtime.rules import cap_for_limit
+from rapidship.smoke.run import parse_size
 
 ENTRYPOINT = "/usr/local/bin/rapids-entrypoint"
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
@@ -29,6 +31,19 @@ def quantity(value) -> int | None:
     if not m:
         return None
     return int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+
+
+def docker_size(value) -> int | None:
+    """Bytes of a Compose/Docker size: its k, m, g are binary ('4g' is 4 GiB), unlike Kubernetes'
+    and dask's decimal G (quantity). None when it does not parse."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    try:
+        return parse_size(str(value), "size")
+    except ConfigError:
+        return None
 
 
 def _flag(args: list[str], name: str) -> str | None:
@@ -100,7 +115,7 @@ def compose_problems(doc: dict) -> list[str]:
             else str(svc.get("command") or "").split()
         where = f"service {name}"
         problems += _entrypoint(where, svc.get("entrypoint"), "entrypoint")
-        problems += _memory(where, args, quantity(svc.get("mem_limit")) if svc.get("mem_limit") is not None else None)
+        problems += _memory(where, args, docker_size(svc.get("mem_limit")))
         local = _flag(args, "--local-directory") or SPILL
         in_memory = any(str(t).split(":")[0] == local for t in svc.get("tmpfs") or [])
         for v in svc.get("volumes") or []:
@@ -108,7 +123,7 @@ def compose_problems(doc: dict) -> list[str]:
             if target.split(":")[0] == local and ((volumes.get(source) or {}).get("driver_opts") or {}).get("type") == "tmpfs":
                 in_memory = True
         problems += _spill(where, args, None, in_memory)
-        shm = quantity(svc.get("shm_size")) if svc.get("shm_size") is not None else None
+        shm = docker_size(svc.get("shm_size"))
         problems += _shm(where, args, shm is not None and shm >= UCX_SHM)
     return problems
 

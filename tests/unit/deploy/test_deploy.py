@@ -117,6 +117,8 @@ def test_compose_edits_that_break_a_rule_are_each_named(matrix):
 
     assert broken(lambda s: s.update(entrypoint=["dask"]))[0].startswith(f"service {w}: entrypoint:")
     assert broken(lambda s: s.update(mem_limit="4g"))[0].startswith(f"service {w}: memory: limit")
+    assert broken(lambda s: s.update(mem_limit="8g")) == []     # Docker's g is GiB: 8g is the 8 GiB the plan needs
+    assert broken(lambda s: s.update(mem_limit="8000m"))[0].startswith(f"service {w}: memory: limit")
     assert broken(lambda s: s.pop("shm_size"))[0].startswith(f"service {w}: shm:")
     assert broken(lambda s: s.update(tmpfs=["/spill:size=8g"]))[0].startswith(f"service {w}: spill: the spill volume is in memory")
     assert broken(lambda s: s.update(entrypoint=["/usr/local/bin/rapids-entrypoint"])) == []

@@ -59,9 +59,10 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
         out.add("cgroup_memory_current_bytes", "gauge", "memory the cgroup uses now (what the OOM killer compares)",
                 cg.usage)
         out.add("cgroup_memory_peak_bytes", "gauge", "the most memory the cgroup has used", cg.peak)
+        stat = views.memory_stat_of(cg)   # once: the working set and the kinds both come from it
         out.add("cgroup_memory_working_set_bytes", "gauge",
                 "memory.current less inactive page cache: what the kernel cannot reclaim before it kills",
-                views.working_set(cg))
+                views.working_set(cg, stat))
         events = views.memory_events(cg)
         if events is None:
             out.absent("cgroup_memory_events", "memory.events / memory.oom_control cannot be read")
@@ -69,7 +70,7 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
             if events and event in events:
                 out.add("cgroup_memory_events_total", "counter", "the cgroup's memory events (memory.events)",
                         events[event], event=event)
-        kinds = views.memory_kinds(cg)
+        kinds = views.memory_kinds(cg, stat)
         if kinds is None:
             out.absent("cgroup_memory_stat", "memory.stat cannot be read")
         for kind, value in (kinds or {}).items():

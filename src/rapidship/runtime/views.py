@@ -731,12 +731,15 @@ def memory_events(cg: CgroupMemory) -> dict[str, int] | None:
     return {k: v for k, v in found.items() if k in ("oom_kill", "under_oom")} if found is not None else None
 
 
-def memory_kinds(cg: CgroupMemory) -> dict[str, int] | None:
+def memory_stat_of(cg: CgroupMemory) -> dict[str, int] | None:
+    """The cgroup's memory.stat, parsed (None when it cannot be read); read once per scrape."""
+    return _keyed(Path(cg.path) / "memory.stat") if cg.path else None
+
+
+def memory_kinds(cg: CgroupMemory, stat: dict[str, int] | None = None) -> dict[str, int] | None:
     """What the cgroup's memory is: anon, file (page cache), shmem (tmpfs, /dev/shm) in bytes;
     v1's rss/cache/shmem read as the same three. None when memory.stat cannot be read."""
-    if not cg.path:
-        return None
-    found = _keyed(Path(cg.path) / "memory.stat")
+    found = stat if stat is not None else memory_stat_of(cg)
     if found is None:
         return None
     if cg.version == 2:
@@ -744,14 +747,14 @@ def memory_kinds(cg: CgroupMemory) -> dict[str, int] | None:
     return {name: found[k] for name, k in (("anon", "rss"), ("file", "cache"), ("shmem", "shmem")) if k in found}
 
 
-def working_set(cg: CgroupMemory) -> int | None:
+def working_set(cg: CgroupMemory, stat: dict[str, int] | None = None) -> int | None:
     """The memory the cgroup cannot give back without killing: usage less its inactive page cache
     (what kubelet evicts by). A worker that spills fills the cgroup with page cache up to its limit
     (measured: 99.9 % of memory.max, healthy); the kernel reclaims that before it kills, so alerts
     compare this, not memory.current, with the limit. None when memory.stat cannot be read."""
-    if not cg.path or cg.usage is None:
+    if cg.usage is None:
         return None
-    found = _keyed(Path(cg.path) / "memory.stat")
+    found = stat if stat is not None else memory_stat_of(cg)
     if found is None:
         return None
     inactive = found.get("inactive_file" if cg.version == 2 else "total_inactive_file", found.get("inactive_file"))

@@ -7,7 +7,10 @@ ARG BUILDER_BASE=harbor.example.internal/dockerhub/library/debian:bookworm-slim
 ARG RUNTIME_BASE=harbor.example.internal/dockerhub/library/debian:bookworm-slim
 
 # ---- builder: a venv at /opt/rapids from the hashed pip lock (wheels only, no compilers) ----
-FROM ${BUILDER_BASE} AS builder
+# It runs on the build machine's platform and installs the target arch's wheels (pip --platform
+# --target: exact tags, hashes checked, no target interpreter run), so an arm64 image builds
+# without emulating pip; only the runtime stage's apt runs under qemu.
+FROM --platform=$BUILDPLATFORM ${BUILDER_BASE} AS builder
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,required=false \
@@ -23,8 +26,15 @@ RUN --mount=type=secret,id=cacert,required=false \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
  && python3.11 -m venv /opt/rapids \
+ && case "${TARGETARCH}" in amd64) machine=x86_64 ;; arm64) machine=aarch64 ;; \
+      *) echo "no wheel platform for TARGETARCH=${TARGETARCH}" >&2; exit 1 ;; esac \
+ && platforms=(--platform "manylinux2014_${machine}") \
+ && for minor in $(seq 17 36); do platforms+=(--platform "manylinux_2_${minor}_${machine}"); done \
  && /opt/rapids/bin/pip install --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
-      --no-compile -r /tmp/lock/requirements.txt \
+      --no-compile --implementation cp --python-version 3.11 "${platforms[@]}" \
+      --target /opt/rapids/lib/python3.11/site-packages -r "/tmp/lock/requirements-${TARGETARCH}.txt" \
+ && if [ -d /opt/rapids/lib/python3.11/site-packages/bin ]; then cp -a /opt/rapids/lib/python3.11/site-packages/bin/. /opt/rapids/bin/ \
+      && rm -rf /opt/rapids/lib/python3.11/site-packages/bin; fi \
  && /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
  && python3.11 /tmp/builder/measure_trims.py --prefix /opt/rapids --style find \
       --pattern '*/site-packages/*/tests' \
@@ -85,7 +95,7 @@ LABEL org.opencontainers.image.title="rapidship/dask" \
       io.rapidship.python.version="3.11" \
       io.rapidship.env.flavour="pip" \
       io.rapidship.gpu.archs="none" \
-      io.rapidship.lock.sha256="de86866f04c9a7652229226a65bd1dbf9dd0a36593df82ca570f783c6e3c2847"
+      io.rapidship.lock.sha256="3fc9187725657868dfd0ebf5398a17f06138553205165cc3579b726732f350fd"
 USER 1001:0
 WORKDIR /home/rapids
 ENTRYPOINT ["/usr/local/bin/rapids-entrypoint"]

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from rapidship.imagebuild.base import resolve_local_base
+from rapidship.imagebuild.base import host_arch, resolve_local_base
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Flavour, Variant
@@ -109,16 +109,24 @@ _STEP = re.compile(r"^#(\d+) (\[[^\]]+\] .*)$")
 _CACHED = re.compile(r"^#(\d+) CACHED$")
 
 
+def stage_arches(variant: Variant, arch: Arch) -> dict[str, Arch]:
+    """Pure: which arch each stage's base must be. The pip builder runs on the build machine
+    (FROM --platform=$BUILDPLATFORM) and cross-installs the target's wheels; the rest is the target."""
+    builder = Arch(host_arch()) if variant.flavour is Flavour.pip else arch
+    return {"BUILDER_BASE": builder, "RUNTIME_BASE": arch}
+
+
 def local_base_args(variant: Variant, arch: Arch) -> dict[str, str]:
     """Find each stage's base in the engine (plain name or arch alias); fail clearly when absent."""
     args = {}
+    arches = stage_arches(variant, arch)
     for key, ref in (("BUILDER_BASE", variant.bases.builder), ("RUNTIME_BASE", variant.bases.runtime)):
-        found = resolve_local_base(ref, arch)
+        found = resolve_local_base(ref, arches[key])
         if found is None:
             conda = key == "BUILDER_BASE" and variant.flavour is Flavour.conda
-            raise ConfigError("base image", f"{ref} ({arch.value}) is not in the engine",
+            raise ConfigError("base image", f"{ref} ({arches[key].value}) is not in the engine",
                               f"pull it through the registry prefix, or make it: invoke base --os {variant.os}"
-                              + (" --conda-builder" if conda else "") + f" --arch {arch.value}")
+                              + (" --conda-builder" if conda else "") + f" --arch {arches[key].value}")
         if found != ref:
             args[key] = found
     return args

@@ -163,6 +163,54 @@ def lock_pip(spec: EnvSpec, locks: Path = LOCKS, index_url: str | None = None) -
 
 # ---- every locked package has a wheel for every arch that installs the lock ----
 
+MACHINES = {"amd64": "x86_64", "arm64": "aarch64"}  # Debian arch -> platform.machine()
+# Marker variables whose value the build machine gives wrongly for another arch's install; pip
+# evaluates markers with its own interpreter, so these are settled here, for the target.
+_TARGET_VARS = {"platform_machine", "platform_system", "sys_platform", "os_name", "platform_release",
+                "platform_version", "implementation_name", "platform_python_implementation"}
+
+
+def for_arch(text: str, arch: str, python: str, source: str = "lock") -> str:
+    """Pure: the lock as one arch installs it. A requirement whose marker asks about the platform is
+    kept (marker settled, so removed) or dropped for `arch`; markers on the Python version alone stay
+    for pip (the builder runs the target's minor). ConfigError when a platform marker also turns on a
+    patch release of Python, which the render cannot know."""
+    from packaging.markers import InvalidMarker, Marker
+
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if line and not line[0].isspace() and not line.startswith("#"):
+            blocks.append([line])
+        elif blocks:
+            blocks[-1].append(line)
+        else:
+            blocks.append([line])
+    out: list[str] = []
+    for block in blocks:
+        head = block[0]
+        requirement, sep, rest = head.partition(";")
+        marker_text = rest.rstrip(" \\").strip()
+        if not sep or head.startswith("#") or not any(var in marker_text for var in _TARGET_VARS):
+            out += block
+            continue
+        try:
+            marker = Marker(marker_text)
+        except InvalidMarker as err:
+            raise ConfigError(f"{source}: {requirement.strip()}", f"marker does not parse ({err})",
+                              "regenerate the lock with invoke lock") from None
+        env = {"platform_machine": MACHINES[arch], "platform_system": "Linux", "sys_platform": "linux",
+               "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython",
+               "python_version": python}
+        verdicts = {marker.evaluate(dict(env, python_full_version=f"{python}.{patch}")) for patch in (0, 99)}
+        if len(verdicts) > 1:
+            raise ConfigError(f"{source}: {requirement.strip()}",
+                              f"marker {marker_text!r} depends on Python's patch release and the platform",
+                              "lock for one Python minor (python: in the env spec) so the marker settles")
+        if verdicts.pop():
+            out += [requirement.rstrip() + (" \\" if head.rstrip().endswith("\\") else "")] + block[1:]
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
 PLATFORMS = {"amd64": "x86_64-manylinux_2_28", "arm64": "aarch64-manylinux_2_28"}  # the RAPIDS wheels' floor
 _NO_WHEEL = re.compile(r"Because (\S+)==(\S+) has no wheels with a matching platform tag \(e\.g\., `([^`]+)`\)")
 

@@ -52,6 +52,9 @@ PACK_EXCLUDES = ("*.a", "include/*", "pkgs/*", "conda-meta/*.json.bak", "share/d
 VENV_TRIMS = ("*/site-packages/*/tests", "*.a", "*/site-packages/lib*/include", "*/site-packages/pyarrow/include",
               "*/site-packages/*/lib64/cmake", "*/site-packages/*/lib/cmake", "*/site-packages/*/lib/pkgconfig")
 
+# glibc of each pip-flavour OS release: the highest manylinux_2_N tag its builder may install.
+GLIBC_MINOR = {("debian", "12"): 36, ("debian", "13"): 41, ("ubuntu", "22.04"): 35, ("ubuntu", "24.04"): 39}
+
 RUNTIME_PACKAGES = {
     ("deb", Flavour.pip): ("ca-certificates", "python{python}"),
     ("deb", Flavour.conda): ("ca-certificates",),
@@ -73,10 +76,14 @@ class RenderContext:
     gpu_archs: str = ""  # "80,90": the builder prunes device code to these (empty: keeps it all)
     pack_excludes: tuple[str, ...] = PACK_EXCLUDES
     venv_trims: tuple[str, ...] = VENV_TRIMS
+    glibc_minor: int = 0  # pip flavour: wheels up to manylinux_2_<this> install
 
     @property
     def prune(self) -> bool:
         return bool(self.gpu_archs)
+
+    def site_packages(self, variant: Variant) -> str:
+        return f"{self.prefix}/lib/python{variant.python}/site-packages"
 
 
 
@@ -106,6 +113,30 @@ def lock_digest(files: dict[str, bytes]) -> str:
     return digest.hexdigest()
 
 
+def arch_locks(variant: Variant, lock_bytes: dict[str, bytes], source: str) -> dict[str, bytes]:
+    """Pip flavour: the lock once per arch, its platform markers settled for that arch (the builder
+    runs on the build machine, whose pip would judge them for itself). Conda locks are per arch already."""
+    from rapidship.lock.pip import for_arch
+
+    text = lock_bytes.get("requirements.txt")
+    if variant.flavour is not Flavour.pip or text is None:
+        return {}
+    return {f"requirements-{arch.value}.txt": for_arch(text.decode(), arch.value, variant.python, source).encode()
+            for arch in variant.arches}
+
+
+def glibc_minor(variant: Variant) -> int:
+    if variant.flavour is not Flavour.pip:
+        return 0
+    found = GLIBC_MINOR.get((variant.distro, variant.os_version))
+    if found is None:
+        known = ", ".join(f"{d} {v}" for d, v in GLIBC_MINOR)
+        raise ConfigError(f"variants.yaml: oses.{variant.os}", f"no glibc version known for {variant.distro} "
+                          f"{variant.os_version}, so the pip builder cannot tell which manylinux wheels fit",
+                          f"use a pip-flavour OS rapidship knows ({known}) or the conda flavour")
+    return found
+
+
 def make_context(variant: Variant, lock_bytes: dict[str, bytes]) -> RenderContext:
     packages = RUNTIME_PACKAGES[(variant.family, variant.flavour)]
     what = f"RAPIDS {variant.rapids} on CUDA {variant.cuda}" if variant.cuda else "Dask spill runtime (no CUDA)"
@@ -115,6 +146,7 @@ def make_context(variant: Variant, lock_bytes: dict[str, bytes]) -> RenderContex
         runtime_packages=tuple(p.format(python=variant.python) for p in packages),
         description=f"{what}, {variant.distro} {variant.os_version}, Python {variant.python}",
         gpu_archs=",".join(map(str, variant.gpu_archs)) if prunes(variant) else "",
+        glibc_minor=glibc_minor(variant),
     )
 
 
@@ -154,6 +186,7 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
                           "correct the env name, or add the spec and run invoke lock --env NAME")
     sources = lock_sources(variant, locks)
     lock_bytes = {name: path.read_bytes() for name, path in sources.items() if path.is_file()}
+    lock_bytes |= arch_locks(variant, lock_bytes, str(sources.get("requirements.txt", "")))
     ctx = make_context(variant, lock_bytes)
     dockerfile = render_dockerfile(variant, ctx, templates)
 

@@ -56,9 +56,19 @@ def test_build_command_passes_secrets_by_file_only(tmp_path):
 
 
 def test_plan_refuses_an_arch_the_variant_does_not_build():
-    v = MATRIX.variants["cuda12-debian12"]
+    v = MATRIX.variants["cuda12-debian12"].model_copy(update={"arches": (Arch.amd64,)})
     with pytest.raises(ConfigError, match="not built for arm64"):
         plan_build(v, Arch.arm64, RENDERED, BuildSecrets())
+
+
+def test_the_pip_builder_base_is_the_build_machines_arch_and_the_runtime_the_targets():
+    from rapidship.imagebuild.base import host_arch
+    from rapidship.imagebuild.buildkit import stage_arches
+
+    here = Arch(host_arch())
+    pip, conda = MATRIX.variants["cuda12-debian12"], MATRIX.variants["cuda12-ubuntu22"]
+    assert stage_arches(pip, Arch.arm64) == {"BUILDER_BASE": here, "RUNTIME_BASE": Arch.arm64}
+    assert stage_arches(conda, Arch.arm64) == {"BUILDER_BASE": Arch.arm64, "RUNTIME_BASE": Arch.arm64}
 
 
 def test_missing_ca_bundle_flag_is_a_clear_error(tmp_path):

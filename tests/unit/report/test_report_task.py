@@ -18,7 +18,7 @@ def test_the_task_writes_the_page_pngs_and_summary_and_names_what_is_broken(reco
     err = " ".join(proc.stderr.split())
     assert f"CORRUPT {records.ws.decision(VARIANT, ARCH)}: corrupt scan decision: not JSON" in err
     assert f"fix: run invoke scan --variant {VARIANT} --arch {ARCH}" in err
-    assert "not run (no record, shown as NOT RUN):" in err and "8 build record" in err
+    assert "not run (no record, shown as NOT RUN):" in err and "9 build record" in err
     assert "NOT RELEASABLE" in err and "1 FAIL" in err and str(out / "index.html") in err
     assert re.search(r"cpu-debian12 amd64\s+│ FAIL\s+│ FAIL: user; CORRUPT: trivy;", proc.stderr), proc.stderr
     assert proc.stdout == ""

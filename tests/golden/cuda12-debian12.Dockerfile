@@ -18,7 +18,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && apt-get install -y --no-install-recommends python3.11 python3.11-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY lock/ /tmp/lock/
-COPY builder/ /tmp/builder/
+COPY builder/measure_trims.py /tmp/builder/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \

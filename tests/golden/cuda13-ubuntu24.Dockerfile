@@ -11,7 +11,7 @@ FROM ${BUILDER_BASE} AS builder
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 COPY lock/ /tmp/lock/
-COPY builder/ /tmp/builder/
+COPY builder/install_lock.py builder/measure_trims.py /tmp/builder/
 # Installer tools (py-rattler, conda-pack) come from the pinned, hashed tools lock.
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \

@@ -77,6 +77,7 @@ class RenderContext:
     pack_excludes: tuple[str, ...] = PACK_EXCLUDES
     venv_trims: tuple[str, ...] = VENV_TRIMS
     glibc_minor: int = 0  # pip flavour: wheels up to manylinux_2_<this> install
+    builder_programs: tuple[str, ...] = ()  # builder/ files the install step copies
 
     @property
     def prune(self) -> bool:
@@ -147,6 +148,7 @@ def make_context(variant: Variant, lock_bytes: dict[str, bytes]) -> RenderContex
         description=f"{what}, {variant.distro} {variant.os_version}, Python {variant.python}",
         gpu_archs=",".join(map(str, variant.gpu_archs)) if prunes(variant) else "",
         glibc_minor=glibc_minor(variant),
+        builder_programs=BUILDER_PROGRAMS[variant.flavour],
     )
 
 

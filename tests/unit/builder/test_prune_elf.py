@@ -105,10 +105,42 @@ def test_refused_when_other_code_points_into_the_device_code(tmp_path):
     assert "points into .nv_fatbin" in _refused(lib)["reason"]
 
 
-def test_refused_when_no_program_header_can_be_added(tmp_path):
-    # No build-id note and no free bytes after the program headers: the split has no header slot.
+def test_with_no_header_slot_the_table_moves_to_the_file_end_and_the_loader_follows(tmp_path):
+    # NVIDIA's aarch64 libraries: no build-id note, no free bytes after the program headers, no
+    # PT_PHDR. The grown table goes past the last byte; the real loader maps the library from it,
+    # and a C++ exception (the unwinder walks the program headers the loader copied) still works.
+    lib_dir = tmp_path / "src"
+    lib = build_library(lib_dir, CONTAINERS, layout="split", ldflags=("-Wl,--build-id=none",))
+    (lib_dir / "throw.cc").write_text('extern "C" int throws(int x) { try { if (x) throw x; } catch (int v) '
+                                      '{ return v * 2; } return -1; }\n')
+    both = lib_dir / "libboth.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-Wl,--build-id=none", "-o", str(both), str(lib_dir / "lib.c"),
+                    str(lib_dir / "fatbin.S"), "-x", "c++", str(lib_dir / "throw.cc")], check=True, capture_output=True)
+    for original in (lib, both):
+        old_elf = E.parse(original.read_bytes())
+        assert not [s for s in old_elf.segments if s.type in (E.PT_NOTE, E.PT_PHDR)]
+        out = tmp_path / "out" / original.name
+        result = files.prune_file(original, KEEP, dest=out)
+        assert result["status"] == "pruned" and E.TABLE_MOVED in result["layout"], result
+        data = out.read_bytes()
+        new_elf = E.parse(data)
+        assert new_elf.phoff >= new_elf.shoff and new_elf.phoff + len(new_elf.segments) * E.PHDR.size == len(data)
+        assert len(new_elf.segments) == len(old_elf.segments) + 1 and E.check_layout(new_elf) == []
+        assert core.prove(original.read_bytes(), data, KEEP) == []
+        subprocess.run(["readelf", "-lSW", str(out)], check=True, capture_output=True)
+    assert loaded_containers(tmp_path / "out" / lib.name) == [expected_container(c) for c in CONTAINERS]
+    assert ctypes.CDLL(str(tmp_path / "out" / both.name)).throws(21) == 42
+
+
+def test_refused_when_a_pt_phdr_pins_a_full_table(tmp_path):
+    # A PT_PHDR says where the table is in memory: with no slot, the table cannot move, so the file stays whole.
     lib = build_library(tmp_path, CONTAINERS, layout="split", ldflags=("-Wl,--build-id=none",))
-    assert "no room for one more program header" in _refused(lib)["reason"]
+    data = bytearray(lib.read_bytes())
+    elf = E.parse(bytes(data))
+    stack = next(i for i, s in enumerate(elf.segments) if s.type == 0x6474E551)  # PT_GNU_STACK -> PT_PHDR
+    data[elf.phoff + stack * E.PHDR.size:elf.phoff + stack * E.PHDR.size + 4] = E.PT_PHDR.to_bytes(4, "little")
+    lib.write_bytes(bytes(data))
+    assert "a PT_PHDR keeps the table where it is" in _refused(lib)["reason"]
 
 
 def test_refused_when_a_listed_gpu_has_no_code_in_the_library(tmp_path):

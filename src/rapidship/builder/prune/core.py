@@ -203,8 +203,9 @@ def write(data, plan: Plan, out) -> int:
         out.seek(shrink.new_offset(old))
         out.write(blob)
     for at, blob in E.header_bytes(shrink).items():
-        out.seek(at)
+        out.seek(at)  # past the end when the program header table moved there
         out.write(blob)
+        size = max(size, at + len(blob))
     out.seek(size)
     return size
 

@@ -299,7 +299,7 @@ def plan_shrink(elf: Elf, data, section: Section, new_size: int) -> Shrink | Non
                 new_segments += [head, tail]
             else:
                 new_segments.append(moved(p))
-        if slot is None:
+        if slot is None and how != TABLE_MOVED:
             phdr = [i for i, p in enumerate(new_segments) if p.type == PT_PHDR]
             for i in phdr:
                 p = new_segments[i]
@@ -311,12 +311,21 @@ def plan_shrink(elf: Elf, data, section: Section, new_size: int) -> Shrink | Non
         for s in elf.sections)
     shoff = elf.shoff - delta if elf.shoff >= old_end_off else elf.shoff
     phoff = elf.phoff - delta if elf.phoff >= old_end_off else elf.phoff
+    if how.endswith(f"({TABLE_MOVED})"):  # the grown table goes after the last byte of the new file
+        phoff = _align(elf.size - delta, 8)
     return Shrink(section, new_size, keep_end_off + (old_end_off - keep_end_off - delta), delta,
                   tuple(new_segments), phoff, shoff, sections, how)
 
 
+TABLE_MOVED = "program header table moved to the end of the file"
+
+
 def _header_slot(elf: Elf, data) -> tuple[Segment | None, str]:
-    """Room for one more program header: free bytes after the table, or a build-id-only PT_NOTE."""
+    """Room for one more program header: free bytes after the table, a build-id-only PT_NOTE, or
+    else the grown table written past the file's last byte (NVIDIA's aarch64 libraries have neither).
+    A loader reads the table from e_phoff with its own read, wherever it lies; with no PT_PHDR, no
+    segment has to map it (glibc copies it to the heap, musl reads it the same way). A PT_PHDR
+    promises the table in memory at its address, so a file that has one cannot move it."""
     end = elf.phoff + (len(elf.segments) + 1) * PHDR.size
     first_content = min((s.offset for s in elf.sections if s.file_size and s.index), default=elf.size)
     covered = any(p.offset <= elf.phoff and end <= p.offset + p.filesz for p in elf.loads())
@@ -326,7 +335,10 @@ def _header_slot(elf: Elf, data) -> tuple[Segment | None, str]:
     for p in notes:
         if build_id_only(bytes(data[p.offset:p.offset + p.filesz])):
             return p, "build-id PT_NOTE header reused"
-    raise ElfError("no room for one more program header (none free, no build-id-only PT_NOTE)")
+    if any(p.type == PT_PHDR for p in elf.segments):
+        raise ElfError("no room for one more program header (none free, no build-id-only PT_NOTE, "
+                       "and a PT_PHDR keeps the table where it is)")
+    return None, TABLE_MOVED
 
 
 def _page_up(addr: int) -> int:

@@ -199,12 +199,23 @@ class Variant(BaseModel):
     # Compute capabilities (major*10+minor) whose device code the image keeps, sorted; None = all
     # of it (and always None for CPU variants).
     gpu_archs: tuple[int, ...] | None = None
+    # A fleet per arch (`gpu_archs: {amd64: [80, 90], arm64: [90, 121]}`): each arch's list; empty
+    # when one list serves every arch (then gpu_archs holds it).
+    gpu_archs_by_arch: dict[str, tuple[int, ...]] = Field(default_factory=dict)
 
-    def gpu_archs_label(self) -> str:
-        """Label form: '80,90'; 'all' when nothing is pruned; 'none' for a CPU variant (no device code)."""
+    def gpu_archs_for(self, arch: "Arch | str") -> tuple[int, ...] | None:
+        """The compute capabilities whose device code `arch`'s image keeps (None: all of it)."""
+        return self.gpu_archs_by_arch.get(Arch(arch).value, self.gpu_archs) if self.gpu_archs_by_arch else self.gpu_archs
+
+    def gpu_archs_label(self, arch: "Arch | str | None" = None) -> str:
+        """Label form: '80,90'; 'all' when nothing is pruned; 'none' for a CPU variant (no device code).
+        A variant with a fleet per arch and no arch given: 'amd64 80,90; arm64 90,121' (tables only)."""
         if self.cuda is None:
             return "none"
-        return ALL_GPU_ARCHS if self.gpu_archs is None else ",".join(map(str, self.gpu_archs))
+        if self.gpu_archs_by_arch and arch is None:
+            return "; ".join(f"{a} {','.join(map(str, archs))}" for a, archs in self.gpu_archs_by_arch.items())
+        archs = self.gpu_archs_for(arch) if arch is not None else self.gpu_archs
+        return ALL_GPU_ARCHS if archs is None else ",".join(map(str, archs))
 
     @property
     def cuda_major(self) -> str | None:
@@ -252,9 +263,29 @@ def parse_matrix(text: str, source: str = str(DEFAULT_FILE)) -> Matrix:
     """Pure core: yaml text -> Matrix, or ConfigError naming source and yaml path."""
     spec = parse_model(VariantsFile, text, source, "docs/variants.md", enums=(Arch, Flavour))
     if "gpu_archs" in spec.defaults.model_fields_set:
-        archs = gpu_archs_from(spec.defaults.gpu_archs, f"{source}: defaults.gpu_archs")
+        archs = fleet_from(spec.defaults.gpu_archs, f"{source}: defaults.gpu_archs")
         spec = spec.model_copy(update={"defaults": spec.defaults.model_copy(update={"gpu_archs": archs})})
     return Matrix(source=source, defaults=spec.defaults, variants=_expand(spec, source))
+
+
+def fleet_from(value: Any, where: str) -> tuple[int, ...] | None | dict[str, tuple[int, ...]]:
+    """Pure: a yaml `gpu_archs` value: one list (or `all`) for every arch, or a mapping of arch ->
+    list for fleets that differ per arch (an amd64 fleet of A100 + H100, an arm64 one of GH200 + GB10)."""
+    if not isinstance(value, dict):
+        return gpu_archs_from(value, where)
+    if not value:
+        raise ConfigError(where, "the mapping is empty", "map each arch to its fleet, e.g. {amd64: [80, 90], arm64: [90]}")
+    out = {}
+    for key, archs in value.items():
+        if key not in {a.value for a in Arch}:
+            raise ConfigError(f"{where}.{key}", f"{key!r} is not an arch (amd64 or arm64)",
+                              "map each arch the variant builds to its fleet's compute capabilities")
+        resolved = gpu_archs_from(archs, f"{where}.{key}")
+        if resolved is None:
+            raise ConfigError(f"{where}.{key}", "`all` is for the whole variant, not one arch",
+                              "write gpu_archs: all, or list this arch's fleet")
+        out[key] = resolved
+    return out
 
 
 def gpu_archs_from(value: Any, where: str) -> tuple[int, ...] | None:
@@ -389,11 +420,20 @@ def _variant(spec: VariantsFile, cuda: str, os_key: str, source: str) -> Variant
         if cuda == CPU:
             raise ConfigError(f"{where}.gpu_archs", "cpu variants have no device code",
                               "remove gpu_archs from this override")
-        gpu_archs = gpu_archs_from(o.gpu_archs, f"{where}.gpu_archs")
+        gpu_archs = fleet_from(o.gpu_archs, f"{where}.gpu_archs")
+    by_arch: dict[str, tuple[int, ...]] = {}
+    if isinstance(gpu_archs, dict) and cuda != CPU:
+        at = f"{where}.gpu_archs" if "gpu_archs" in o.model_fields_set else f"{source}: defaults.gpu_archs"
+        for arch in arches:
+            if arch.value not in gpu_archs:
+                raise ConfigError(at, f"names no fleet for {arch.value}, which {vid} is built for",
+                                  f"add {arch.value}: [...] to the mapping")
+        by_arch = {a.value: gpu_archs[a.value] for a in arches}
+        gpu_archs = None
     return Variant(
         id=vid, rapids=o.rapids or d.rapids, cuda=None if cuda == CPU else cuda, python=python,
         os=os_key, distro=os_entry.distro, os_version=os_entry.version, family=os_entry.family, arches=arches,
         flavour=flavour, env=o.env or d.env, image=image, bases=bases,
         budget_bytes=o.budget_bytes or d.budget_bytes, uid=d.uid, user=d.user,
-        gpu_archs=None if cuda == CPU else gpu_archs,
+        gpu_archs=None if cuda == CPU else gpu_archs, gpu_archs_by_arch=by_arch,
     )

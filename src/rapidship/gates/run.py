@@ -59,7 +59,7 @@ def run_gates(v: Variant, built: BuiltImage, secrets: BuildSecrets, rendered_loc
     size = int(image.config.get("Size") or 0)  # of the image judged, not a copy of the build record
     steps: list[tuple[str, Callable[[], GateReport]]] = [
         ("size", lambda: check_size(size, built.zstd_bytes, v.budget_bytes)),
-        ("labels", lambda: check_labels(config.get("Labels"), v, rendered_lock)),
+        ("labels", lambda: check_labels(config.get("Labels"), v, rendered_lock, built.arch)),
         ("user", lambda: check_user(image_id, config.get("User", ""))),
         ("suid", lambda: check_suid(image)),
         ("secrets", lambda: check_secrets(image, secrets.ca_bundle, secret_values(secrets),

@@ -171,7 +171,7 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
                       lock_sha256=info["Config"]["Labels"].get("io.rapidship.lock.sha256", ""),
                       base=variant.bases.runtime, log=str(log_path),
                       cached_steps=len(cached & steps), total_steps=len(steps),
-                      extra={"gpu_archs": variant.gpu_archs_label(), "bases": base_digests(variant, plan),
+                      extra={"gpu_archs": variant.gpu_archs_label(plan.arch), "bases": base_digests(variant, plan),
                              "build_args": dict(plan.base_args), "secret_ids": list(plan.secret_ids),
                              "target": plan.target})
 

@@ -171,4 +171,4 @@ def pull_staged(ws: Workspace, arch: str, variant: Variant) -> BuiltImage:
                       zstd_bytes=zstd_size(local), layers=len(info["RootFS"]["Layers"]), seconds=staged.seconds,
                       lock_sha256=(info["Config"].get("Labels") or {}).get("io.rapidship.lock.sha256", ""),
                       base=variant.bases.runtime, log=staged.log, extra={"staged": staged.ref, "digest": staged.digest,
-                                                                       "gpu_archs": variant.gpu_archs_label()})
+                                                                       "gpu_archs": variant.gpu_archs_label(arch)})

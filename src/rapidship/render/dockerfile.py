@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -78,10 +78,25 @@ class RenderContext:
     venv_trims: tuple[str, ...] = VENV_TRIMS
     glibc_minor: int = 0  # pip flavour: wheels up to manylinux_2_<this> install
     builder_programs: tuple[str, ...] = ()  # builder/ files the install step copies
+    gpu_archs_by_arch: dict[str, str] = field(default_factory=dict)  # a fleet per arch: {"arm64": "90,121"}
 
     @property
     def prune(self) -> bool:
-        return bool(self.gpu_archs)
+        return bool(self.gpu_archs or self.gpu_archs_by_arch)
+
+    @property
+    def keep(self) -> str:
+        """The pruner's --keep: the list, or a shell case on TARGETARCH for a fleet per arch."""
+        if not self.gpu_archs_by_arch:
+            return self.gpu_archs
+        cases = " ".join(f"{arch}) echo {archs} ;;" for arch, archs in self.gpu_archs_by_arch.items())
+        return f'"$(case "${{TARGETARCH}}" in {cases} esac)"'
+
+    @property
+    def runtime_stage(self) -> str:
+        """A fleet per arch labels each arch's image in its own last stage (runtime-<arch>), picked by
+        FROM runtime-${TARGETARCH}; the shared stage before them is runtime-common."""
+        return "runtime-common" if self.gpu_archs_by_arch else "runtime"
 
     def site_packages(self, variant: Variant) -> str:
         return f"{self.prefix}/lib/python{variant.python}/site-packages"
@@ -104,7 +119,7 @@ def lock_sources(variant: Variant, locks: Path = LOCKS) -> dict[str, Path]:
 
 def prunes(variant: Variant) -> bool:
     """Whether the builder prunes this variant's device code (a CUDA variant with gpu_archs)."""
-    return bool(variant.cuda and variant.gpu_archs)
+    return bool(variant.cuda and (variant.gpu_archs or variant.gpu_archs_by_arch))
 
 
 def lock_digest(files: dict[str, bytes]) -> str:
@@ -146,7 +161,8 @@ def make_context(variant: Variant, lock_bytes: dict[str, bytes]) -> RenderContex
         lock_files=tuple(sorted(lock_bytes)),
         runtime_packages=tuple(p.format(python=variant.python) for p in packages),
         description=f"{what}, {variant.distro} {variant.os_version}, Python {variant.python}",
-        gpu_archs=",".join(map(str, variant.gpu_archs)) if prunes(variant) else "",
+        gpu_archs=",".join(map(str, variant.gpu_archs)) if prunes(variant) and variant.gpu_archs else "",
+        gpu_archs_by_arch={a: variant.gpu_archs_label(a) for a in variant.gpu_archs_by_arch},
         glibc_minor=glibc_minor(variant),
         builder_programs=BUILDER_PROGRAMS[variant.flavour],
     )

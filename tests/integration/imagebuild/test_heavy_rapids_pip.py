@@ -20,30 +20,37 @@ from support.commands import ROOT  # noqa: E402
 
 pytestmark = [pytest.mark.heavy, pytest.mark.docker]
 VARIANT = "cuda12-debian12"
+# NEEDED libraries no image carries: the driver's (mounted by the NVIDIA runtime) and two optional
+# plugins' (numba's OpenMP threading layer falls back to its workqueue; cuFile's RDMA path needs
+# the host's RDMA stack). Anything else missing fails.
+OPTIONAL_NEEDED = {"libgomp.so.1.0.0", "libibverbs.so.1"}
 
 
-def test_rapids_pip_image_builds_and_fits_the_budget(engine):
+@pytest.mark.parametrize("arch", ["amd64", "arm64"])
+def test_rapids_pip_image_builds_and_fits_the_budget(engine, arch):
     from rapidship.imagebuild.buildkit import read_record
     from rapidship.records import Workspace
     from rapidship.config.matrix import load_matrix
 
     invoke("lock", "--check", "--env", "rapids-pip")
-    invoke("base", "--os", "debian12")
-    invoke("build", "--variant", VARIANT, "--arch", "amd64")
-    built = read_record(Workspace(ROOT / "build"), VARIANT, "amd64")
+    invoke("base", "--os", "debian12")  # the builder's (this machine's arch)
+    invoke("base", "--os", "debian12", "--arch", arch)
+    invoke("build", "--variant", VARIANT, "--arch", arch)
+    built = read_record(Workspace(ROOT / "build"), VARIANT, arch)
+    docker_run = ["docker", "run", "--rm", "--platform", f"linux/{arch}"]
     budget = load_matrix(ROOT / "variants.yaml").get(VARIANT).budget_bytes
     assert budget == 4_700_000_000
     assert built.size_bytes <= budget, f"{built.size_bytes:,} bytes is {built.size_bytes - budget:,} over the budget"
 
-    rep = json.loads(invoke("size-report", "--variant", VARIANT, "--arch", "amd64", "--json").stdout)
+    rep = json.loads(invoke("size-report", "--variant", VARIANT, "--arch", arch, "--json").stdout)
     assert rep["within_budget"] and rep["image_bytes"] == built.size_bytes
     assert rep["trims"]["trimmed_bytes"] > 0  # the venv trims removed something real
-    print(f"\n{VARIANT}: {built.size_bytes:,} bytes uncompressed, zstd {built.zstd_bytes:,}, "
+    print(f"\n{VARIANT} {arch}: {built.size_bytes:,} bytes uncompressed, zstd {built.zstd_bytes:,}, "
           f"headroom {rep['headroom_bytes']:,}, built in {built.seconds}s")
 
     # The whole RAPIDS stack imports (no GPU needed to import), through the real entrypoint and preflight.
     code = "import cudf, dask_cudf, dask_cuda, rmm, cuml, ucxx; print(cudf.__version__, cuml.__version__)"
-    run = subprocess.run(["docker", "run", "--rm", "--user", "4242:0", built.ref, "python", "-c", code],
+    run = subprocess.run([*docker_run, "--user", "4242:0", built.ref, "python", "-c", code],
                          capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("26.10") and run.stdout.split()[1].startswith("26.10")
@@ -52,13 +59,13 @@ def test_rapids_pip_image_builds_and_fits_the_budget(engine):
     # --shm-size=8g no UCX or shm FATAL; with docker's default 64 MiB /dev/shm one FATAL naming it.
     field = ["dask", "cuda", "worker", "--rmm-async", "--rmm-pool-size", "28g", "--local-directory", "/spill",
              "--enable-tcp-over-ucx", "--enable-nvlink", "--scheduler", "tcp://scheduler:8786"]
-    ucx = subprocess.run(["docker", "run", "--rm", "--user", "4242:0", "--entrypoint", "python", built.ref, "-c",
+    ucx = subprocess.run([*docker_run, "--user", "4242:0", "--entrypoint", "python", built.ref, "-c",
                           "import ucxx, distributed_ucxx, shutil; print(ucxx.__version__, "
                           "bool(shutil.which('dask')), bool(shutil.which('dask-cuda-worker')))"],
                          capture_output=True, text=True, check=False)
     assert ucx.returncode == 0 and ucx.stdout.split()[1:] == ["True", "True"], ucx.stderr
     for shm, fatal in (("8g", False), (None, True)):
-        doc = subprocess.run(["docker", "run", "--rm", "--user", "4242:0", *(["--shm-size", shm] if shm else []),
+        doc = subprocess.run([*docker_run, "--user", "4242:0", *(["--shm-size", shm] if shm else []),
                               "--entrypoint", "rapids-doctor", built.ref, "--preflight", "--", *field],
                              capture_output=True, text=True, check=False)
         lines = [x for x in doc.stderr.splitlines() if "FATAL" in x]
@@ -77,7 +84,7 @@ def test_rapids_pip_image_builds_and_fits_the_budget(engine):
     load = ("import cudf, cuml, ucxx, json, ctypes; r = json.load(open('/opt/rapidship/prune.json')); "
             "[ctypes.CDLL('/opt/rapids/' + f['path']) for f in r['files'] if f['status'] == 'pruned']; "
             "print(sum(f['status'] == 'pruned' for f in r['files']))")
-    loaded = subprocess.run(["docker", "run", "--rm", built.ref, "python", "-c", load],
+    loaded = subprocess.run([*docker_run, built.ref, "python", "-c", load],
                             capture_output=True, text=True, check=False)
     assert loaded.returncode == 0, loaded.stderr
     assert int(loaded.stdout) == prune["totals"]["pruned"]
@@ -85,9 +92,21 @@ def test_rapids_pip_image_builds_and_fits_the_budget(engine):
                                        capture_output=True, text=True, check=True).stdout)
     assert labels["io.rapidship.gpu.archs"] == "80,90"
     # No pip in the runtime env; the whole CUDA math stack is there (cuML links all of it).
-    listing = subprocess.run(["docker", "run", "--rm", "-e", "RAPIDS_DOCTOR=off", built.ref, "python", "-m", "pip",
+    listing = subprocess.run([*docker_run, "-e", "RAPIDS_DOCTOR=off", built.ref, "python", "-m", "pip",
                               "--version"], capture_output=True, text=True, check=False)
     assert listing.returncode != 0
-    libs = subprocess.run(["docker", "run", "--rm", "-e", "RAPIDS_DOCTOR=off", built.ref, "ls",
+    libs = subprocess.run([*docker_run, "-e", "RAPIDS_DOCTOR=off", built.ref, "ls",
                            "/opt/rapids/lib/python3.11/site-packages/nvidia"], capture_output=True, text=True, check=True)
     assert {"cublas", "curand", "cusolver", "cufft", "cusparse", "cuda_nvrtc", "libnvcomp"} <= set(libs.stdout.split())
+
+    # Every ELF file is for this arch and finds its NEEDED libraries in the image, but for the
+    # driver's and the optional plugins' (on arm64 this runs under qemu: the arm64 loader's view).
+    linkage = subprocess.run([*docker_run, "--entrypoint", "python", built.ref, "-m", "rapids_runtime.linkage", "--json"],
+                             capture_output=True, text=True, check=False)
+    report = json.loads(linkage.stdout)
+    assert report["machine"] == {"amd64": "x86_64", "arm64": "aarch64"}[arch] and not report["wrong_machine"]
+    assert set(report["allowed"]) == {"libcuda.so.1", "libnvidia-ml.so.1"}
+    assert set(report["missing"]) <= OPTIONAL_NEEDED, report["missing"]
+    print(f"{arch}: {report['elf_files']} ELF files, {report['needed']} NEEDED, driver {sorted(report['allowed'])}, "
+          f"optional absent {sorted(report['missing'])}")
+    assert labels["io.rapidship.gpu.archs"] == "80,90" and built.extra["gpu_archs"] == "80,90"

@@ -109,6 +109,16 @@ BAD = [
      "overrides.cuda12-debian12.gpu_archs[2]", "0 is not a known compute capability"),
     ("gpu_archs empty in override", _edit("overrides.cuda12-debian12.gpu_archs", []),
      "overrides.cuda12-debian12.gpu_archs", "the list is empty"),
+    ("gpu_archs per arch, unknown arch", _edit("overrides.cuda12-debian12.gpu_archs", {"amd64": [80], "riscv": [90]}),
+     "overrides.cuda12-debian12.gpu_archs.riscv", "'riscv' is not an arch"),
+    ("gpu_archs per arch, an arch left out", _edit("overrides.cuda12-debian12.gpu_archs", {"amd64": [80, 90]}),
+     "overrides.cuda12-debian12.gpu_archs", "names no fleet for arm64"),
+    ("gpu_archs per arch, all for one arch", _edit("overrides.cuda12-debian12.gpu_archs", {"amd64": [80], "arm64": "all"}),
+     "overrides.cuda12-debian12.gpu_archs.arm64", "`all` is for the whole variant"),
+    ("gpu_archs per arch, bad item", _edit("overrides.cuda12-debian12.gpu_archs", {"amd64": [80], "arm64": [90, 122]}),
+     "overrides.cuda12-debian12.gpu_archs.arm64[1]", "122 is not a known compute capability"),
+    ("gpu_archs per arch, empty mapping", _edit("overrides.cuda12-debian12.gpu_archs", {}),
+     "overrides.cuda12-debian12.gpu_archs", "the mapping is empty"),
     ("gpu_archs on a cpu variant", _edit("overrides.cpu-debian12.gpu_archs", [80]),
      "overrides.cpu-debian12.gpu_archs", "cpu variants have no device code"),
     ("gpu_archs all on a cpu variant", _edit("overrides.cpu-debian12.gpu_archs", "all"),
@@ -303,3 +313,15 @@ def test_a_key_given_through_a_merge_and_again_is_named():
         parse_matrix(_with_merge(), "variants.yaml")
     assert "duplicate key 'version': at lines" in caught.value.problem and "merged in through <<" in caught.value.problem
     assert caught.value.where.startswith("variants.yaml line ")
+
+
+def test_a_fleet_per_arch_gives_each_arch_its_own_list():
+    # an amd64 fleet of A100 + H100, an arm64 one of GH200 + GB10
+    d = _edit("overrides.cuda12-debian12.gpu_archs", {"arm64": [121, 90], "amd64": [80, 90]})
+    v = parse(d).variants["cuda12-debian12"]
+    assert v.gpu_archs_for("amd64") == (80, 90) and v.gpu_archs_for(Arch.arm64) == (90, 121)
+    assert v.gpu_archs_label("arm64") == "90,121" and v.gpu_archs_label() == "amd64 80,90; arm64 90,121"
+    d = _edit("defaults.gpu_archs", {"amd64": [80], "arm64": [90]})  # in defaults: every CUDA variant
+    m = parse(d)
+    assert m.variants["cuda12-ubuntu22"].gpu_archs_for("arm64") == (90,)
+    assert m.variants["cpu-debian12"].gpu_archs_label("arm64") == "none"

@@ -47,3 +47,13 @@ def test_labels_gate_still_checks_the_rest():
     assert "missing label org.opencontainers.image.licenses" in reasons
     assert any("built without a lock" in r for r in reasons)
     assert not check_labels(None, v).passed
+
+
+def test_with_a_fleet_per_arch_each_image_must_name_its_own_arch_list():
+    v = MATRIX.variants["cuda12-debian12"].model_copy(update={"gpu_archs": None,
+                                                             "gpu_archs_by_arch": {"amd64": (80, 90), "arm64": (90, 121)}})
+    base = {key: "x" for key in OCI_REQUIRED} | expected_labels(v, "arm64") | {"io.rapidship.lock.sha256": "0" * 64}
+    assert base["io.rapidship.gpu.archs"] == "90,121" and check_labels(base, v, arch="arm64").passed
+    # the arm64 image's label on the amd64 image (or no arch given) is refused
+    assert check_labels(base, v, arch="amd64").reasons == ["label io.rapidship.gpu.archs is '90,121', expected '80,90'"]
+    assert not check_labels(base, v).passed

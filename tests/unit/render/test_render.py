@@ -41,7 +41,7 @@ def test_rendered_dockerfile_keeps_the_image_contract(vid, tmp_path):
     v = MATRIX.variants[vid]
     text = Path(render(v, out_root=tmp_path).dockerfile).read_text()
     assert "# syntax=" not in text  # the frontend image cannot be pulled in air-gapped sites
-    assert text.count("FROM ") == 2 and " AS builder" in text and " AS runtime" in text
+    assert text.count("FROM ") == 2 and " AS builder" in text and " AS runtime\n" in text
     assert f"USER {v.uid}:0" in text
     assert "ENTRYPOINT [\"/usr/local/bin/rapids-entrypoint\"]" in text
     assert f'io.rapidship.python.version="{v.python}"' in text
@@ -153,3 +153,21 @@ def test_an_env_without_a_spec_is_named_not_rendered_as_unlocked(tmp_path):
     v = load_matrix(ROOT / "variants.yaml").get("cpu-debian12").model_copy(update={"env": "no-such-env"})
     with pytest.raises(ConfigError, match="'no-such-env' has no env spec"):
         render(v, out_root=tmp_path)
+
+
+def test_a_fleet_per_arch_prunes_and_labels_each_arch_for_its_own(tmp_path):
+    import yaml as _yaml
+
+    from rapidship.config.matrix import parse_matrix
+
+    doc = _yaml.safe_load((ROOT / "variants.yaml").read_text())
+    doc["overrides"]["cuda12-debian12"]["gpu_archs"] = {"amd64": [80, 90], "arm64": [90, 121]}
+    v = parse_matrix(_yaml.safe_dump(doc), "variants.yaml").variants["cuda12-debian12"]
+    text = Path(render(v, out_root=tmp_path).dockerfile).read_text()
+    assert '--keep "$(case "${TARGETARCH}" in amd64) echo 80,90 ;; arm64) echo 90,121 ;; esac)"' in text
+    assert "AS runtime-common" in text and text.count("io.rapidship.gpu.archs=") == 2
+    amd64 = text.split("AS runtime-amd64", 1)[1].split("FROM", 1)[0]
+    arm64 = text.split("AS runtime-arm64", 1)[1].split("FROM", 1)[0]
+    assert 'io.rapidship.gpu.archs="80,90"' in amd64 and 'io.rapidship.gpu.archs="90,121"' in arm64
+    assert text.rstrip().endswith("FROM runtime-${TARGETARCH} AS runtime")  # the build's --target
+    assert lint(Path(tmp_path / v.id / "Dockerfile")).passed

@@ -141,6 +141,11 @@ def arch_locks(variant: Variant, lock_bytes: dict[str, bytes], source: str) -> d
             for arch in variant.arches}
 
 
+def arch_lock_name(variant: Variant, arch: str) -> str:
+    """The name, inside the context's lock/, of the lock one arch installs."""
+    return f"requirements-{arch}.txt" if variant.flavour is Flavour.pip else f"conda-{arch}.lock"
+
+
 def glibc_minor(variant: Variant) -> int:
     if variant.flavour is not Flavour.pip:
         return 0
@@ -205,6 +210,11 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
     sources = lock_sources(variant, locks)
     lock_bytes = {name: path.read_bytes() for name, path in sources.items() if path.is_file()}
     lock_bytes |= arch_locks(variant, lock_bytes, str(sources.get("requirements.txt", "")))
+    if prunes(variant):  # a listed GPU the locked wheels carry no code for: refused before any build
+        from rapidship.render import coverage
+
+        for arch in variant.arches:
+            coverage.check(variant, arch.value, lock_bytes.get(arch_lock_name(variant, arch.value)), locks)
     ctx = make_context(variant, lock_bytes)
     dockerfile = render_dockerfile(variant, ctx, templates)
 

@@ -39,3 +39,11 @@ def test_each_arch_image_is_labelled_with_its_own_fleet(engine, tmp_path, unique
             assert info["Architecture"] == arch and info["Config"]["Labels"]["io.rapidship.gpu.archs"] == want
         finally:
             subprocess.run(["docker", "rmi", ref], capture_output=True, check=False)
+
+
+def test_device_code_reads_only_an_image_that_carries_a_prune_record(cpu_image):
+    from support.commands import invoke
+
+    run = invoke("device-code", "--variant", "cpu-debian12", "--arch", "amd64", check=False)
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert "the amd64 image carries no prune record (/opt/rapidship/prune.json)" in " ".join(run.stderr.split())

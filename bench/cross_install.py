@@ -1,6 +1,6 @@
 """The pip builder's install step for arm64, cross (as rendered: the builder runs on this machine)
-vs emulated (the same Dockerfile with the arm64 base as builder, so every step runs under qemu),
-side by side in one run. Usage, after `invoke base --os debian12 [--arch arm64]`:
+vs emulated (the same Dockerfile with `--platform=$BUILDPLATFORM` taken off the builder's FROM and
+the arm64 base as builder, so every builder step runs under qemu), side by side in one run. Usage, after `invoke base --os debian12 [--arch arm64]`:
 
     python3 bench/cross_install.py [--variant cpu-debian12] [--runs 2]
 
@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
+import tempfile
 import subprocess
 import sys
 import time
@@ -53,11 +55,18 @@ def main() -> int:
     emulated_builder = resolve_local_base(variant.bases.builder, Arch.arm64)
     if emulated_builder is None:
         sys.exit("no arm64 base: run invoke base --os debian12 --arch arm64")
+    emulated = Path(tempfile.mkdtemp(prefix="rapidship-bench-")) / "context"
+    shutil.copytree(context, emulated)
+    dockerfile = emulated / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace("FROM --platform=$BUILDPLATFORM ", "FROM ", 1))
     build(context, native_builder, runtime)  # warms the pip cache mount
     times: dict[str, list[float]] = {"cross": [], "emulated": []}
-    for _ in range(args.runs):
-        times["cross"].append(build(context, native_builder, runtime))
-        times["emulated"].append(build(context, emulated_builder, runtime))
+    try:
+        for _ in range(args.runs):
+            times["cross"].append(build(context, native_builder, runtime))
+            times["emulated"].append(build(str(emulated), emulated_builder, runtime))
+    finally:
+        shutil.rmtree(emulated.parent)
     for name, values in times.items():
         print(f"{args.variant} arm64 builder stage, {name:8}: " + ", ".join(f"{v:.1f} s" for v in values))
     ratio = statistics.median(times["emulated"]) / statistics.median(times["cross"])

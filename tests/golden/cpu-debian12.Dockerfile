@@ -18,7 +18,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && apt-get install -y --no-install-recommends python3.11 python3.11-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY lock/ /tmp/lock/
-COPY builder/measure_trims.py /tmp/builder/
+COPY builder/measure_trims.py builder/dedupe.py /tmp/builder/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
@@ -54,6 +54,8 @@ RUN --mount=type=secret,id=cacert,required=false \
  && find /opt/rapids -depth -path '*/site-packages/*/lib/pkgconfig' -exec rm -rf {} + \
  && /opt/rapids/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/rapids/lib \
  && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
+# ---- byte-identical copies (a wheel's soname "links" are copies) become relative symlinks to one ----
+RUN python3.11 /tmp/builder/dedupe.py --prefix /out/opt/rapids --out /out/rapidship-dedupe.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -72,6 +74,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && rm -rf /tmp/* /var/tmp/*
 COPY --from=builder /out/opt/rapids /opt/rapids
 COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
+COPY --from=builder /out/rapidship-dedupe.json /opt/rapidship/dedupe.json
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
 COPY runtime/rapidship-gpu-guard.pth /opt/rapids/lib/python3.11/site-packages/

@@ -110,3 +110,14 @@ def test_rapids_pip_image_builds_and_fits_the_budget(engine, arch):
     print(f"{arch}: {report['elf_files']} ELF files, {report['needed']} NEEDED, driver {sorted(report['allowed'])}, "
           f"optional absent {sorted(report['missing'])}")
     assert labels["io.rapidship.gpu.archs"] == "80,90" and built.extra["gpu_archs"] == "80,90"
+    # No GPU here: the doctor says so on either arch, with no traceback
+    doctor = subprocess.run([*docker_run, "--entrypoint", "rapids-doctor", built.ref, "--json"],
+                            capture_output=True, text=True, check=False)
+    assert "Traceback" not in doctor.stderr, doctor.stderr
+    gpu = json.loads(doctor.stdout)["facts"]["gpu"]
+    assert gpu["available"] is False and gpu["gpus"] == [], gpu
+    # byte-identical copies are links to one file (a wheel's soname copies): the record says which
+    dedupe = json.loads(subprocess.run([*docker_run, "--entrypoint", "cat", built.ref, "/opt/rapidship/dedupe.json"],
+                                       capture_output=True, text=True, check=True).stdout)
+    assert dedupe["linked"] >= 20 and dedupe["saved_bytes"] > 50_000_000
+    print(f"{arch}: dedupe linked {dedupe['linked']} copies, {dedupe['saved_bytes']:,} bytes; doctor: {gpu['reason']}")

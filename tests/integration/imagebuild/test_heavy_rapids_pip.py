@@ -20,10 +20,14 @@ from support.commands import ROOT  # noqa: E402
 
 pytestmark = [pytest.mark.heavy, pytest.mark.docker]
 VARIANT = "cuda12-debian12"
-# NEEDED libraries no image carries: the driver's (mounted by the NVIDIA runtime) and two optional
-# plugins' (numba's OpenMP threading layer falls back to its workqueue; cuFile's RDMA path needs
-# the host's RDMA stack). Anything else missing fails.
-OPTIONAL_NEEDED = {"libgomp.so.1.0.0", "libibverbs.so.1"}
+# NEEDED libraries no image carries: the driver's (mounted by the NVIDIA runtime) and optional
+# plugins', each loaded only on demand with a fallback or a clear error at use. Anything else
+# missing fails. (The arm64 wheels ship fewer of these plugins: there only the first two are absent.)
+OPTIONAL_NEEDED = {
+    "libgomp.so.1.0.0", "libtbb.so.12",                      # numba's OpenMP / TBB threading layers (workqueue instead)
+    "libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1",     # cuFile's RDMA path (the host's RDMA stack)
+    "libcutensor.so.2", "libcutensorMg.so.2",                # CuPy's cuTENSOR binding (cuTENSOR is not locked)
+}
 
 
 @pytest.mark.parametrize("arch", ["amd64", "arm64"])

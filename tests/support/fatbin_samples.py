@@ -52,14 +52,18 @@ def gcc() -> str | None:
 
 
 def build_library(out: Path, containers: list[bytes], *, layout: str, extra_c: str = "",
-                  ldflags: tuple[str, ...] = (), lead: bytes | None = None) -> Path:
+                  ldflags: tuple[str, ...] = (), lead: bytes | None = None,
+                  relfatbin: tuple[bytes, ...] = (), linked: tuple[int, ...] = ()) -> Path:
     """Link a shared library holding `containers` in `.nv_fatbin`.
 
     layout "segment-end": `.nv_fatbin` writable and last in the RW segment (no C runtime, no .bss),
     like the RAPIDS libraries lld links. layout "split": `.nv_fatbin` read-only among .rodata with
     .eh_frame after it in the same segment, like NVIDIA's CUDA libraries. `lead`: a first container
     no wrapper registers, reached by code through a PC-relative address (`lead_of()`), as in
-    libcurand and libcusparse.
+    libcurand and libcusparse. `relfatbin`: more containers in a `__nv_relfatbin` section before
+    `.nv_fatbin`, each with its own wrapper after the others (NCCL's relocatable fatbins).
+    `linked`: indices of `containers` whose wrapper is version 2 (a device-linked module) with its
+    prelinked-list field pointing at a zeroed array, as NCCL's are.
     """
     out.mkdir(parents=True, exist_ok=True)
     flags = '"aw"' if layout == "segment-end" else '"a"'
@@ -70,11 +74,20 @@ def build_library(out: Path, containers: list[bytes], *, layout: str, extra_c: s
     for i, blob in enumerate(containers):
         (out / f"c{i}.bin").write_bytes(blob)
         asm += [".balign 8", f".globl fb{i}", f".hidden fb{i}", f"fb{i}:", f'.incbin "{out / f"c{i}.bin"}"']
+    if relfatbin:
+        asm += ['.section __nv_relfatbin,"a"']
+        for j, blob in enumerate(relfatbin):
+            (out / f"r{j}.bin").write_bytes(blob)
+            asm += [".balign 8", f".globl rb{j}", f".hidden rb{j}", f"rb{j}:", f'.incbin "{out / f"r{j}.bin"}"']
     (out / "fatbin.S").write_text("\n".join(asm) + "\n")
     # hidden, like nvcc's fatbin symbols: the wrappers get relative relocations, not symbolic ones
-    externs = "\n".join(f'__attribute__((visibility("hidden"))) extern const char fb{i}[];'
-                         for i in range(len(containers)))
-    rows = ",\n".join(f"  {{0x466243b1u, 1u, fb{i}, 0}}" for i in range(len(containers)))
+    externs = "\n".join([f'__attribute__((visibility("hidden"))) extern const char fb{i}[];'
+                          for i in range(len(containers))] +
+                         [f'__attribute__((visibility("hidden"))) extern const char rb{j}[];'
+                          for j in range(len(relfatbin))] + ["static const void *prelinked_list[4];"])
+    rows = ",\n".join([f"  {{0x466243b1u, {2 if i in linked else 1}u, fb{i}, {'prelinked_list' if i in linked else '0'}}}"
+                        for i in range(len(containers))] +
+                       [f"  {{0x466243b1u, 1u, rb{j}, 0}}" for j in range(len(relfatbin))])
     lead_c = ("__attribute__((visibility(\"hidden\"))) extern const char fb_lead[];\n"
               "const void *lead_of(void) { return fb_lead; }") if lead is not None else ""
     source = f"""{externs}
@@ -83,7 +96,7 @@ __attribute__((section(".nvFatBinSegment"), used)) struct wrapper wrappers[] = {
 {rows}
 }};
 const void *data_of(int i) {{ return wrappers[i].data; }}
-int count(void) {{ return {len(containers)}; }}
+int count(void) {{ return {len(containers) + len(relfatbin)}; }}
 {lead_c}
 {extra_c}
 """

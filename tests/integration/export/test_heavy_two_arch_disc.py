@@ -57,9 +57,11 @@ def test_both_arches_one_signed_index_one_dvd(engine, tmp_path):
         assert {(r["variant"], r["arch"]) for r in rows} >= {(VARIANT, a) for a in ARCHES}
 
         _, seconds["export (both arches)"] = sh(env, f"invoke export --variant {VARIANT} --out {disc}")
-        volumes = sorted(p for p in disc.iterdir() if p.is_dir())
-        total = sum(f.stat().st_size for v in volumes for f in v.rglob("*") if f.is_file())
+        volumes = sorted(disc.glob("*.iso"))
+        total = sum(v.stat().st_size for v in volumes)
         assert len(volumes) == 1 and total <= DVD5, f"{len(volumes)} volumes, {total:,} bytes"
+        record = json.loads((disc / "export.json").read_text())
+        assert sorted(i["arch"] for i in record["images"]) == list(ARCHES) and record["signing_key_fingerprint"]
         _, seconds["export-verify"] = sh(env, f"invoke export-verify --from {volumes[0]} --key {keys}/cosign.pub")
         loaded, seconds["import (docker load)"] = sh(env, f"invoke import --from {volumes[0]} --key {keys}/cosign.pub")
         assert loaded.stdout.count(f"{VARIANT}-py3.11-") >= 2  # both arches' images, each by its own tag

@@ -276,3 +276,36 @@ def test_a_wheel_with_nothing_to_prune_comes_back_byte_identical(tmp_path):
     rec = files.prune_paths([wheel], (10,), out=tmp_path / "out")     # sm_10: nothing in it is kept or dropped
     assert rec["wheels"][0]["pruned_members"] == []
     assert (tmp_path / "out" / wheel.name).read_bytes() == wheel.read_bytes()
+
+
+@pytest.mark.parametrize("layout", ["segment-end", "split"])
+def test_nccl_style_wrappers_outside_the_device_code_and_linked_modules_are_kept(tmp_path, layout):
+    # libnccl: some wrappers register containers in __nv_relfatbin (kept as they are), and two are
+    # version 2 (device-linked modules whose last field lists prelinked fatbins): both were refused
+    outside = (fleet_container(size=30_000, seed=7),)
+    lib = build_library(tmp_path / "src", CONTAINERS, layout=layout, relfatbin=outside, linked=(1,))
+    out = tmp_path / "out" / "libnccl-like.so"
+    result = files.prune_file(lib, KEEP, dest=out)
+    assert result["status"] == "pruned", result
+    assert core.prove(lib.read_bytes(), out.read_bytes(), KEEP) == []
+    loaded = loaded_containers(out)
+    assert loaded[:3] == [expected_container(c) for c in CONTAINERS]  # re-pointed, pruned
+    assert loaded[3:] == list(outside)                                 # untouched, same bytes
+
+
+def test_a_wrapper_pointing_inside_the_device_code_but_not_at_a_container_is_still_refused(tmp_path):
+    lib = build_library(tmp_path, CONTAINERS, layout="split", extra_c="")
+    data = bytearray(lib.read_bytes())
+    elf = E.parse(bytes(data))
+    seg = elf.section(core.WRAPPERS)
+    relocs = {r.offset: r for r in E.relocations(elf, bytes(data))}
+    reloc = relocs[seg.addr + 8]  # wrapper 0's data pointer
+    fat = elf.section(core.FATBIN)
+    rela = next(s for s in elf.sections if s.name == ".rela.dyn")
+    index = next(i for i, r in enumerate(E.RELA.iter_unpack(bytes(data[rela.offset:rela.offset + rela.size])))
+                 if r[0] == reloc.offset)
+    at = rela.offset + index * E.RELA.size + 16
+    data[at:at + 8] = (fat.addr + 64).to_bytes(8, "little")  # 64 bytes into the first container
+    data[seg.offset + 8:seg.offset + 16] = (fat.addr + 64).to_bytes(8, "little")
+    lib.write_bytes(bytes(data))
+    assert "not at a container start" in _refused(lib)["reason"]

@@ -91,8 +91,10 @@ def _wrappers(elf: E.Elf, data, section: E.Section, containers: list[F.Container
     for i in range(seg.size // WRAPPER.size):
         at = seg.offset + i * WRAPPER.size
         magic, version, stored, prelinked = WRAPPER.unpack_from(data, at)
-        if magic != WRAPPER_MAGIC or version != 1:
-            raise Refused(f"wrapper {i} has magic {magic:#x} version {version}: not a plain fatbin wrapper")
+        # version 2: a device-linked module (its last field lists the prelinked fatbins it was
+        # linked from, filled in at run time; checked below not to point into the device code)
+        if magic != WRAPPER_MAGIC or version not in (1, 2):
+            raise Refused(f"wrapper {i} has magic {magic:#x} version {version}: not a fatbin wrapper")
         address = seg.addr + i * WRAPPER.size + 8
         if prelinked and lo <= prelinked < hi or address + 8 in by_address and lo <= by_address[address + 8].addend < hi:
             raise Refused(f"wrapper {i} lists prelinked fatbins inside {FATBIN}")
@@ -107,6 +109,11 @@ def _wrappers(elf: E.Elf, data, section: E.Section, containers: list[F.Container
             target = stored
         else:
             raise Refused(f"wrapper {i} has no relocation: cannot move what it points at")
+        if not lo <= target < hi:
+            # it registers a container elsewhere (NCCL's relocatable fatbins in __nv_relfatbin):
+            # that container keeps its address and bytes, so its wrapper stays as it is (proven:
+            # the wrapper section may differ only in the fields of the wrappers re-pointed)
+            continue
         if target not in starts:
             raise Refused(f"wrapper {i} points at {target:#x}, not at a container start")
         out.append(Wrapper(at + 8, address, target, reloc))

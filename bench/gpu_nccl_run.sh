@@ -22,3 +22,11 @@ done
 python3 bench/gpu_nccl_job.py --label original | tee "$OUT/nccl-original.json"; echo "original rc=$?"
 LD_PRELOAD=/tmp/nccl-90/libnccl.so.2 python3 bench/gpu_nccl_job.py --label pruned-sm90 | tee "$OUT/nccl-pruned-90.json"; echo "pruned sm90 rc=$?"
 LD_PRELOAD=/tmp/nccl-80/libnccl.so.2 timeout 300 python3 bench/gpu_nccl_job.py --label pruned-sm80-on-sm90 | tee "$OUT/nccl-pruned-80.json"; echo "pruned sm80 rc=$?"
+# the doctor on each pruned record: sm_90 kept passes, sm_80 only is refused before anything runs
+mkdir -p /tmp/rt && cp -r src/rapidship/runtime /tmp/rt/rapids_runtime
+for keep in 90 80; do
+  PYTHONPATH=/tmp/rt RAPIDSHIP_PRUNE_RECORD=$OUT/prune-nccl-$keep.json python3 -m rapids_runtime.doctor --preflight
+  echo "doctor --preflight, libnccl pruned to sm_$keep: rc=$? (3 = refused)"
+done
+# which device code NCCL's one-process collectives load (its kernels are in __nv_relfatbin too)
+NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT python3 bench/gpu_nccl_job.py --label original-debug 2>&1 | grep -iE "kernel|cubin|fatbin|version|jit|link" | head -20

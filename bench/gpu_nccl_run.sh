@@ -15,7 +15,7 @@ CUOBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/nul
 echo "libnccl: $NCCL ($(stat -c %s "$NCCL") bytes); cuobjdump: $CUOBJDUMP"
 for keep in 90 80; do
   mkdir -p /tmp/nccl-$keep && cp "$NCCL" /tmp/nccl-$keep/
-  PYTHONPATH=$R/src python3 -m rapidship.builder.prune --keep $keep --cuobjdump "$CUOBJDUMP" \
+  RAPIDSHIP_PRUNE_RELEASE=libnccl PYTHONPATH=$R/src python3 -m rapidship.builder.prune --keep $keep --cuobjdump "$CUOBJDUMP" \
     --record "$OUT/prune-nccl-$keep.json" /tmp/nccl-$keep/libnccl.so.2 | tail -2
   python3 -c "import json; f=json.load(open('$OUT/prune-nccl-$keep.json'))['files'][0]; print('keep $keep:', f['status'], f['bytes_before'], '->', f['bytes_after'], f.get('reason',''))"
 done
@@ -25,7 +25,8 @@ LD_PRELOAD=/tmp/nccl-80/libnccl.so.2 timeout 300 python3 bench/gpu_nccl_job.py -
 # the doctor on each pruned record: sm_90 kept passes, sm_80 only is refused before anything runs
 mkdir -p /tmp/rt && cp -r src/rapidship/runtime /tmp/rt/rapids_runtime
 for keep in 90 80; do
-  PYTHONPATH=/tmp/rt RAPIDSHIP_PRUNE_RECORD=$OUT/prune-nccl-$keep.json python3 -m rapids_runtime.doctor --preflight
+  mkdir -p /var/tmp/spill && chmod 700 /var/tmp/spill
+  PYTHONPATH=/tmp/rt RAPIDS_SPILL_DIR=/var/tmp/spill RAPIDSHIP_PRUNE_RECORD=$OUT/prune-nccl-$keep.json python3 -m rapids_runtime.doctor --preflight
   echo "doctor --preflight, libnccl pruned to sm_$keep: rc=$? (3 = refused)"
 done
 # which device code NCCL's one-process collectives load (its kernels are in __nv_relfatbin too)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from invoke import task
@@ -89,10 +90,12 @@ def _verification(trust) -> dict:
       help={"from": "a volume: directory or ISO file (repeatable; pass every volume of the export)",
             "registry": "push to this registry (HOST[:PORT][/PREFIX]) with skopeo instead of docker load",
             "insecure": "talk plain HTTP / skip TLS checks with --registry",
+            "ca-cert": "PEM CA bundle that signs the --registry's certificate (default $RAPIDSHIP_REGISTRY_CA)",
             "work": "directory for the temporary archive with --registry (default $TMPDIR)", **KEY_HELP})
 @exits_cleanly
-def import_images(c, from_=None, registry=None, insecure=False, work=None, key=None, no_verify=False):
-    """Check every volume, verify every image against --key, then load the images and compare their ids."""
+def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, work=None, key=None, no_verify=False):
+    """Check every volume, verify every image against --key, then load the images and compare their ids.
+    With --registry, credentials come from RAPIDSHIP_REGISTRY_USER / _PASSWORD or the docker auth file."""
     from rapidship.export.load import docker_load, registry_push
     from rapidship.export.trust import require_key
 
@@ -104,7 +107,8 @@ def import_images(c, from_=None, registry=None, insecure=False, work=None, key=N
         loading = progress.add_task("push" if registry else "docker load", total=size)
         if registry:
             loaded = registry_push(checked, registry, not insecure, Path(work) if work else None,
-                                   lambda n: progress.advance(loading, n))
+                                   lambda n: progress.advance(loading, n),
+                                   ca_cert=ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"))
         else:
             loaded = docker_load(checked, lambda n: progress.advance(loading, n))
     console.table(f"export {checked.export_id}", ["image", "id"], [(x.where, x.image_id) for x in loaded])

@@ -8,6 +8,7 @@ output goes straight into `docker load`, or into one temporary docker-archive th
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
@@ -99,14 +100,43 @@ def registry_path(ref: str, registry: str) -> str:
     return f"{registry.rstrip('/')}/{path}"
 
 
+def _skopeo_access(tmp: Path, host: str, ca_cert: str | None) -> tuple[list[str], list[str]]:
+    """(copy flags, inspect flags) that give skopeo the site's CA and credentials through files in
+    the private temp dir: the CA as a cert dir, the credential as an auth file (0600), never argv."""
+    from rapidship.publish.oci import credentials_for
+
+    copy, inspect = [], []
+    if ca_cert:
+        if not Path(ca_cert).is_file():
+            raise ConfigError("--ca-cert", f"{ca_cert} is not a file", "pass the PEM CA bundle that signs the registry")
+        certs = tmp / "certs"
+        certs.mkdir()
+        shutil.copyfile(ca_cert, certs / "ca.crt")
+        copy += ["--dest-cert-dir", str(certs)]
+        inspect += ["--cert-dir", str(certs)]
+    creds = credentials_for(host)
+    if creds:
+        auth = tmp / "auth.json"
+        token = base64.b64encode(f"{creds.user}:{creds.password}".encode()).decode()
+        fd = os.open(auth, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"auths": {host: {"auth": token}}}, fh)
+        copy += ["--dest-authfile", str(auth)]
+        inspect += ["--authfile", str(auth)]
+    return copy, inspect
+
+
 def registry_push(checked: Checked, registry: str, tls_verify: bool = True, work: Path | None = None,
                   on_bytes: Callable[[int], None] = lambda _: None,
-                  on_image: Callable[[str], None] = lambda _: None) -> list[Loaded]:
+                  on_image: Callable[[str], None] = lambda _: None, ca_cert: str | None = None) -> list[Loaded]:
     """Decompress once into a temporary docker-archive (skopeo needs a seekable file), push each image."""
     if not shutil.which("skopeo"):
         raise ConfigError("--registry", "pushing to a registry needs skopeo", "apt-get install skopeo, or leave out --registry")
     tls = f"--dest-tls-verify={str(tls_verify).lower()}"
+    verify = f"--tls-verify={str(tls_verify).lower()}"
     with tempfile.TemporaryDirectory(prefix="rapidship-import-", dir=work) as tmp:
+        Path(tmp).chmod(0o700)
+        copy_access, inspect_access = _skopeo_access(Path(tmp), registry.split("/", 1)[0], ca_cert)
         archive = Path(tmp) / "images.tar"
         with open(archive, "wb") as fh:
             _decompress(checked, fh, on_bytes)
@@ -115,9 +145,10 @@ def registry_push(checked: Checked, registry: str, tls_verify: bool = True, work
         for image in checked.images:
             dest = registry_path(image["ref"], registry)
             on_image(dest)
-            _skopeo(["copy", "--quiet", tls, f"docker-archive:{archive}:{image['ref']}", f"docker://{dest}"], dest)
-            raw = _skopeo(["inspect", "--raw", f"--tls-verify={str(tls_verify).lower()}", f"docker://{dest}"], dest)
-            config = _skopeo(["inspect", "--config", "--raw", f"--tls-verify={str(tls_verify).lower()}", f"docker://{dest}"], dest)
+            _skopeo(["copy", "--quiet", tls, *copy_access, f"docker-archive:{archive}:{image['ref']}",
+                     f"docker://{dest}"], dest)
+            raw = _skopeo(["inspect", "--raw", verify, *inspect_access, f"docker://{dest}"], dest)
+            config = _skopeo(["inspect", "--config", "--raw", verify, *inspect_access, f"docker://{dest}"], dest)
             served = json.loads(raw)["config"]["digest"]
             measured = "sha256:" + hashlib.sha256(config).hexdigest()
             # the registry's config digest and the hash of the config it serves must agree

@@ -173,6 +173,35 @@ def test_generated_install_sh_pushes_to_a_registry_with_skopeo(images, exported,
             assert json.loads(raw.stdout)["config"]["digest"] == images["ids"][key]
 
 
+def test_import_pushes_to_a_registry_with_a_private_ca_and_credentials(images, exported, registry, tmp_path):
+    # a site registry as sites run them: TLS from a private CA, htpasswd auth; the CA comes with
+    # --ca-cert, the credential from the environment (into a 0600 auth file, never on argv)
+    out, record = exported
+    isos = [a for iso in _isos(out, record) for a in ("--from", str(iso))]
+    dest = f"{registry.host}/site"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAPIDSHIP_REGISTRY")}
+    env |= {"RAPIDSHIP_REGISTRY_USER": registry.user, "RAPIDSHIP_REGISTRY_PASSWORD": registry.password,
+            "DOCKER_CONFIG": str(tmp_path / "no-docker-config"), "TMPDIR": str(tmp_path)}
+
+    def run(*extra, environ=env):
+        return subprocess.run(["invoke", "import", *isos, "--no-verify", "--registry", dest, *extra], cwd=ROOT,
+                              env=environ, capture_output=True, text=True, timeout=600)
+
+    proc = run("--ca-cert", str(registry.ca))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout[proc.stdout.rindex('{\n  "export_id"'):])
+    assert sorted((x["where"], x["image_id"]) for x in report["loaded"]) == sorted(
+        (f"{dest}/{images['refs'][k]}", images["ids"][k]) for k in ("b", "c"))
+    assert registry.password not in proc.stdout + proc.stderr
+    unknown_ca = run()  # the private CA not given: TLS is refused, one error, no traceback
+    assert unknown_ca.returncode != 0 and "Traceback" not in unknown_ca.stderr
+    assert "x509" in unknown_ca.stderr or "certificate" in unknown_ca.stderr
+    no_creds = run("--ca-cert", str(registry.ca), environ={k: v for k, v in env.items() if "REGISTRY_" not in k})
+    assert no_creds.returncode != 0 and "Traceback" not in no_creds.stderr
+    assert "unauthorized" in no_creds.stderr.lower() or "authentication" in no_creds.stderr.lower()
+    assert not list(tmp_path.glob("rapidship-import-*"))  # the temp dir with the auth file is gone
+
+
 def test_several_parts_per_volume_install_like_a_full_dvd(images, exported, tmp_path):
     """A full DVD volume holds two parts (parts stay below 4 GiB); here parts of 300 kB on 1 MB volumes."""
     from rapidship.export.write import export, image_record, parse_media

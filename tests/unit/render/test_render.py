@@ -171,3 +171,11 @@ def test_a_fleet_per_arch_prunes_and_labels_each_arch_for_its_own(tmp_path):
     assert 'io.rapidship.gpu.archs="80,90"' in amd64 and 'io.rapidship.gpu.archs="90,121"' in arm64
     assert text.rstrip().endswith("FROM runtime-${TARGETARCH} AS runtime")  # the build's --target
     assert lint(Path(tmp_path / v.id / "Dockerfile")).passed
+
+
+def test_a_pip_os_of_unknown_glibc_is_one_error_naming_the_os():
+    v = MATRIX.variants["cpu-debian12"].model_copy(update={"os_version": "99"})
+    with pytest.raises(ConfigError) as caught:
+        make_context(v, {})
+    assert caught.value.where == "variants.yaml: oses.debian12" and "no glibc version known for debian 99" in caught.value.problem
+    assert make_context(MATRIX.variants["cpu-debian12"], {}).glibc_minor == 36  # Debian 12: glibc 2.36

@@ -182,12 +182,12 @@ def test_the_run_that_oom_kills_a_worker_fires_the_oom_alert(healthy, prometheus
     assert proc.returncode == 1 and record.verdict == "FAIL"
     assert any(p.startswith("OOM KILL inside worker") and "/metrics counted" in p for p in record.problems), \
         record.problems
+    killed = {c.name for c in workers(record) if c.metrics and c.metrics.highest.get(OOM_KILLS, 0) > 0}
     fired = []
-    for _ in range(20):
+    for _ in range(30):  # each killed worker's alert fires at its own rule evaluation: wait for all of them
         fired = prometheus.query(f'max_over_time(ALERTS{{alertname="WorkerOomKilled",alertstate="firing"}}[{WINDOW}])')
-        if fired:
+        if {r["metric"]["worker"] for r in fired} >= killed:
             break
         time.sleep(1)
-    killed = {c.name for c in workers(record) if c.metrics and c.metrics.highest.get(OOM_KILLS, 0) > 0}
     assert killed and {r["metric"]["worker"] for r in fired} == killed, (fired, killed)
     assert fired[0]["metric"]["severity"] == "critical"

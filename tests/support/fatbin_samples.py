@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 MAGIC = 0xBA55ED50
-KIND_PTX, KIND_CUBIN = 1, 2
+KIND_PTX, KIND_CUBIN, KIND_LTOIR = 1, 2, 8
 SPECIFIC = 1 << 20
 ENTRY_HEADER = 64
 
@@ -24,7 +24,7 @@ def entry(kind: int, arch: int, payload_bytes: int, flags: int = 0x2011, seed: i
     """One fatbin entry: a 64-byte header (kind, version, header size, padded size; payload size at
     20, arch at 28, flags at 40) and a payload of random bytes padded to 8."""
     rng = random.Random(f"{kind}-{arch}-{payload_bytes}-{flags}-{seed}")
-    payload = bytes(rng.getrandbits(8) for _ in range(payload_bytes))
+    payload = rng.randbytes(payload_bytes)
     payload += b"\0" * (-len(payload) % 8)
     header = bytearray(ENTRY_HEADER)
     struct.pack_into("<HHIQ", header, 0, kind, 0x0101, ENTRY_HEADER, len(payload))
@@ -107,4 +107,32 @@ int count(void) {{ return {len(containers) + len(relfatbin)}; }}
     if layout == "segment-end":
         cmd += ["-nostdlib"]
     subprocess.run(cmd + list(ldflags), check=True, capture_output=True, text=True)
+    return lib
+
+
+def build_data_library(out: Path, containers: list[bytes], gaps: dict[int, bytes] | None = None) -> Path:
+    """Link a shared library that keeps `containers` in its writable `.data`, with no wrapper and no
+    relocation: code reaches container i by a PC-relative address (`container_of(i)`), as libcufft's
+    does. `gaps[i]`: bytes placed after container i (zero padding, or data that is not a container)."""
+    out.mkdir(parents=True, exist_ok=True)
+    asm = [".section .data"]
+    for i, blob in enumerate(containers):
+        (out / f"d{i}.bin").write_bytes(blob)
+        asm += [".balign 16", f".globl dc{i}", f".hidden dc{i}", f"dc{i}:", f'.incbin "{out / f"d{i}.bin"}"']
+        if gaps and i in gaps:
+            (out / f"g{i}.bin").write_bytes(gaps[i])
+            asm += [f'.incbin "{out / f"g{i}.bin"}"']
+    (out / "data.S").write_text("\n".join(asm) + "\n")
+    externs = "\n".join(f'__attribute__((visibility("hidden"))) extern const char dc{i}[];' for i in range(len(containers)))
+    source = f"""{externs}
+const void *container_of(int i) {{
+  switch (i) {{ {" ".join(f"case {i}: return dc{i};" for i in range(len(containers)))} }}
+  return 0;
+}}
+int count(void) {{ return {len(containers)}; }}
+"""
+    (out / "lib.c").write_text(source)
+    lib = out / "libdata.so"
+    subprocess.run([gcc() or "gcc", "-shared", "-fPIC", "-O1", "-o", str(lib), str(out / "lib.c"), str(out / "data.S")],
+                   check=True, capture_output=True, text=True)
     return lib

@@ -50,9 +50,11 @@ def test_select_keeps_only_what_the_fleet_runs_in_original_order():
     assert labels(F.select(c, (103,))) == ["sm_100"]
 
 
-def test_a_container_nothing_in_the_fleet_runs_keeps_its_smallest_entry():
+def test_a_container_nothing_in_the_fleet_runs_is_emptied_to_its_header():
     (c,) = parsed(container(entry(KIND_CUBIN, 100, 900), entry(KIND_CUBIN, 120, 300)))
-    assert labels(F.select(c, (80, 90))) == ["sm_120"]
+    assert F.select(c, (80, 90)) == ()
+    blob = F.write_container(container(entry(KIND_CUBIN, 100, 900)), 0, c, ())
+    assert len(blob) == 16 and F.parse_section(blob, 0, len(blob))[0][0].entries == ()
 
 
 def test_zero_padding_between_containers_is_accepted_and_counted():

@@ -27,6 +27,10 @@ class Refused(ValueError):
     """Why a file with device code is left as it is."""
 
 
+class NoWrappers(Refused):
+    """No `.nvFatBinSegment`: the library loads its device code itself (inplace.py may prune it)."""
+
+
 @dataclass(frozen=True)
 class Wrapper:
     file_offset: int      # of the wrapper's data-pointer field
@@ -53,12 +57,16 @@ class Plan:
     arch_before: dict[str, int]
     arch_after: dict[str, int]
     containers: int
-    thinned_to_one: int = 0                 # containers with nothing for the fleet (one entry kept)
+    thinned_to_one: int = 0                 # containers with nothing for the fleet (emptied)
     notes: list[str] = field(default_factory=list)
 
     @property
     def saved(self) -> int:
         return self.shrink.delta
+
+    @property
+    def layout(self) -> str:
+        return self.shrink.how
 
 
 def read_layout(data) -> Layout | None:
@@ -80,7 +88,7 @@ def read_layout(data) -> Layout | None:
 def _wrappers(elf: E.Elf, data, section: E.Section, containers: list[F.Container]) -> list[Wrapper]:
     seg = elf.section(WRAPPERS)
     if seg is None or seg.size % WRAPPER.size:
-        raise Refused(f"no {WRAPPERS} of 24-byte wrappers beside {FATBIN}")
+        raise NoWrappers(f"no {WRAPPERS} of 24-byte wrappers beside {FATBIN}")
     lo, hi = section.addr, section.addr + section.size
     starts = {section.addr + c.offset for c in containers}
     relocs = E.relocations(elf, data)

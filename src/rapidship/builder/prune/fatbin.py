@@ -2,7 +2,9 @@
 
 A `.nv_fatbin` section is a run of containers (16-byte header `<IHHQ`: magic, version, header
 size, payload size), each a run of entries (`<HHIQ`: kind, version, header size, padded payload
-size; the SM number at byte 28, flags at byte 40). Kind 1 is PTX, kind 2 a cubin (SASS).
+size; the SM number at byte 28, flags at byte 40). Kind 1 is PTX, kind 2 a cubin (SASS), kind 8
+LTO-IR (NVVM IR that nvJitLink links at run time, as cuFFT does for its callbacks; only read where a
+caller allows it, `lto=True`, and then kept like PTX: it serves that arch and every later one).
 
 Which code runs where (CUDA's rules): a cubin for sm_XY runs on a GPU of the same major with minor
 >= Y; an arch-specific cubin (sm_90a, flag bit 20) only on exactly that GPU; PTX is compiled by the
@@ -20,7 +22,7 @@ from .cuda_rule import code_runs_on
 MAGIC = 0xBA55ED50
 CONTAINER = struct.Struct("<IHHQ")
 ENTRY = struct.Struct("<HHIQ")
-KIND_PTX, KIND_CUBIN = 1, 2
+KIND_PTX, KIND_CUBIN, KIND_LTOIR = 1, 2, 8
 ARCH_SPECIFIC = 1 << 20   # sm_90a, sm_100a: runs only on that exact architecture (cuobjdump agrees)
 ENTRY_MIN_HEADER = 48     # enough for the SM number (28) and the flags (40)
 
@@ -48,6 +50,8 @@ class Entry:
     @property
     def label(self) -> str:
         base = f"sm_{self.arch}{'a' if self.specific else ''}"
+        if self.kind == KIND_LTOIR:
+            return f"lto_{self.arch}"
         return base if self.kind == KIND_CUBIN else f"ptx_{self.arch}"
 
 
@@ -84,7 +88,7 @@ def _zero_run(data, pos: int, end: int) -> int:
     return len(run) if not any(run) else 0
 
 
-def _container(data, pos: int, end: int, base: int) -> Container:
+def _container(data, pos: int, end: int, base: int, lto: bool = False) -> Container:
     _magic, _version, header_size, payload = CONTAINER.unpack_from(data, pos)
     if header_size < CONTAINER.size or pos + header_size + payload > end:
         raise FatbinError(f"container at {pos - base:#x} runs past the section")
@@ -95,7 +99,7 @@ def _container(data, pos: int, end: int, base: int) -> Container:
         kind, _ver, ehsize, padded = ENTRY.unpack_from(data, cursor)
         if ehsize < ENTRY_MIN_HEADER or cursor + ehsize + padded > stop:
             raise FatbinError(f"entry at {cursor - base:#x} runs past its container")
-        if kind not in (KIND_PTX, KIND_CUBIN):
+        if kind not in (KIND_PTX, KIND_CUBIN) and not (lto and kind == KIND_LTOIR):
             raise FatbinError(f"entry at {cursor - base:#x} has unknown kind {kind}")
         arch = struct.unpack_from("<I", data, cursor + 28)[0]
         flags = struct.unpack_from("<Q", data, cursor + 40)[0]
@@ -105,8 +109,14 @@ def _container(data, pos: int, end: int, base: int) -> Container:
 
 
 def runs_on(entry: Entry, gpu: int) -> bool:
-    """CUDA's compatibility rule (cuda_rule.py) for one entry on a GPU of compute capability `gpu` (e.g. 89)."""
-    return code_runs_on(entry.arch, gpu, ptx=entry.kind == KIND_PTX, specific=entry.specific)
+    """CUDA's compatibility rule (cuda_rule.py) for one entry on a GPU of compute capability `gpu` (e.g. 89);
+    LTO-IR follows PTX's rule (nvJitLink compiles it for its own arch or any later one)."""
+    return code_runs_on(entry.arch, gpu, ptx=entry.kind in (KIND_PTX, KIND_LTOIR), specific=entry.specific)
+
+
+def serves(container: Container, keep: tuple[int, ...]) -> bool:
+    """Does anything in the container run on a listed GPU (cubin, PTX or LTO-IR)?"""
+    return any(runs_on(e, gpu) for e in container.entries for gpu in keep)
 
 
 def chosen_for(container: Container, gpu: int) -> tuple[Entry, ...]:
@@ -125,11 +135,10 @@ def chosen_for(container: Container, gpu: int) -> tuple[Entry, ...]:
 
 def select(container: Container, keep: tuple[int, ...]) -> tuple[Entry, ...]:
     """Entries to keep, in their original order. A container with nothing for any listed GPU (a
-    Blackwell-only kernel set, say) keeps just its smallest entry: no listed GPU could run it
-    before either, and the CUDA runtime still finds a well-formed, non-empty container."""
+    Blackwell-only kernel set in cuBLASLt, say) keeps none: its header alone stays, registered as
+    before. On an H200 cuBLASLt's GEMMs (fp32, fp16, bf16; lazy and eager module loading) were
+    bit-identical with such containers emptied (docs/measurements/gpu-forms-2026-12-02)."""
     wanted = {e.offset for gpu in keep for e in chosen_for(container, gpu)}
-    if not wanted and container.entries:
-        wanted = {min(container.entries, key=lambda e: (e.size, e.offset)).offset}
     return tuple(e for e in container.entries if e.offset in wanted)
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from . import core
 from . import elf as E
 from . import fatbin as F
+from . import inplace
 
 SCHEMA_VERSION = 1
 RECORD_NAME = "prune.json"
@@ -77,14 +78,15 @@ def prune_file(path: Path, keep: tuple[int, ...], dest: Path | None = None,
         return _copied(path, dest, entry | {"status": "refused", "reason": why})
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         try:
-            plan = core.plan_file(data, keep)
+            form, plan = _plan(data, keep)
         except E.ElfError as err:
             return _copied(path, dest, entry | {"reason": f"not prunable ELF: {err}"})
         except core.Refused as err:
             return _copied(path, dest, entry | {"status": "refused", "reason": str(err)})
         if plan is None:
-            fatbin = E.parse(data).section(core.FATBIN)  # headers only: plan_file parsed them fine
-            has_code = fatbin is not None and fatbin.size > 0
+            elf = E.parse(data)  # headers only: plan_file parsed them fine
+            fatbin = elf.section(core.FATBIN)
+            has_code = fatbin is not None and fatbin.size > 0 or bool(inplace.find(elf, data))
             reason = "device code too small to shrink" if has_code else "no device code"
             return _copied(path, dest, entry | {"reason": reason, "device_code": has_code})
         target = dest or path
@@ -93,12 +95,13 @@ def prune_file(path: Path, keep: tuple[int, ...], dest: Path | None = None,
         tmp = Path(tmp_name)
         try:
             with os.fdopen(fd, "w+b") as out:
-                new_size = core.write(data, plan, out)
+                new_size = form.write(data, plan, out)
                 out.flush()
                 with mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ) as new:
-                    problems = core.prove(data, new, keep)
+                    problems = form.prove(data, new, keep)
             if not problems and cuobjdump:
-                problems = _cuobjdump_disagrees(cuobjdump, tmp, plan)
+                problems = _cuobjdump_disagrees(cuobjdump, tmp, plan) if form is core else \
+                    _cuobjdump_on_dropped(cuobjdump, data, plan, target.parent)
             if problems:
                 tmp.unlink()
                 return _copied(path, dest, entry | {"status": "refused", "reason": "; ".join(problems[:3])})
@@ -108,11 +111,29 @@ def prune_file(path: Path, keep: tuple[int, ...], dest: Path | None = None,
             tmp.unlink(missing_ok=True)
             raise
     return entry | {
-        "status": "pruned", "bytes_after": new_size, "layout": plan.shrink.how, "containers": plan.containers,
-        "containers_without_fleet_code": plan.thinned_to_one, "arch_before": plan.arch_before,
+        "status": "pruned", "bytes_after": new_size, "layout": plan.layout, "containers": plan.containers,
+        "containers_without_fleet_code": plan.thinned_to_one if form is core else plan.without_fleet_code,
+        **({} if form is core else {"containers_zeroed": len(plan.dropped)}), "arch_before": plan.arch_before,
         "arch_after": plan.arch_after, "notes": plan.notes,
         "verified_by": ["rapidship-prove"] + (["cuobjdump"] if cuobjdump else []),
         "seconds": round(time.monotonic() - started, 3)}
+
+
+def _plan(data, keep: tuple[int, ...]):
+    """The rewrite form and its plan: wrappers re-pointed (core), or, for a library that loads its
+    containers itself (no wrappers, or no `.nv_fatbin` at all), no-fleet containers zero-filled
+    where they lie (inplace)."""
+    refusal = None
+    try:
+        plan = core.plan_file(data, keep)
+        if plan is not None or E.parse(data).section(core.FATBIN) is not None:
+            return core, plan
+    except core.NoWrappers as err:
+        refusal = err
+    plan = inplace.plan_file(data, keep)
+    if plan is None and refusal is not None:
+        raise refusal
+    return (inplace, plan) if plan is not None else (core, None)
 
 
 def _copied(path: Path, dest: Path | None, entry: dict) -> dict:
@@ -127,6 +148,24 @@ _LISTED = re.compile(r"^(ELF|PTX) file\s+\d+:\s+\S+\.(sm_\d+[a-z]?)\.(?:cubin|pt
 
 def _cuobjdump_disagrees(cuobjdump: str, path: Path, plan: core.Plan) -> list[str]:
     """NVIDIA's own reader must list exactly the entries the plan kept (labels and counts)."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        layout = core.read_layout(data)
+    return _listing_differs(cuobjdump, path, layout.containers, "than kept")
+
+
+def _cuobjdump_on_dropped(cuobjdump: str, data, plan: inplace.Plan, where: Path) -> list[str]:
+    """cuobjdump reads only `.nv_fatbin`, so the zeroed containers are copied into one of a throwaway
+    ELF: NVIDIA's reader must list in them exactly the code for no listed GPU that the plan says."""
+    fd, name = tempfile.mkstemp(prefix=".dropped.", suffix=".so", dir=where)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(inplace.listing_elf(data, plan.dropped, E.parse(data).machine))
+        return _listing_differs(cuobjdump, Path(name), [h.container for h in plan.dropped], "than zeroed")
+    finally:
+        os.unlink(name)
+
+
+def _listing_differs(cuobjdump: str, path: Path, containers: list[F.Container], what: str) -> list[str]:
     seen: Counter = Counter()
     for flag in ("--list-elf", "--list-ptx"):
         run = subprocess.run([cuobjdump, flag, str(path)], capture_output=True, text=True, check=False)
@@ -138,16 +177,14 @@ def _cuobjdump_disagrees(cuobjdump: str, path: Path, plan: core.Plan) -> list[st
                 seen[("sm" if m.group(1) == "ELF" else "ptx", m.group(2))] += 1
             elif line.strip():
                 return [f"cuobjdump printed an unknown line: {line.strip()[:120]}"]
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        layout = core.read_layout(data)
     expected: Counter = Counter()
-    for c in layout.containers:
+    for c in containers:
         for e in c.entries:
             name = f"sm_{e.arch}{'a' if e.specific else ''}"
             expected[("sm" if e.kind == F.KIND_CUBIN else "ptx", name)] += 1
     if seen != expected:
         diff = (seen - expected) + (expected - seen)
-        return [f"cuobjdump lists other device code than kept: {dict(diff)}"]
+        return [f"cuobjdump lists other device code {what}: {dict(diff)}"]
     return []
 
 

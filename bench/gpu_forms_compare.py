@@ -1,0 +1,55 @@
+"""Compare the runs of bench/gpu_forms_run.sh: every pruned copy's results against the original's,
+bit for bit (sha256 per result), plus errors against the float64 reference; prints JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def load(folder: Path, label: str) -> dict:
+    path = folder / f"run-{label}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        return {"error": f"no result: {err}"}
+
+
+def compare(folder: Path, base: str, other: str) -> dict:
+    a, b = load(folder, base), load(folder, other)
+    out = {"seconds": b.get("seconds"), "error": b.get("error", "")}
+    cases_a, cases_b = a.get("cases", {}), b.get("cases", {})
+    same = [k for k in cases_a if k in cases_b and cases_a[k].get("sha") == cases_b[k].get("sha")
+            and cases_a[k].get("exact", True) == cases_b[k].get("exact", True)]
+    out |= {"cases": len(cases_a), "identical": len(same),
+            "differ": sorted(set(cases_a) - set(same))[:5]}
+    errs = [c["rel_err"] for c in cases_b.values() if "rel_err" in c]
+    if errs:
+        out["max_rel_err"] = max(errs)
+    bad = {k: c for k, c in cases_b.items() if c.get("status") or c.get("exact") is False}
+    if bad:
+        out["failed"] = dict(list(bad.items())[:3])
+    return out
+
+
+def main() -> int:
+    folder = Path(sys.argv[1])
+    pairs = {"fft": ["fft-original-again", "fft-90", "fft-80-on-sm90"],
+             "gemm": ["gemm-original-again", "gemm-90", "gemm-90-eager", "gemm-80-on-sm90"],
+             "nccl": ["nccl-90", "nccl-90-eager", "nccl-80-on-sm90"]}
+    summary = {what: {label: compare(folder, f"{what}-original", label) for label in labels}
+               for what, labels in pairs.items()}
+    for what in pairs:
+        summary[what]["original"] = {k: v for k, v in load(folder, f"{what}-original").items() if k != "cases"}
+    for prune in sorted(folder.glob("prune-*.json")):
+        f = json.loads(prune.read_text())["files"][0]
+        summary.setdefault("prune", {})[prune.stem] = {k: f.get(k) for k in (
+            "status", "bytes_before", "bytes_after", "layout", "reason", "containers_without_fleet_code",
+            "containers_zeroed")}
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""One library's pruned kernels exercised on GPU 0; prints JSON. Run once per copy of the library
+(LD_PRELOAD picks the copy; which one the process mapped is part of the answer).
+
+  fft   cuFFT through CuPy: C2C, R2C and C2R, forward and inverse, 1-3 dimensions, single and double
+        precision, powers of two, primes and mixed radices; sha256 of every result and its error
+        against NumPy's FFT in double precision.
+  gemm  cuBLASLt directly (cublasLtMatmul, heuristic algorithm) and through cuBLAS (cublasGemmEx)
+        in fp32, fp16 and bf16; sha256 of every result and its error against a float64 product.
+  nccl  NCCL's one-rank reduction kernel (a pre-multiplied sum: with one rank NCCL copies for
+        sum/max, but scaling needs its own kernel) in fp32, fp16 and bf16, checked exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import glob
+import hashlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+
+def sha(a) -> str:
+    return hashlib.sha256(a.tobytes()).hexdigest()[:16]
+
+
+def mapped(name: str) -> list[str]:
+    return sorted({line.split()[-1] for line in open("/proc/self/maps") if name in line})
+
+
+def fft_cases():
+    import cupy as cp
+    rng = np.random.default_rng(7)
+    shapes = [(16,), (1000,), (1009,), (1024,), (4096,), (7919,), (30030,), (59049,), (78125,), (1 << 20,),
+              (64, 4096), (512, 512), (1000, 999), (64, 64, 64), (30, 50, 100)]
+    out = {}
+    for precision, real_t, cplx_t in (("single", np.float32, np.complex64), ("double", np.float64, np.complex128)):
+        for shape in shapes:
+            axes = None if len(shape) > 1 and shape != (64, 4096) else (-1,)
+            host = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(cplx_t)
+            real = rng.standard_normal(shape).astype(real_t)
+            x, r = cp.asarray(host), cp.asarray(real)
+            tag = f"{precision} {'x'.join(map(str, shape))}"
+            results = {
+                "c2c forward": (cp.fft.fftn(x, axes=axes), np.fft.fftn(host.astype(np.complex128), axes=axes)),
+                "c2c inverse": (cp.fft.ifftn(x, axes=axes), np.fft.ifftn(host.astype(np.complex128), axes=axes)),
+                "r2c": (cp.fft.rfftn(r, axes=axes), np.fft.rfftn(real.astype(np.float64), axes=axes)),
+            }
+            half = cp.fft.rfftn(r, axes=axes)
+            results["c2r"] = (cp.fft.irfftn(half, s=shape if axes is None else shape[-1:], axes=axes),
+                              real.astype(np.float64))
+            for kind, (got, want) in results.items():
+                g = cp.asnumpy(got)
+                err = float(np.abs(g - want).max() / max(np.abs(want).max(), 1e-30))
+                out[f"{kind} {tag}"] = {"sha": sha(g), "rel_err": err}
+    return out
+
+
+CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14
+COMPUTE_32F = 68
+GEMM_SHAPES = [(1024, 1024, 1024), (4096, 4096, 4096), (127, 255, 513), (8192, 64, 2048), (1, 4096, 4096),
+               (3000, 2000, 1000)]
+
+
+def _bf16(a: np.ndarray) -> np.ndarray:
+    return (a.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _from_bf16(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def gemm_cases():
+    import cupy as cp
+    libdir = os.environ["CUBLAS_DIR"]
+    lt_path = glob.glob(f"{libdir}/libcublasLt.so.*")[0]
+    # by soname when a pruned copy is preloaded (by path would map the original a second time)
+    lt = ctypes.CDLL(os.path.basename(lt_path) if os.environ.get("LD_PRELOAD") else lt_path)
+    blas = ctypes.CDLL(glob.glob(f"{libdir}/libcublas.so.*")[0])
+    lt_handle, blas_handle = ctypes.c_void_p(), ctypes.c_void_p()
+    assert lt.cublasLtCreate(ctypes.byref(lt_handle)) == 0
+    assert blas.cublasCreate_v2(ctypes.byref(blas_handle)) == 0
+    workspace = cp.empty(64 << 20, dtype=cp.uint8)
+    rng = np.random.default_rng(11)
+    out = {}
+    one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
+    for name, ctype in (("fp32", CUDA_R_32F), ("fp16", CUDA_R_16F), ("bf16", CUDA_R_16BF)):
+        for m, n, k in GEMM_SHAPES:
+            a = rng.standard_normal((k, m)).astype(np.float32)   # column-major m x k
+            b = rng.standard_normal((n, k)).astype(np.float32)   # column-major k x n
+            if name == "fp16":
+                a, b = a.astype(np.float16), b.astype(np.float16)
+                exact_a, exact_b = a.astype(np.float64), b.astype(np.float64)
+            elif name == "bf16":
+                a, b = _bf16(a), _bf16(b)
+                exact_a, exact_b = _from_bf16(a).astype(np.float64), _from_bf16(b).astype(np.float64)
+            else:
+                exact_a, exact_b = a.astype(np.float64), b.astype(np.float64)
+            want = exact_b @ exact_a        # row-major view of the column-major m x n product
+            da, db = cp.asarray(a), cp.asarray(b)
+            for api in ("cublasLt", "cublas"):
+                dc = cp.zeros((n, m), dtype=da.dtype)
+                if api == "cublasLt":
+                    desc = ctypes.c_void_p()
+                    lay = [ctypes.c_void_p() for _ in range(3)]
+                    assert lt.cublasLtMatmulDescCreate(ctypes.byref(desc), COMPUTE_32F, CUDA_R_32F) == 0
+                    for layout, (rows, cols) in zip(lay, ((m, k), (k, n), (m, n))):
+                        assert lt.cublasLtMatrixLayoutCreate(ctypes.byref(layout), ctype, ctypes.c_uint64(rows),
+                                                             ctypes.c_uint64(cols), ctypes.c_int64(rows)) == 0
+                    status = lt.cublasLtMatmul(lt_handle, desc, ctypes.byref(one), ctypes.c_void_p(da.data.ptr), lay[0],
+                                               ctypes.c_void_p(db.data.ptr), lay[1], ctypes.byref(zero),
+                                               ctypes.c_void_p(dc.data.ptr), lay[2], ctypes.c_void_p(dc.data.ptr),
+                                               lay[2], None, ctypes.c_void_p(workspace.data.ptr),
+                                               ctypes.c_size_t(workspace.nbytes), ctypes.c_void_p(0))
+                else:
+                    status = blas.cublasGemmEx(blas_handle, 0, 0, m, n, k, ctypes.byref(one),
+                                               ctypes.c_void_p(da.data.ptr), ctype, m, ctypes.c_void_p(db.data.ptr),
+                                               ctype, k, ctypes.byref(zero), ctypes.c_void_p(dc.data.ptr), ctype, m,
+                                               COMPUTE_32F, -1)
+                cp.cuda.runtime.deviceSynchronize()
+                got = cp.asnumpy(dc)
+                value = _from_bf16(got) if name == "bf16" else got.astype(np.float64)
+                err = float(np.abs(value - want).max() / max(np.abs(want).max(), 1e-30))
+                out[f"{api} {name} {m}x{n}x{k}"] = {"status": status, "sha": sha(got), "rel_err": err}
+    return out
+
+
+def nccl_cases():
+    import cupy as cp
+    nccl = ctypes.CDLL(os.environ["NCCL_LIB"])
+    comm = ctypes.c_void_p()
+    rc = nccl.ncclCommInitAll(ctypes.byref(comm), 1, (ctypes.c_int * 1)(0))
+    if rc:
+        return {"init": {"status": rc}}
+    nccl.ncclGetErrorString.restype = ctypes.c_char_p
+    n = 16 << 20
+    out = {}
+    for name, dtype_code, host_scalar, make in (
+            ("fp32", 7, np.array([0.5], np.float32), lambda x: x.astype(cp.float32)),
+            ("fp16", 6, np.array([0.5], np.float16), lambda x: x.astype(cp.float16)),
+            ("bf16", 9, np.array([0x3F00], np.uint16), lambda x: cp.asarray(_bf16(cp.asnumpy(x))))):
+        x = make(cp.arange(n, dtype=cp.int64) % 1000)
+        y = cp.zeros_like(x)
+        op = ctypes.c_int()
+        rc = nccl.ncclRedOpCreatePreMulSum(ctypes.byref(op), ctypes.c_void_p(host_scalar.ctypes.data), dtype_code, 1,
+                                           comm)
+        if rc == 0:
+            rc = nccl.ncclAllReduce(ctypes.c_void_p(x.data.ptr), ctypes.c_void_p(y.data.ptr), ctypes.c_size_t(n),
+                                    dtype_code, op, comm, ctypes.c_void_p(0))
+        try:
+            cp.cuda.runtime.deviceSynchronize()
+            sync = "ok"
+        except Exception as err:  # noqa: BLE001 - a kernel that cannot load is the negative result
+            sync = f"{type(err).__name__}: {err}"
+        async_rc = ctypes.c_int()
+        nccl.ncclCommGetAsyncError(comm, ctypes.byref(async_rc))
+        if name == "bf16":
+            exact = bool(np.array_equal(_from_bf16(cp.asnumpy(y)), _from_bf16(cp.asnumpy(x)) * 0.5))
+        else:
+            exact = bool(cp.array_equal(y, x * x.dtype.type(0.5)))
+        out[f"premulsum {name}"] = {"status": rc, "async": async_rc.value, "sync": sync, "exact": exact and rc == 0,
+                                    "error": nccl.ncclGetErrorString(rc).decode() if rc else ""}
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("what", choices=["fft", "gemm", "nccl"])
+    parser.add_argument("--label", required=True)
+    args = parser.parse_args()
+    out = {"label": args.label, "loading": os.environ.get("CUDA_MODULE_LOADING", "default (lazy)")}
+    start = time.monotonic()
+    try:
+        out["cases"] = {"fft": fft_cases, "gemm": gemm_cases, "nccl": nccl_cases}[args.what]()
+    except Exception as err:  # noqa: BLE001 - the proof records any failure as its result
+        out["error"] = f"{type(err).__name__}: {str(err)[:300]}"
+    out["seconds"] = round(time.monotonic() - start, 2)
+    out["mapped"] = mapped({"fft": "libcufft", "gemm": "libcublas", "nccl": "libnccl"}[args.what])
+    print(json.dumps(out))
+    return 0 if "error" not in out else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

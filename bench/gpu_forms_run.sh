@@ -1,0 +1,49 @@
+#!/bin/bash
+# The pruner's newer forms on a real GPU (an sm_90 H200, no network), from the repo root. The
+# machine's own CUDA 13 libraries are copied and pruned by the builder's stage (python -m
+# rapidship.builder.prune, cuobjdump-checked), to sm_90 and, for the negative case, to sm_80 only:
+#   libcufft     containers in place (no-fleet ones zero-filled)
+#   libcublasLt  containers with code for no listed GPU emptied (lazy and eager module loading)
+#   libnccl      (held in builds) its one-rank reduction kernel
+# bench/gpu_forms_job.py runs each copy and prints sha256 per result; reports land in $OUT.
+R=$(pwd)
+OUT=${OUT:-$R/gpu-forms-out}; mkdir -p "$OUT"
+exec > >(tee -a "$OUT/logs.txt") 2>&1
+set -u
+nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv
+SITE=$(python3 -c "import cupy, os; print(os.path.dirname(os.path.dirname(cupy.__file__)))")
+CUFFT=$(find "$SITE/nvidia" -name 'libcufft.so.*' -size +10M | head -1)
+CUBLASLT=$(find "$SITE/nvidia" -name 'libcublasLt.so.*' -size +10M | head -1)
+NCCL=$(find "$SITE/nvidia" -name 'libnccl.so.2' | head -1)
+CUOBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
+for f in "$CUFFT" "$CUBLASLT" "$NCCL"; do echo "$f $(stat -c %s "$f") bytes" | sed "s|$SITE|<site-packages>|"; done
+prune() {  # name keep lib [env...]
+  local name=$1 keep=$2 lib=$3; shift 3
+  mkdir -p /tmp/p/$name && cp "$lib" /tmp/p/$name/
+  env "$@" PYTHONPATH=$R/src python3 -m rapidship.builder.prune --keep $keep --cuobjdump "$CUOBJDUMP" \
+    --record "$OUT/prune-$name.json" /tmp/p/$name/$(basename "$lib") | tail -1
+}
+prune cufft-90 90 "$CUFFT"; prune cufft-80 80 "$CUFFT"
+prune lt-90 90 "$CUBLASLT"; prune lt-80 80 "$CUBLASLT"
+prune nccl-90 90 "$NCCL" RAPIDSHIP_PRUNE_RELEASE=libnccl; prune nccl-80 80 "$NCCL" RAPIDSHIP_PRUNE_RELEASE=libnccl
+job() {  # label what [env...]
+  local label=$1 what=$2; shift 2
+  env "$@" timeout 300 python3 bench/gpu_forms_job.py $what --label $label > "$OUT/run-$label.json"
+  echo "$label rc=$? $(head -c 300 "$OUT/run-$label.json")"
+}
+export CUDA_CACHE_DISABLE=1   # a PTX fallback shows in the time instead of hiding in the JIT cache
+job fft-original fft; job fft-original-again fft
+job fft-90 fft LD_PRELOAD=/tmp/p/cufft-90/$(basename "$CUFFT")
+job fft-80-on-sm90 fft LD_PRELOAD=/tmp/p/cufft-80/$(basename "$CUFFT")
+export CUBLAS_DIR=$(dirname "$CUBLASLT")
+LT=$(basename "$CUBLASLT")
+job gemm-original gemm; job gemm-original-again gemm
+job gemm-90 gemm LD_PRELOAD=/tmp/p/lt-90/$LT
+job gemm-90-eager gemm LD_PRELOAD=/tmp/p/lt-90/$LT CUDA_MODULE_LOADING=EAGER
+job gemm-80-on-sm90 gemm LD_PRELOAD=/tmp/p/lt-80/$LT
+job nccl-original nccl NCCL_LIB="$NCCL"
+job nccl-90 nccl NCCL_LIB=/tmp/p/nccl-90/libnccl.so.2
+job nccl-90-eager nccl NCCL_LIB=/tmp/p/nccl-90/libnccl.so.2 CUDA_MODULE_LOADING=EAGER
+job nccl-80-on-sm90 nccl NCCL_LIB=/tmp/p/nccl-80/libnccl.so.2
+python3 bench/gpu_forms_compare.py "$OUT" | tee "$OUT/summary.json"
+sed -i "s|$SITE|<site-packages>|g; s|/tmp/p/|<pruned>/|g" "$OUT"/*.json "$OUT/logs.txt"

@@ -1,0 +1,123 @@
+"""Containers kept in a library's own data and reached by address (libcufft's form): runs of those
+with code for no listed GPU become zero-filled memory, every other byte stays at its address. The
+libraries are linked by the real gcc + ld and loaded by the real dynamic loader."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import pytest
+
+from support.fatbin_samples import (KIND_CUBIN, KIND_LTOIR, KIND_PTX, build_data_library, container, entry,
+                                    fleet_container, gcc)
+from rapidship.builder.prune import core, files, inplace
+from rapidship.builder.prune import elf as E
+from rapidship.builder.prune import fatbin as F
+
+pytestmark = pytest.mark.skipif(gcc() is None and not os.environ.get("CI"), reason="needs gcc (CI installs it)")
+KEEP = (80, 90)
+
+
+def blackwell(i: int) -> bytes:
+    return container(entry(KIND_CUBIN, 100, 48_000, seed=i))
+
+
+# cuFFT's shape: one container per kernel and arch, the archs in runs; PTX and LTO-IR beside them
+CONTAINERS = ([fleet_container(archs=(80, 90), size=20_000, seed=1)] + [blackwell(i) for i in range(40)] +
+              [container(entry(KIND_PTX, 70, 30_000, seed=2)), container(entry(KIND_LTOIR, 50, 30_000, seed=3))] +
+              [blackwell(100 + i) for i in range(3)] + [container(entry(KIND_CUBIN, 90, 20_000, seed=4))])
+RUN = range(1, 41)            # 40 x 48 KB: one run worth a cut
+SHORT = range(43, 46)         # 3 containers: too short a run, kept as they are
+
+
+def in_memory(lib: Path) -> list[bytes]:
+    handle = ctypes.CDLL(str(lib))
+    handle.container_of.restype = ctypes.c_void_p
+    return [ctypes.string_at(handle.container_of(i), len(blob)) for i, blob in enumerate(CONTAINERS)]
+
+
+def test_a_run_of_no_fleet_containers_reads_as_zeros_and_every_other_byte_stays(tmp_path):
+    lib = build_data_library(tmp_path / "src", CONTAINERS)
+    out = tmp_path / "out" / "libcufft-like.so"
+    result = files.prune_file(lib, KEEP, dest=out)  # NVIDIA cuobjdump reads real libcufft only: the build runs it
+    assert result["status"] == "pruned", result
+    assert result["layout"].startswith("containers in place (1 run(s)")
+    assert result["containers"] == len(CONTAINERS) and result["containers_zeroed"] == len(RUN)
+    assert result["bytes_before"] - result["bytes_after"] >= 1 << 20
+    assert inplace.prove(lib.read_bytes(), out.read_bytes(), KEEP) == []
+    loaded = in_memory(out)           # the real loader: every address still maps
+    for i, blob in enumerate(CONTAINERS):
+        assert loaded[i] == (bytes(len(blob)) if i in RUN else blob), i
+    assert result["arch_after"]["sm_100"] == sum(len(CONTAINERS[i]) - 16 for i in SHORT)
+    assert {"ptx_70", "lto_50", "sm_80", "sm_90"} <= set(result["arch_after"])
+
+
+def test_segments_and_sections_describe_the_zero_fill(tmp_path):
+    lib = build_data_library(tmp_path / "src", CONTAINERS)
+    data = lib.read_bytes()
+    plan = inplace.plan_file(data, KEEP)
+    (run,) = plan.runs
+    out = tmp_path / "new.so"
+    with open(out, "w+b") as f:
+        inplace.write(data, plan, f)
+    new = E.parse(out.read_bytes())
+    head = next(p for p in new.loads() if p.vaddr < run.start < p.vaddr + p.memsz)
+    assert head.vaddr + head.filesz == run.start and head.vaddr + head.memsz == run.tail
+    assert any(p.vaddr == run.tail for p in new.loads())
+    pieces = [s for s in new.sections if s.name == ".data"]
+    assert [s.type for s in pieces] == [inplace.SHT_PROGBITS, E.SHT_NOBITS, inplace.SHT_PROGBITS]
+    assert E.check_layout(new) == []
+
+
+def test_prove_catches_a_kept_byte_changed_and_a_run_only_partly_zeroed(tmp_path):
+    lib = build_data_library(tmp_path / "src", CONTAINERS)
+    out = tmp_path / "out.so"
+    assert files.prune_file(lib, KEEP, dest=out)["status"] == "pruned"
+    old, new = lib.read_bytes(), bytearray(out.read_bytes())
+    elf = E.parse(bytes(new))
+    handle_at = [h for h in inplace.find(E.parse(old), old)]
+    kept = handle_at[0]                         # the fleet container, before the run
+    at = elf.vaddr_to_offset(kept.start + 100)
+    changed = bytearray(new)
+    changed[at] ^= 1
+    assert any("changed" in p for p in inplace.prove(old, bytes(changed), KEEP))
+    tail_piece = handle_at[RUN[-1]]             # the run's last container: file-backed zeros after the cut
+    at = elf.vaddr_to_offset(tail_piece.end - 8)
+    partly = bytearray(new)
+    partly[at] = 1
+    assert any("partly zeroed" in p for p in inplace.prove(old, bytes(partly), KEEP))
+
+
+def test_a_non_zero_byte_between_containers_ends_a_run(tmp_path):
+    # data that is not a container, between two halves of the run: neither half is worth a cut
+    lib = build_data_library(tmp_path / "src", CONTAINERS, gaps={20: b"\x01" * 16})
+    result = files.prune_file(lib, KEEP, dest=tmp_path / "out.so")
+    assert result["status"] == "unchanged" and result["reason"] == "device code too small to shrink"
+
+
+def test_a_listed_gpu_without_code_is_refused(tmp_path):
+    lib = build_data_library(tmp_path / "src", CONTAINERS)
+    result = files.prune_file(lib, (61, 90), dest=tmp_path / "out.so")
+    assert result["status"] == "refused" and "no device code in this file runs on sm_61" in result["reason"]
+
+
+def test_cuobjdump_must_list_what_was_zeroed(tmp_path):
+    lib = build_data_library(tmp_path / "src", CONTAINERS)
+    fake = tmp_path / "cuobjdump"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = --list-elf ] && echo 'ELF file    1: x.1.sm_75.cubin'\nexit 0\n")
+    fake.chmod(0o755)
+    result = files.prune_file(lib, KEEP, dest=tmp_path / "out.so", cuobjdump=str(fake))
+    assert result["status"] == "refused" and "cuobjdump lists other device code than zeroed" in result["reason"]
+
+
+def test_the_listing_elf_holds_the_dropped_containers_for_cuobjdump(tmp_path):
+    lib = build_data_library(tmp_path / "src", CONTAINERS)
+    data = lib.read_bytes()
+    plan = inplace.plan_file(data, KEEP)
+    blob = inplace.listing_elf(data, plan.dropped, E.EM_X86_64)
+    elf = E.parse(blob)
+    fat = elf.section(core.FATBIN)
+    containers, _ = F.parse_section(blob, fat.offset, fat.size)
+    assert [c.entries[0].label for c in containers] == ["sm_100"] * len(RUN)

@@ -179,3 +179,22 @@ def test_a_pip_os_of_unknown_glibc_is_one_error_naming_the_os():
         make_context(v, {})
     assert caught.value.where == "variants.yaml: oses.debian12" and "no glibc version known for debian 99" in caught.value.problem
     assert make_context(MATRIX.variants["cpu-debian12"], {}).glibc_minor == 36  # Debian 12: glibc 2.36
+
+
+def test_the_build_context_carries_every_module_the_pruner_imports():
+    # the builder runs `python -m prune` from the copied files alone: a module left out is an
+    # ImportError in the middle of a RAPIDS build (inplace.py once was)
+    import ast
+
+    from rapidship.render import dockerfile
+
+    wanted = set()
+    for name in dockerfile.PRUNER_FILES:
+        tree = ast.parse((dockerfile.PRUNER_SRC / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                wanted.update(f"{alias.name}.py" for alias in node.names) if node.module is None \
+                    else wanted.add(f"{node.module}.py")
+    assert wanted <= set(dockerfile.PRUNER_FILES), wanted - set(dockerfile.PRUNER_FILES)
+    # host.py is the host's `invoke prune` front end only
+    assert {p.name for p in dockerfile.PRUNER_SRC.glob("*.py")} == set(dockerfile.PRUNER_FILES) | {"host.py"}

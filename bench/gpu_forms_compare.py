@@ -24,6 +24,9 @@ def compare(folder: Path, base: str, other: str) -> dict:
             and cases_a[k].get("exact", True) == cases_b[k].get("exact", True)]
     out |= {"cases": len(cases_a), "identical": len(same),
             "differ": sorted(set(cases_a) - set(same))[:5]}
+    inits = [c["init_s"] for c in cases_b.values() if "init_s" in c]
+    if inits:
+        out["init_s"] = inits[0]
     errs = [c["rel_err"] for c in cases_b.values() if "rel_err" in c]
     if errs:
         out["max_rel_err"] = max(errs)
@@ -37,10 +40,12 @@ def main() -> int:
     folder = Path(sys.argv[1])
     pairs = {"fft": ["fft-original-again", "fft-90", "fft-80-on-sm90"],
              "gemm": ["gemm-original-again", "gemm-90", "gemm-90-eager", "gemm-80-on-sm90"],
-             "nccl": ["nccl-90", "nccl-90-eager", "nccl-80-on-sm90"]}
+             "nccl": ["nccl-90", "nccl-90-eager", "nccl-90-fatbin-only", "nccl-90-fatbin-only-eager",
+                      "nccl-90-relfatbin-only", "nccl-90-neither", "nccl-original-neither", "nccl-80-on-sm90"]}
+    present = {what for what in pairs if (folder / f"run-{what}-original.json").exists()}
     summary = {what: {label: compare(folder, f"{what}-original", label) for label in labels}
-               for what, labels in pairs.items()}
-    for what in pairs:
+               for what, labels in pairs.items() if what in present}
+    for what in present:
         summary[what]["original"] = {k: v for k, v in load(folder, f"{what}-original").items() if k != "cases"}
     for prune in sorted(folder.glob("prune-*.json")):
         f = json.loads(prune.read_text())["files"][0]

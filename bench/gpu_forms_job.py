@@ -133,9 +133,11 @@ def nccl_cases():
     import cupy as cp
     nccl = ctypes.CDLL(os.environ["NCCL_LIB"])
     comm = ctypes.c_void_p()
+    start = time.monotonic()
     rc = nccl.ncclCommInitAll(ctypes.byref(comm), 1, (ctypes.c_int * 1)(0))
     if rc:
         return {"init": {"status": rc}}
+    init_s = round(time.monotonic() - start, 3)
     nccl.ncclGetErrorString.restype = ctypes.c_char_p
     n = 16 << 20
     out = {}
@@ -163,6 +165,7 @@ def nccl_cases():
         else:
             exact = bool(cp.array_equal(y, x * x.dtype.type(0.5)))
         out[f"premulsum {name}"] = {"status": rc, "async": async_rc.value, "sync": sync, "exact": exact and rc == 0,
+                                    "init_s": init_s,
                                     "error": nccl.ncclGetErrorString(rc).decode() if rc else ""}
     return out
 

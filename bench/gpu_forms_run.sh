@@ -4,8 +4,11 @@
 # rapidship.builder.prune, cuobjdump-checked), to sm_90 and, for the negative case, to sm_80 only:
 #   libcufft     containers in place (no-fleet ones zero-filled)
 #   libcublasLt  containers with code for no listed GPU emptied (lazy and eager module loading)
-#   libnccl      (held in builds) its one-rank reduction kernel
+#   libnccl      both sections (.nv_fatbin, then __nv_relfatbin): its one-rank reduction kernel, with
+#                one section at a time made useless on sm_90 (bench/gpu_nccl_relabel.py) so the
+#                kernel can only come from the other
 # bench/gpu_forms_job.py runs each copy and prints sha256 per result; reports land in $OUT.
+# Arguments: the parts to run (fft gemm nccl; all by default).
 R=$(pwd)
 OUT=${OUT:-$R/gpu-forms-out}; mkdir -p "$OUT"
 exec > >(tee -a "$OUT/logs.txt") 2>&1
@@ -23,27 +26,47 @@ prune() {  # name keep lib [env...]
   env "$@" PYTHONPATH=$R/src python3 -m rapidship.builder.prune --keep $keep --cuobjdump "$CUOBJDUMP" \
     --record "$OUT/prune-$name.json" /tmp/p/$name/$(basename "$lib") | tail -1
 }
-prune cufft-90 90 "$CUFFT"; prune cufft-80 80 "$CUFFT"
-prune lt-90 90 "$CUBLASLT"; prune lt-80 80 "$CUBLASLT"
-prune nccl-90 90 "$NCCL" RAPIDSHIP_PRUNE_RELEASE=libnccl; prune nccl-80 80 "$NCCL" RAPIDSHIP_PRUNE_RELEASE=libnccl
+PARTS=${*:-fft gemm nccl}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 job() {  # label what [env...]
   local label=$1 what=$2; shift 2
-  env "$@" timeout 300 python3 bench/gpu_forms_job.py $what --label $label > "$OUT/run-$label.json"
-  echo "$label rc=$? $(head -c 300 "$OUT/run-$label.json")"
+  env "$@" timeout 300 python3 bench/gpu_forms_job.py $what --label $label | grep '^{' > "$OUT/run-$label.json"
+  echo "$label rc=${PIPESTATUS[0]} $(head -c 300 "$OUT/run-$label.json")"
 }
 export CUDA_CACHE_DISABLE=1   # a PTX fallback shows in the time instead of hiding in the JIT cache
+if part fft; then
+prune cufft-90 90 "$CUFFT"; prune cufft-80 80 "$CUFFT"
 job fft-original fft; job fft-original-again fft
 job fft-90 fft LD_PRELOAD=/tmp/p/cufft-90/$(basename "$CUFFT")
 job fft-80-on-sm90 fft LD_PRELOAD=/tmp/p/cufft-80/$(basename "$CUFFT")
+fi
+if part gemm; then
+prune lt-90 90 "$CUBLASLT"; prune lt-80 80 "$CUBLASLT"
 export CUBLAS_DIR=$(dirname "$CUBLASLT")
 LT=$(basename "$CUBLASLT")
 job gemm-original gemm; job gemm-original-again gemm
 job gemm-90 gemm LD_PRELOAD=/tmp/p/lt-90/$LT
 job gemm-90-eager gemm LD_PRELOAD=/tmp/p/lt-90/$LT CUDA_MODULE_LOADING=EAGER
 job gemm-80-on-sm90 gemm LD_PRELOAD=/tmp/p/lt-80/$LT
+fi
+if part nccl; then
+prune nccl-90 90 "$NCCL" RAPIDSHIP_PRUNE_RELEASE=libnccl; prune nccl-80 80 "$NCCL" RAPIDSHIP_PRUNE_RELEASE=libnccl
+N90=/tmp/p/nccl-90/libnccl.so.2
+mkdir -p /tmp/p/n
+python3 bench/gpu_nccl_relabel.py $N90 /tmp/p/n/pruned-fatbin-only.so __nv_relfatbin
+python3 bench/gpu_nccl_relabel.py $N90 /tmp/p/n/pruned-relfatbin-only.so .nv_fatbin
+python3 bench/gpu_nccl_relabel.py $N90 /tmp/p/n/pruned-neither.so __nv_relfatbin .nv_fatbin
+python3 bench/gpu_nccl_relabel.py "$NCCL" /tmp/p/n/original-neither.so __nv_relfatbin .nv_fatbin
 job nccl-original nccl NCCL_LIB="$NCCL"
-job nccl-90 nccl NCCL_LIB=/tmp/p/nccl-90/libnccl.so.2
-job nccl-90-eager nccl NCCL_LIB=/tmp/p/nccl-90/libnccl.so.2 CUDA_MODULE_LOADING=EAGER
+job nccl-90 nccl NCCL_LIB=$N90
+job nccl-90-eager nccl NCCL_LIB=$N90 CUDA_MODULE_LOADING=EAGER
+job nccl-90-fatbin-only nccl NCCL_LIB=/tmp/p/n/pruned-fatbin-only.so
+job nccl-90-fatbin-only-eager nccl NCCL_LIB=/tmp/p/n/pruned-fatbin-only.so CUDA_MODULE_LOADING=EAGER
+job nccl-90-relfatbin-only nccl NCCL_LIB=/tmp/p/n/pruned-relfatbin-only.so
+job nccl-90-neither nccl NCCL_LIB=/tmp/p/n/pruned-neither.so
+job nccl-original-neither nccl NCCL_LIB=/tmp/p/n/original-neither.so
 job nccl-80-on-sm90 nccl NCCL_LIB=/tmp/p/nccl-80/libnccl.so.2
+fi
 python3 bench/gpu_forms_compare.py "$OUT" | tee "$OUT/summary.json"
 sed -i "s|$SITE|<site-packages>|g; s|/tmp/p/|<pruned>/|g" "$OUT"/*.json "$OUT/logs.txt"
+tar czf "$OUT/runs.tgz" -C "$OUT" $(cd "$OUT" && ls run-*.json) && rm "$OUT"/run-*.json   # one file back, not dozens

@@ -279,18 +279,38 @@ def test_a_wheel_with_nothing_to_prune_comes_back_byte_identical(tmp_path):
 
 
 @pytest.mark.parametrize("layout", ["segment-end", "split"])
-def test_nccl_style_wrappers_outside_the_device_code_and_linked_modules_are_kept(tmp_path, layout):
-    # libnccl: some wrappers register containers in __nv_relfatbin (kept as they are), and two are
-    # version 2 (device-linked modules whose last field lists prelinked fatbins): both were refused
+def test_nccl_style_relocatable_fatbins_are_pruned_in_a_second_pass_and_linked_modules_repointed(tmp_path, layout):
+    # libnccl: some wrappers register containers in __nv_relfatbin (the runtime links those when
+    # the device-linked module has no code for the GPU), two are version 2 (device-linked modules
+    # whose last field lists prelinked fatbins): both sections are pruned, each in its own pass
     outside = (fleet_container(size=30_000, seed=7),)
     lib = build_library(tmp_path / "src", CONTAINERS, layout=layout, relfatbin=outside, linked=(1,))
     out = tmp_path / "out" / "libnccl-like.so"
     result = files.prune_file(lib, KEEP, dest=out)
     assert result["status"] == "pruned", result
-    assert core.prove(lib.read_bytes(), out.read_bytes(), KEEP) == []
+    assert f"; {core.RELFATBIN}: segment split" in result["layout"]
+    assert result["containers"] == len(CONTAINERS) + len(outside)
+    # pass by pass: .nv_fatbin first, then __nv_relfatbin on that result, each proven
+    first = core.plan_file(lib.read_bytes(), KEEP)
+    middle = tmp_path / "middle.so"
+    with open(middle, "w+b") as f:
+        core.write(lib.read_bytes(), first, f)
+    assert core.prove(lib.read_bytes(), middle.read_bytes(), KEEP) == []
+    assert core.prove(middle.read_bytes(), out.read_bytes(), KEEP, core.RELFATBIN) == []
     loaded = loaded_containers(out)
     assert loaded[:3] == [expected_container(c) for c in CONTAINERS]  # re-pointed, pruned
-    assert loaded[3:] == list(outside)                                 # untouched, same bytes
+    assert loaded[3:] == [expected_container(c) for c in outside]     # and the relocatable ones
+
+
+def test_a_refused_second_pass_leaves_the_first_standing_with_a_note(tmp_path):
+    outside = (fleet_container(size=30_000, seed=7),)
+    lib = build_library(tmp_path / "src", CONTAINERS, layout="split", relfatbin=outside,
+                        extra_c='__attribute__((visibility("hidden"))) extern const char rb0[];\n'
+                                'const void *into_relfat = rb0 + 64;')  # something else points inside
+    result = files.prune_file(lib, KEEP, dest=tmp_path / "out.so")
+    assert result["status"] == "pruned" and core.RELFATBIN not in result["layout"]
+    assert any(n.startswith(f"{core.RELFATBIN} left whole: a relocation") for n in result["notes"]), result["notes"]
+    assert loaded_containers(tmp_path / "out.so")[3:] == list(outside)
 
 
 def test_a_wrapper_pointing_inside_the_device_code_but_not_at_a_container_is_still_refused(tmp_path):

@@ -18,6 +18,10 @@ from . import elf as E
 from . import fatbin as F
 
 FATBIN = ".nv_fatbin"
+# NCCL's relocatable fatbins (one per -rdc object, registered by their own wrappers): the CUDA
+# runtime links them when the device-linked module in .nv_fatbin has no code for the GPU. Pruned
+# in a second pass, by the same rules, as a section of its own.
+RELFATBIN = "__nv_relfatbin"
 WRAPPERS = ".nvFatBinSegment"
 WRAPPER = struct.Struct("<IIQQ")   # magic, version, data pointer, prelinked-fatbins pointer
 WRAPPER_MAGIC = 0x466243B1
@@ -69,18 +73,18 @@ class Plan:
         return self.shrink.how
 
 
-def read_layout(data) -> Layout | None:
-    """The file's device code and the wrappers that register it; None when it has none."""
+def read_layout(data, name: str = FATBIN) -> Layout | None:
+    """The file's device code in section `name` and the wrappers that register it; None when it has none."""
     elf = E.parse(data)
-    section = elf.section(FATBIN)
+    section = elf.section(name)
     if section is None or section.size == 0:
         return None
     if section.type == E.SHT_NOBITS or not section.alloc:
-        raise Refused(f"{FATBIN} is not loaded file content")
+        raise Refused(f"{name} is not loaded file content")
     try:
         containers, _padding = F.parse_section(data, section.offset, section.size)
     except F.FatbinError as err:
-        raise Refused(f"{FATBIN}: {err}") from None
+        raise Refused(f"{name}: {err}") from None
     wrappers = _wrappers(elf, data, section, containers)
     return Layout(elf, section, containers, wrappers)
 
@@ -88,7 +92,7 @@ def read_layout(data) -> Layout | None:
 def _wrappers(elf: E.Elf, data, section: E.Section, containers: list[F.Container]) -> list[Wrapper]:
     seg = elf.section(WRAPPERS)
     if seg is None or seg.size % WRAPPER.size:
-        raise NoWrappers(f"no {WRAPPERS} of 24-byte wrappers beside {FATBIN}")
+        raise NoWrappers(f"no {WRAPPERS} of 24-byte wrappers beside {section.name}")
     lo, hi = section.addr, section.addr + section.size
     starts = {section.addr + c.offset for c in containers}
     relocs = E.relocations(elf, data)
@@ -105,7 +109,7 @@ def _wrappers(elf: E.Elf, data, section: E.Section, containers: list[F.Container
             raise Refused(f"wrapper {i} has magic {magic:#x} version {version}: not a fatbin wrapper")
         address = seg.addr + i * WRAPPER.size + 8
         if prelinked and lo <= prelinked < hi or address + 8 in by_address and lo <= by_address[address + 8].addend < hi:
-            raise Refused(f"wrapper {i} lists prelinked fatbins inside {FATBIN}")
+            raise Refused(f"wrapper {i} lists prelinked fatbins inside {section.name}")
         reloc = by_address.get(address)
         if reloc is not None:
             if reloc.type != relative:
@@ -129,23 +133,24 @@ def _wrappers(elf: E.Elf, data, section: E.Section, containers: list[F.Container
     wrapper_fields = {w.address for w in out}
     for r in relocs:
         if lo <= r.offset < hi:
-            raise Refused(f"a relocation writes into {FATBIN} at {r.offset:#x}")
+            raise Refused(f"a relocation writes into {section.name} at {r.offset:#x}")
         if r.offset not in wrapper_fields and r.type == relative and lo <= r.addend < hi:
-            raise Refused(f"a relocation at {r.offset:#x} points into {FATBIN}: only wrappers may")
+            raise Refused(f"a relocation at {r.offset:#x} points into {section.name}: only wrappers may")
     for addr in relr:
         if lo <= addr < hi:
-            raise Refused(f"a packed relocation writes into {FATBIN} at {addr:#x}")
+            raise Refused(f"a packed relocation writes into {section.name} at {addr:#x}")
     for _at, value, shndx in E.symbols(elf, data):
         if lo < value < hi and value not in starts:
-            raise Refused(f"a symbol points inside {FATBIN} at {value:#x}")
+            raise Refused(f"a symbol points inside {section.name} at {value:#x}")
         if shndx == section.index and value not in starts and value != hi and value != lo:
-            raise Refused(f"a symbol of {FATBIN} is at {value:#x}")
+            raise Refused(f"a symbol of {section.name} is at {value:#x}")
     return out
 
 
-def plan_file(data, keep: tuple[int, ...]) -> Plan | None:
-    """The rewrite for one file, or None when it has no device code or nothing worth a granule."""
-    layout = read_layout(data)
+def plan_file(data, keep: tuple[int, ...], name: str = FATBIN) -> Plan | None:
+    """The rewrite of one file's section `name`, or None when it has no device code there or
+    nothing worth a granule."""
+    layout = read_layout(data, name)
     if layout is None:
         return None
     elf, section, containers = layout.elf, layout.section, layout.containers
@@ -225,11 +230,11 @@ def write(data, plan: Plan, out) -> int:
     return size
 
 
-def prove(old, new, keep: tuple[int, ...]) -> list[str]:
+def prove(old, new, keep: tuple[int, ...], name: str = FATBIN) -> list[str]:
     """Problems found comparing the rewritten file with the original (empty: proven)."""
     try:
-        a = read_layout(old)
-        b = read_layout(new)
+        a = read_layout(old, name)
+        b = read_layout(new, name)
     except (E.ElfError, Refused) as err:
         return [f"rewritten file does not parse: {err}"]
     if a is None or b is None:

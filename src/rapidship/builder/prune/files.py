@@ -91,32 +91,85 @@ def prune_file(path: Path, keep: tuple[int, ...], dest: Path | None = None,
             return _copied(path, dest, entry | {"reason": reason, "device_code": has_code})
         target = dest or path
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".prune", dir=target.parent)
-        tmp = Path(tmp_name)
-        try:
-            with os.fdopen(fd, "w+b") as out:
-                new_size = form.write(data, plan, out)
-                out.flush()
-                with mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ) as new:
-                    problems = form.prove(data, new, keep)
-            if not problems and cuobjdump:
-                problems = _cuobjdump_disagrees(cuobjdump, tmp, plan) if form is core else \
-                    _cuobjdump_on_dropped(cuobjdump, data, plan, target.parent)
-            if problems:
-                tmp.unlink()
-                return _copied(path, dest, entry | {"status": "refused", "reason": "; ".join(problems[:3])})
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        tmp, new_size, problems = _rewrite(data, form, plan, keep, target, cuobjdump)
+        if problems:
+            return _copied(path, dest, entry | {"status": "refused", "reason": "; ".join(problems[:3])})
+    passes = [plan]
+    try:
+        if form is core:   # NCCL: its relocatable fatbins, a second section of device code
+            with open(tmp, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                second = _second_pass(data, keep, target, cuobjdump)
+            if isinstance(second, str):
+                plan.notes.append(second)
+            elif second:
+                os.replace(second[0], tmp)
+                new_size = second[1]
+                passes.append(second[2])
+        os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return entry | {
-        "status": "pruned", "bytes_after": new_size, "layout": plan.layout, "containers": plan.containers,
-        "containers_without_fleet_code": plan.thinned_to_one if form is core else plan.without_fleet_code,
-        **({} if form is core else {"containers_zeroed": len(plan.dropped)}), "arch_before": plan.arch_before,
-        "arch_after": plan.arch_after, "notes": plan.notes,
+        "status": "pruned", "bytes_after": new_size, "layout": "; ".join(
+            p.layout if i == 0 else f"{core.RELFATBIN}: {p.layout}" for i, p in enumerate(passes)),
+        "containers": sum(p.containers for p in passes),
+        "containers_without_fleet_code": sum(p.thinned_to_one for p in passes) if form is core else plan.without_fleet_code,
+        **({} if form is core else {"containers_zeroed": len(plan.dropped)}),
+        "arch_before": _summed(p.arch_before for p in passes), "arch_after": _summed(p.arch_after for p in passes),
+        "notes": [n for p in passes for n in p.notes],
         "verified_by": ["rapidship-prove"] + (["cuobjdump"] if cuobjdump else []),
         "seconds": round(time.monotonic() - started, 3)}
+
+
+def _rewrite(data, form, plan, keep: tuple[int, ...], target: Path, cuobjdump: str | None,
+             name: str = core.FATBIN) -> tuple[Path, int, list[str]]:
+    """Write the plan into a temp file beside target, prove it and have cuobjdump list it; the temp
+    file is gone again when anything is wrong."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".prune", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w+b") as out:
+            new_size = form.write(data, plan, out)
+            out.flush()
+            with mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ) as new:
+                problems = form.prove(data, new, keep) if form is inplace else core.prove(data, new, keep, name)
+                if not problems and cuobjdump and name != core.FATBIN:  # cuobjdump reads .nv_fatbin only
+                    layout = core.read_layout(new, name)
+                    problems = _cuobjdump_on_copies(cuobjdump, new, [inplace.Held(layout.section, c) for c in
+                                                                     layout.containers], target.parent, "than kept")
+        if not problems and cuobjdump and name == core.FATBIN:
+            problems = _cuobjdump_disagrees(cuobjdump, tmp, plan) if form is core else \
+                _cuobjdump_on_copies(cuobjdump, data, plan.dropped, target.parent, "than zeroed")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if problems:
+        tmp.unlink()
+    return tmp, new_size, problems
+
+
+def _second_pass(data, keep: tuple[int, ...], target: Path, cuobjdump: str | None):
+    """(temp file, size, plan) for __nv_relfatbin pruned after .nv_fatbin; None when there is no
+    such section or nothing to save; a note saying why it stays whole when it is refused (the first
+    pass stands alone then)."""
+    if E.parse(data).section(core.RELFATBIN) is None:
+        return None
+    try:
+        plan = core.plan_file(data, keep, core.RELFATBIN)
+    except (core.Refused, E.ElfError) as err:
+        return f"{core.RELFATBIN} left whole: {err}"
+    if plan is None:
+        return None
+    tmp, size, problems = _rewrite(data, core, plan, keep, target, cuobjdump, core.RELFATBIN)
+    return f"{core.RELFATBIN} left whole: {'; '.join(problems[:2])}" if problems else (tmp, size, plan)
+
+
+def _summed(dicts) -> dict[str, int]:
+    out: Counter = Counter()
+    for d in dicts:
+        out.update(d)
+    return dict(sorted(out.items(), key=lambda kv: F._label_key(kv[0])))
 
 
 def _plan(data, keep: tuple[int, ...]):
@@ -153,14 +206,15 @@ def _cuobjdump_disagrees(cuobjdump: str, path: Path, plan: core.Plan) -> list[st
     return _listing_differs(cuobjdump, path, layout.containers, "than kept")
 
 
-def _cuobjdump_on_dropped(cuobjdump: str, data, plan: inplace.Plan, where: Path) -> list[str]:
-    """cuobjdump reads only `.nv_fatbin`, so the zeroed containers are copied into one of a throwaway
-    ELF: NVIDIA's reader must list in them exactly the code for no listed GPU that the plan says."""
-    fd, name = tempfile.mkstemp(prefix=".dropped.", suffix=".so", dir=where)
+def _cuobjdump_on_copies(cuobjdump: str, data, held: list[inplace.Held], where: Path, what: str) -> list[str]:
+    """cuobjdump reads only `.nv_fatbin`, so containers kept elsewhere (zeroed in place, or NCCL's
+    relocatable ones) are copied into one of a throwaway ELF: NVIDIA's reader must list in them
+    exactly what the pruner says they hold."""
+    fd, name = tempfile.mkstemp(prefix=".listing.", suffix=".so", dir=where)
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(inplace.listing_elf(data, plan.dropped, E.parse(data).machine))
-        return _listing_differs(cuobjdump, Path(name), [h.container for h in plan.dropped], "than zeroed")
+            out.write(inplace.listing_elf(data, held, E.parse(data).machine))
+        return _listing_differs(cuobjdump, Path(name), [h.container for h in held], what)
     finally:
         os.unlink(name)
 

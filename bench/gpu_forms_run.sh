@@ -50,7 +50,7 @@ job gemm-90-eager gemm LD_PRELOAD=/tmp/p/lt-90/$LT CUDA_MODULE_LOADING=EAGER
 job gemm-80-on-sm90 gemm LD_PRELOAD=/tmp/p/lt-80/$LT
 fi
 if part nccl; then
-prune nccl-90 90 "$NCCL" RAPIDSHIP_PRUNE_RELEASE=libnccl; prune nccl-80 80 "$NCCL" RAPIDSHIP_PRUNE_RELEASE=libnccl
+prune nccl-90 90 "$NCCL"; prune nccl-80 80 "$NCCL"
 N90=/tmp/p/nccl-90/libnccl.so.2
 mkdir -p /tmp/p/n
 python3 bench/gpu_nccl_relabel.py $N90 /tmp/p/n/pruned-fatbin-only.so __nv_relfatbin

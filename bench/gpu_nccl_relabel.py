@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src" / "rapidship" / "builder"))
-from prune import elf as E, fatbin as F  # noqa: E402
+from prune import elf as E
+from prune import fatbin as F
 
 
 def main() -> int:

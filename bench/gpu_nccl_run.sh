@@ -15,7 +15,7 @@ CUOBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/nul
 echo "libnccl: $NCCL ($(stat -c %s "$NCCL") bytes); cuobjdump: $CUOBJDUMP"
 for keep in 90 80; do
   mkdir -p /tmp/nccl-$keep && cp "$NCCL" /tmp/nccl-$keep/
-  RAPIDSHIP_PRUNE_RELEASE=libnccl PYTHONPATH=$R/src python3 -m rapidship.builder.prune --keep $keep --cuobjdump "$CUOBJDUMP" \
+  PYTHONPATH=$R/src python3 -m rapidship.builder.prune --keep $keep --cuobjdump "$CUOBJDUMP" \
     --record "$OUT/prune-nccl-$keep.json" /tmp/nccl-$keep/libnccl.so.2 | tail -2
   python3 -c "import json; f=json.load(open('$OUT/prune-nccl-$keep.json'))['files'][0]; print('keep $keep:', f['status'], f['bytes_before'], '->', f['bytes_after'], f.get('reason',''))"
 done

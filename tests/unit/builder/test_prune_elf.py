@@ -329,13 +329,3 @@ def test_a_wrapper_pointing_inside_the_device_code_but_not_at_a_container_is_sti
     data[seg.offset + 8:seg.offset + 16] = (fat.addr + 64).to_bytes(8, "little")
     lib.write_bytes(bytes(data))
     assert "not at a container start" in _refused(lib)["reason"]
-
-
-def test_a_held_library_stays_whole_until_released(tmp_path, monkeypatch):
-    src = build_library(tmp_path / "src", CONTAINERS, layout="split")
-    lib = tmp_path / "libnccl.so.2"
-    lib.write_bytes(src.read_bytes())
-    monkeypatch.delenv("RAPIDSHIP_PRUNE_RELEASE", raising=False)
-    assert "held: the rewrite is proven in the file" in _refused(lib)["reason"]
-    monkeypatch.setenv("RAPIDSHIP_PRUNE_RELEASE", "libnccl")
-    assert files.prune_file(lib, KEEP, dest=tmp_path / "out" / lib.name)["status"] == "pruned"

@@ -9,9 +9,17 @@ import os
 from pathlib import Path
 
 import pytest
+from support.fatbin_samples import (
+    KIND_CUBIN,
+    KIND_LTOIR,
+    KIND_PTX,
+    build_data_library,
+    container,
+    entry,
+    fleet_container,
+    gcc,
+)
 
-from support.fatbin_samples import (KIND_CUBIN, KIND_LTOIR, KIND_PTX, build_data_library, container, entry,
-                                    fleet_container, gcc)
 from rapidship.builder.prune import core, files, inplace
 from rapidship.builder.prune import elf as E
 from rapidship.builder.prune import fatbin as F

@@ -23,10 +23,9 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from . import core
+from . import core, inplace
 from . import elf as E
 from . import fatbin as F
-from . import inplace
 
 SCHEMA_VERSION = 1
 RECORD_NAME = "prune.json"
@@ -53,19 +52,6 @@ def _is_elf(path: Path) -> bool:
         return False
 
 
-# Libraries whose rewrite passes every check here but whose pruned kernels no GPU run has exercised
-# yet: left whole unless RAPIDSHIP_PRUNE_RELEASE names them (comma-separated keys), on a machine
-# that can run the proof. NCCL's one-process collectives on an H200 were exact with libnccl pruned
-# to sm_90, and just as exact pruned to sm_80 only: they never ran the code the rewrite changes.
-HELD = {"libnccl": "held: the rewrite is proven in the file, but no GPU run has yet exercised its kernels "
-                   "(multi-GPU collectives); set RAPIDSHIP_PRUNE_RELEASE=libnccl to prune it (docs/prune.md)"}
-
-
-def held_reason(path: Path) -> str:
-    released = {k.strip() for k in os.environ.get("RAPIDSHIP_PRUNE_RELEASE", "").split(",")}
-    return next((why for key, why in HELD.items() if path.name.startswith(key + ".so") and key not in released), "")
-
-
 def prune_file(path: Path, keep: tuple[int, ...], dest: Path | None = None,
                cuobjdump: str | None = None) -> dict:
     """Prune one ELF file (in place, or into dest). Returns its entry for the record."""
@@ -74,8 +60,6 @@ def prune_file(path: Path, keep: tuple[int, ...], dest: Path | None = None,
     entry = {"path": str(path), "status": "unchanged", "reason": "", "bytes_before": size, "bytes_after": size}
     if size == 0:
         return entry | {"reason": "empty file"}
-    if why := held_reason(path):
-        return _copied(path, dest, entry | {"status": "refused", "reason": why})
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         try:
             form, plan = _plan(data, keep)

@@ -17,6 +17,7 @@ and links stay valid). `prove(old, new, keep)` checks exactly that from the two 
 
 from __future__ import annotations
 
+import itertools
 import struct
 from dataclasses import dataclass, replace
 
@@ -353,7 +354,7 @@ def prove(old, new, keep: tuple[int, ...]) -> list[str]:
     zeroed = 0
     for start, end, _flags in _memory_map(a):
         cuts = sorted({start, end} | {x for s, e in runs if start <= s and e <= end for x in (s, e)})
-        for lo, hi in zip(cuts, cuts[1:]):
+        for lo, hi in itertools.pairwise(cuts):
             in_run = (lo, hi) in runs
             for at in range(lo, hi, 1 << 24):
                 top = min(hi, at + (1 << 24))

@@ -38,20 +38,34 @@ def compare(folder: Path, base: str, other: str) -> dict:
 
 def main() -> int:
     folder = Path(sys.argv[1])
-    pairs = {"fft": ["fft-original-again", "fft-90", "fft-80-on-sm90"],
-             "gemm": ["gemm-original-again", "gemm-90", "gemm-90-eager", "gemm-80-on-sm90"],
+    pairs = {"fft": ["fft-original-again", "fft-90", "fft-80-on-sm90", "fft-tree-90"],
+             "gemm": ["gemm-original-again", "gemm-90", "gemm-90-eager", "gemm-80-on-sm90", "gemm-tree-90"],
              "nccl": ["nccl-90", "nccl-90-eager", "nccl-90-fatbin-only", "nccl-90-fatbin-only-eager",
-                      "nccl-90-relfatbin-only", "nccl-90-neither", "nccl-original-neither", "nccl-80-on-sm90"]}
+                      "nccl-90-relfatbin-only", "nccl-90-neither", "nccl-original-neither", "nccl-80-on-sm90",
+                      "nccl-tree-90"]}
     present = {what for what in pairs if (folder / f"run-{what}-original.json").exists()}
-    summary = {what: {label: compare(folder, f"{what}-original", label) for label in labels}
+    summary = {what: {label: compare(folder, f"{what}-original", label) for label in labels
+                      if (folder / f"run-{label}.json").exists()}
                for what, labels in pairs.items() if what in present}
     for what in present:
         summary[what]["original"] = {k: v for k, v in load(folder, f"{what}-original").items() if k != "cases"}
     for prune in sorted(folder.glob("prune-*.json")):
-        f = json.loads(prune.read_text())["files"][0]
+        record = json.loads(prune.read_text())
+        if len(record["files"]) > 1:   # a whole tree: its totals and what stayed whole
+            summary.setdefault("prune", {})[prune.stem] = record["totals"] | {"left whole": {
+                f["path"]: f["reason"] for f in record["files"] if f["status"] != "pruned"}}
+            continue
+        f = record["files"][0]
         summary.setdefault("prune", {})[prune.stem] = {k: f.get(k) for k in (
             "status", "bytes_before", "bytes_after", "layout", "reason", "containers_without_fleet_code",
             "containers_zeroed")}
+    for proof in sorted(folder.glob("proof-tree-*.json")):
+        p = json.loads(proof.read_text())
+        gemm = p.get("steps", {}).get("cupy", {}).get("rand_gemm", {})
+        summary.setdefault("proof", {})[proof.stem] = {"ok": p.get("steps", {}).get("cupy", {}).get("ok"),
+                                                      "rand_gemm": {d: {k: v for k, v in gemm.get(d, {}).items()
+                                                                        if k.endswith("sha256")}
+                                                                    for d in ("float64", "float32")}}
     print(json.dumps(summary, indent=1))
     return 0
 

@@ -8,7 +8,10 @@
 #                one section at a time made useless on sm_90 (bench/gpu_nccl_relabel.py) so the
 #                kernel can only come from the other
 # bench/gpu_forms_job.py runs each copy and prints sha256 per result; reports land in $OUT.
-# Arguments: the parts to run (fft gemm nccl; all by default).
+#   tree         the machine's whole CUDA 13 library tree and CuPy pruned in place to sm_90 at once
+#                (as a build does, 8 jobs), then cuFFT, cuBLAS(Lt) and NCCL again, compared with
+#                the originals run first, and bench/gpu_prune_proof.py's cuRAND + cuBLAS hashes
+# Arguments: the parts to run (fft gemm nccl tree; all by default).
 R=$(pwd)
 OUT=${OUT:-$R/gpu-forms-out}; mkdir -p "$OUT"
 exec > >(tee -a "$OUT/logs.txt") 2>&1
@@ -26,7 +29,7 @@ prune() {  # name keep lib [env...]
   env "$@" PYTHONPATH=$R/src python3 -m rapidship.builder.prune --keep $keep --cuobjdump "$CUOBJDUMP" \
     --record "$OUT/prune-$name.json" /tmp/p/$name/$(basename "$lib") | tail -1
 }
-PARTS=${*:-fft gemm nccl}
+PARTS=${*:-fft gemm nccl tree}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 job() {  # label what [env...]
   local label=$1 what=$2; shift 2
@@ -66,6 +69,21 @@ job nccl-90-relfatbin-only nccl NCCL_LIB=/tmp/p/n/pruned-relfatbin-only.so
 job nccl-90-neither nccl NCCL_LIB=/tmp/p/n/pruned-neither.so
 job nccl-original-neither nccl NCCL_LIB=/tmp/p/n/original-neither.so
 job nccl-80-on-sm90 nccl NCCL_LIB=/tmp/p/nccl-80/libnccl.so.2
+fi
+if part tree; then
+export CUBLAS_DIR=$(dirname "$CUBLASLT")
+part fft || job fft-original fft
+part gemm || job gemm-original gemm
+part nccl || job nccl-original nccl NCCL_LIB="$NCCL"
+python3 bench/gpu_prune_proof.py --only cupy,info --label tree-original --out "$OUT/proof-tree-original.json" > /dev/null
+cp -a "$SITE/nvidia" /tmp/nvidia-orig && cp -a "$SITE/cupy" /tmp/cupy-orig
+PYTHONPATH=$R/src python3 -m rapidship.builder.prune --keep 90 --cuobjdump "$CUOBJDUMP" --jobs 8 \
+  --record "$OUT/prune-tree-90.json" "$SITE/nvidia" "$SITE/cupy" | tail -1
+du -sh /tmp/nvidia-orig "$SITE/nvidia"
+job fft-tree-90 fft; job gemm-tree-90 gemm; job nccl-tree-90 nccl NCCL_LIB="$NCCL"
+python3 bench/gpu_prune_proof.py --only cupy,info --label tree-90 --out "$OUT/proof-tree-90.json" > /dev/null
+echo "proof (cupy) rc=$?"
+rm -rf "$SITE/nvidia" "$SITE/cupy" && mv /tmp/nvidia-orig "$SITE/nvidia" && mv /tmp/cupy-orig "$SITE/cupy"
 fi
 python3 bench/gpu_forms_compare.py "$OUT" | tee "$OUT/summary.json"
 sed -i "s|$SITE|<site-packages>|g; s|/tmp/p/|<pruned>/|g" "$OUT"/*.json "$OUT/logs.txt"

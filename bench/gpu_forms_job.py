@@ -6,6 +6,8 @@
         against NumPy's FFT in double precision.
   gemm  cuBLASLt directly (cublasLtMatmul, heuristic algorithm) and through cuBLAS (cublasGemmEx)
         in fp32, fp16 and bf16; sha256 of every result and its error against a float64 product.
+  sparse  cuSPARSE through CuPy (CSR times vector and matrix, CSR times CSR, transposes) in single and
+        double precision; sha256 of every result and its error against SciPy-free float64 NumPy.
   nccl  NCCL's one-rank reduction kernel (a pre-multiplied sum: with one rank NCCL copies for
         sum/max, but scaling needs its own kernel) in fp32, fp16 and bf16, checked exactly.
 """
@@ -129,6 +131,27 @@ def gemm_cases():
     return out
 
 
+def sparse_cases():
+    import cupy as cp
+    from cupyx.scipy import sparse
+    rng = np.random.default_rng(5)
+    out = {}
+    for dtype in (np.float32, np.float64):
+        for n, density in ((1000, 0.01), (20000, 0.001), (4096, 0.05)):
+            dense = rng.standard_normal((n, n)) * (rng.random((n, n)) < density)
+            a = sparse.csr_matrix(cp.asarray(dense.astype(dtype)))
+            v = rng.standard_normal(n).astype(dtype)
+            m = rng.standard_normal((n, 8)).astype(dtype)
+            results = {"csr @ v": (a @ cp.asarray(v), dense @ v), "csr.T @ v": (a.T @ cp.asarray(v), dense.T @ v),
+                       "csr @ dense": (a @ cp.asarray(m), dense @ m),
+                       "csr @ csr": ((a @ a).toarray(), dense @ dense)}
+            for kind, (got, want) in results.items():
+                g = cp.asnumpy(got)
+                err = float(np.abs(g - want).max() / max(np.abs(want).max(), 1e-30))
+                out[f"{kind} {np.dtype(dtype).name} {n}"] = {"sha": sha(g), "rel_err": err}
+    return out
+
+
 def nccl_cases():
     import cupy as cp
     nccl = ctypes.CDLL(os.environ["NCCL_LIB"])
@@ -172,17 +195,17 @@ def nccl_cases():
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["fft", "gemm", "nccl"])
+    parser.add_argument("what", choices=["fft", "gemm", "sparse", "nccl"])
     parser.add_argument("--label", required=True)
     args = parser.parse_args()
     out = {"label": args.label, "loading": os.environ.get("CUDA_MODULE_LOADING", "default (lazy)")}
     start = time.monotonic()
     try:
-        out["cases"] = {"fft": fft_cases, "gemm": gemm_cases, "nccl": nccl_cases}[args.what]()
+        out["cases"] = {"fft": fft_cases, "gemm": gemm_cases, "sparse": sparse_cases, "nccl": nccl_cases}[args.what]()
     except Exception as err:  # noqa: BLE001 - the proof records any failure as its result
         out["error"] = f"{type(err).__name__}: {str(err)[:300]}"
     out["seconds"] = round(time.monotonic() - start, 2)
-    out["mapped"] = mapped({"fft": "libcufft", "gemm": "libcublas", "nccl": "libnccl"}[args.what])
+    out["mapped"] = mapped({"fft": "libcufft", "gemm": "libcublas", "sparse": "libcusparse", "nccl": "libnccl"}[args.what])
     print(json.dumps(out))
     return 0 if "error" not in out else 1
 

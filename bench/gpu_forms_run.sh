@@ -10,7 +10,8 @@
 # bench/gpu_forms_job.py runs each copy and prints sha256 per result; reports land in $OUT.
 #   tree         the machine's whole CUDA 13 library tree and CuPy pruned in place to sm_90 at once
 #                (as a build does, 8 jobs), then cuFFT, cuBLAS(Lt) and NCCL again, compared with
-#                the originals run first, and bench/gpu_prune_proof.py's cuRAND + cuBLAS hashes
+#                the originals run first (lazy and eager module loading), cuSPARSE through CuPy,
+#                and bench/gpu_prune_proof.py's cuRAND + cuBLAS hashes
 # Arguments: the parts to run (fft gemm nccl tree; all by default).
 R=$(pwd)
 OUT=${OUT:-$R/gpu-forms-out}; mkdir -p "$OUT"
@@ -75,12 +76,16 @@ export CUBLAS_DIR=$(dirname "$CUBLASLT")
 part fft || job fft-original fft
 part gemm || job gemm-original gemm
 part nccl || job nccl-original nccl NCCL_LIB="$NCCL"
+job sparse-original sparse
 python3 bench/gpu_prune_proof.py --only cupy,info --label tree-original --out "$OUT/proof-tree-original.json" > /dev/null
 cp -a "$SITE/nvidia" /tmp/nvidia-orig && cp -a "$SITE/cupy" /tmp/cupy-orig
 PYTHONPATH=$R/src python3 -m rapidship.builder.prune --keep 90 --cuobjdump "$CUOBJDUMP" --jobs 8 \
   --record "$OUT/prune-tree-90.json" "$SITE/nvidia" "$SITE/cupy" | tail -1
 du -sh /tmp/nvidia-orig "$SITE/nvidia"
-job fft-tree-90 fft; job gemm-tree-90 gemm; job nccl-tree-90 nccl NCCL_LIB="$NCCL"
+job fft-tree-90 fft; job gemm-tree-90 gemm; job sparse-tree-90 sparse; job nccl-tree-90 nccl NCCL_LIB="$NCCL"
+# eager module loading: every registered module of every library (emptied containers too) loads first
+for what in fft gemm sparse; do job $what-tree-90-eager $what CUDA_MODULE_LOADING=EAGER; done
+job nccl-tree-90-eager nccl NCCL_LIB="$NCCL" CUDA_MODULE_LOADING=EAGER
 python3 bench/gpu_prune_proof.py --only cupy,info --label tree-90 --out "$OUT/proof-tree-90.json" > /dev/null
 echo "proof (cupy) rc=$?"
 rm -rf "$SITE/nvidia" "$SITE/cupy" && mv /tmp/nvidia-orig "$SITE/nvidia" && mv /tmp/cupy-orig "$SITE/cupy"

@@ -137,7 +137,7 @@ def sparse_cases():
     rng = np.random.default_rng(5)
     out = {}
     for dtype in (np.float32, np.float64):
-        for n, density in ((1000, 0.01), (20000, 0.001), (4096, 0.05)):
+        for n, density in ((1000, 0.01), (3000, 0.005), (4096, 0.02)):
             dense = rng.standard_normal((n, n)) * (rng.random((n, n)) < density)
             a = sparse.csr_matrix(cp.asarray(dense.astype(dtype)))
             v = rng.standard_normal(n).astype(dtype)

@@ -129,3 +129,16 @@ def test_the_listing_elf_holds_the_dropped_containers_for_cuobjdump(tmp_path):
     fat = elf.section(core.FATBIN)
     containers, _ = F.parse_section(blob, fat.offset, fat.size)
     assert [c.entries[0].label for c in containers] == ["sm_100"] * len(RUN)
+
+
+def test_a_run_with_a_relocated_field_inside_is_not_cut(tmp_path):
+    # a field the loader writes inside the run would mean it is not device code alone
+    lib = build_data_library(tmp_path / "src", CONTAINERS)
+    data = lib.read_bytes()
+    elf = E.parse(data)
+    run = inplace.plan_file(data, KEEP).runs[0]
+    section = elf.sections[run.section.index]
+    relocated = sorted({r.offset for r in E.relocations(elf, data)})
+    assert inplace._sized(elf, relocated, run.start, run.end, section, run.count) == run
+    inside = sorted(relocated + [run.start + 4096])
+    assert inplace._sized(elf, inside, run.start, run.end, section, run.count) is None

@@ -17,6 +17,7 @@ and links stay valid). `prove(old, new, keep)` checks exactly that from the two 
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import struct
 from dataclasses import dataclass, replace
@@ -140,7 +141,8 @@ def plan_file(data, keep: tuple[int, ...]) -> Plan | None:
             raise Refused(f"no device code in this file runs on sm_{gpu}: the library was not built for that "
                              f"GPU, and pruning it would hide that (left whole)")
     notes: list[str] = []
-    runs = [r for r in (_sized(elf, data, *r) for r in _runs(held, data, keep)) if r]
+    written = sorted({r.offset for r in E.relocations(elf, data)} | E.relr_addresses(elf, data))
+    runs = [r for r in (_sized(elf, written, *r) for r in _runs(held, data, keep)) if r]
     free, pinned = _header_room(elf, data)
     in_place = len(runs) <= free or pinned
     if pinned and len(runs) > free:  # a PT_PHDR keeps the table where it is: as many runs as fit
@@ -173,13 +175,16 @@ def plan_file(data, keep: tuple[int, ...]) -> Plan | None:
                 F.arch_bytes(kept), layout, notes)
 
 
-def _sized(elf: E.Elf, data, start: int, end: int, section: E.Section, count: int) -> Run | None:
+def _sized(elf: E.Elf, written: list[int], start: int, end: int, section: E.Section, count: int) -> Run | None:
     """The run as a cut: its pages, and only when it is worth a program header and nothing else
-    (another segment, section or relocation target field) shares its bytes."""
+    (another segment or section, a field the loader relocates) shares its bytes."""
     tail = end // E.GRANULE * E.GRANULE
     delta = (tail - start) // E.GRANULE * E.GRANULE
     if delta < MIN_RUN:
         return None
+    at = bisect.bisect_left(written, start)
+    if at < len(written) and written[at] < end:
+        return None  # a relocated field inside: not device code alone
     owners = [p for p in elf.loads() if p.vaddr <= start and end <= p.vaddr + p.filesz]
     if len(owners) != 1 or not owners[0].flags & 2:
         return None  # zero-fill needs a writable segment (the loader clears the partial page)

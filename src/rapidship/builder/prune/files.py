@@ -62,15 +62,12 @@ def prune_file(path: Path, keep: tuple[int, ...], dest: Path | None = None,
         return entry | {"reason": "empty file"}
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         try:
-            form, plan = _plan(data, keep)
+            form, plan, has_code = _plan(data, keep)
         except E.ElfError as err:
             return _copied(path, dest, entry | {"reason": f"not prunable ELF: {err}"})
         except core.Refused as err:
             return _copied(path, dest, entry | {"status": "refused", "reason": str(err)})
         if plan is None:
-            elf = E.parse(data)  # headers only: plan_file parsed them fine
-            fatbin = elf.section(core.FATBIN)
-            has_code = fatbin is not None and fatbin.size > 0 or bool(inplace.find(elf, data))
             reason = "device code too small to shrink" if has_code else "no device code"
             return _copied(path, dest, entry | {"reason": reason, "device_code": has_code})
         target = dest or path
@@ -157,20 +154,27 @@ def _summed(dicts) -> dict[str, int]:
 
 
 def _plan(data, keep: tuple[int, ...]):
-    """The rewrite form and its plan: wrappers re-pointed (core), or, for a library that loads its
+    """(form, plan, has device code): wrappers re-pointed (core), or, for a library that loads its
     containers itself (no wrappers, or no `.nv_fatbin` at all), no-fleet containers zero-filled
-    where they lie (inplace)."""
+    where they lie (inplace). Each file's data sections are scanned for containers once at most."""
     refusal = None
     try:
         plan = core.plan_file(data, keep)
-        if plan is not None or E.parse(data).section(core.FATBIN) is not None:
-            return core, plan
     except core.NoWrappers as err:
         refusal = err
-    plan = inplace.plan_file(data, keep)
+    else:
+        if plan is not None:
+            return core, plan, True
+        elf = E.parse(data)  # headers only: plan_file parsed them fine
+        fatbin = elf.section(core.FATBIN)
+        if fatbin is not None:
+            return core, None, fatbin.size > 0 or bool(inplace.find(elf, data))
+    elf = E.parse(data)
+    held = inplace.find(elf, data)
+    plan = inplace.plan_file(data, keep, held) if held else None
     if plan is None and refusal is not None:
         raise refusal
-    return (inplace, plan) if plan is not None else (core, None)
+    return (inplace, plan, True) if plan is not None else (core, None, bool(held))
 
 
 def _copied(path: Path, dest: Path | None, entry: dict) -> dict:

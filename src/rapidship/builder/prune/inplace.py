@@ -60,14 +60,13 @@ class Run:
 
 @dataclass
 class Plan:
-    keep: tuple[int, ...]
     runs: list[Run]
     segments: tuple[E.Segment, ...]
     sections: tuple[E.Section, ...]
     phoff: int
     cuts: list[tuple[int, int]]    # old file offsets [start, end) that go
     zeros: list[tuple[int, int]]   # old file offsets [start, end) written as zeros
-    old_shoff: int
+    old_table: tuple[int, int]     # the old section header table [start, end): zeroed, it moves
     containers: int
     without_fleet_code: int
     dropped: list[Held]
@@ -75,19 +74,6 @@ class Plan:
     arch_after: dict[str, int]
     layout: str
     notes: list[str]
-
-    @property
-    def saved(self) -> int:
-        return sum(r.delta for r in self.runs)
-
-    def new_offset(self, old: int) -> int:
-        shift = 0
-        for start, end in self.cuts:
-            if old >= end:
-                shift += end - start
-            elif old >= start:
-                raise E.ElfError(f"offset {old:#x} lies in a removed range")
-        return old - shift
 
 
 def find(elf: E.Elf, data) -> list[Held]:
@@ -118,7 +104,7 @@ def _runs(held: list[Held], data, keep: tuple[int, ...]) -> list[tuple[int, int,
     runs, current = [], None
     for h in held:
         drop = not F.serves(h.container, keep)
-        if current and drop and h.section is current[2] and not any(
+        if current and drop and h.section.index == current[2].index and not any(
                 data[h.section.offset + current[1] - h.section.addr:h.section.offset + h.container.offset]):
             current[1], current[3] = h.end, current[3] + 1
             continue
@@ -130,10 +116,11 @@ def _runs(held: list[Held], data, keep: tuple[int, ...]) -> list[tuple[int, int,
     return runs
 
 
-def plan_file(data, keep: tuple[int, ...]) -> Plan | None:
-    """The in-place rewrite, or None when the file has no such containers or no run worth cutting."""
+def plan_file(data, keep: tuple[int, ...], held: list[Held] | None = None) -> Plan | None:
+    """The in-place rewrite, or None when the file has no such containers or no run worth cutting
+    (`held`: what `find` already returned for this file)."""
     elf = E.parse(data)
-    held = find(elf, data)
+    held = find(elf, data) if held is None else held
     if not held:
         return None
     for gpu in keep:
@@ -170,7 +157,8 @@ def plan_file(data, keep: tuple[int, ...]) -> Plan | None:
     layout = f"containers in place ({len(runs)} run(s) of no-fleet containers zero-filled; {how})"
     notes.append(f"{len(held)} containers in {', '.join(sorted({h.section.name for h in held}))} keep their "
                  f"addresses; {len(dropped)} hold code for no listed GPU and now read as zeros")
-    return Plan(keep, runs, segments, sections, phoff, cuts, zeros, elf.shoff, len(held),
+    return Plan(runs, segments, sections, phoff, cuts, zeros,
+                (elf.shoff, elf.shoff + len(elf.sections) * E.SHDR.size), len(held),
                 sum(not F.serves(c, keep) for c in containers), dropped, F.arch_bytes(containers),
                 F.arch_bytes(kept), layout, notes)
 
@@ -192,7 +180,7 @@ def _sized(elf: E.Elf, written: list[int], start: int, end: int, section: E.Sect
         if p is not owners[0] and p.memsz and p.vaddr < end and start < p.vaddr + p.memsz:
             return None
     for s in elf.sections:
-        if s is not section and s.alloc and s.size and s.addr < end and start < s.addr + s.size:
+        if s.index != section.index and s.alloc and s.size and s.addr < end and start < s.addr + s.size:
             return None
     return Run(start, end, tail, delta, section, count)
 
@@ -274,7 +262,7 @@ def _align8(n: int) -> int:
 def write(data, plan: Plan, out) -> int:
     """Stream the new file into `out` (seekable binary); returns its size."""
     view = memoryview(data)
-    zeros = sorted(plan.zeros + [(plan.old_shoff, plan.old_shoff + len(E.parse(data).sections) * E.SHDR.size)])
+    zeros = sorted(plan.zeros + [plan.old_table])
     pos = 0
     for start, end in plan.cuts + [(len(data), len(data))]:
         _copy(view, pos, start, zeros, out)

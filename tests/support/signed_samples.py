@@ -12,6 +12,8 @@ from rapidship.sign import formats as f
 
 LOCK = "11" * 32
 VARIANT = "cpu-debian12"
+CREATED = "2026-12-01T00:00:00+00:00"  # the release every rapidship build states (sign/release.py)
+LABELS = {"io.rapidship.lock.sha256": LOCK, "io.rapidship.variant": VARIANT, "org.opencontainers.image.created": CREATED}
 POLICY = {"threshold": "HIGH", "ignore_unfixed": False}
 
 
@@ -27,7 +29,7 @@ def provenance(config_digest: str, lock: str = LOCK, gates: bool = True, trivy: 
                 {"name": "image-config", "digest": {"sha256": config_digest.partition(":")[2]}},
                 {"name": "gates", "digest": {"sha256": "00"}, "annotations": {"passed": gates}},
                 {"name": "trivy-decision", "digest": {"sha256": "00"},
-                 "annotations": {"passed": trivy, "image_id": config_digest,
+                 "annotations": {"passed": trivy, "image_id": config_digest, "decided_on": "2026-12-01",
                                  "policy": {"source": "p", "variant": VARIANT, **(policy or POLICY)}}}]}}
 
 
@@ -59,11 +61,12 @@ class MemSource:
 
 def signed_image(key: ec.EllipticCurvePrivateKey, src: MemSource | None = None, labels: dict | None = None,
                  predicates: dict | None = None, name: str = "reg.example/p/img",
-                 names: tuple[str, ...] = ("reg.example/p/img:t",)) -> tuple[MemSource, str]:
-    """(source, manifest digest) of a one-layer image signed and attested by `key`."""
+                 names: tuple[str, ...] = ("reg.example/p/img:t",),
+                 release: dict | None = None) -> tuple[MemSource, str]:
+    """(source, manifest digest) of a one-layer image signed and attested by `key`; the payload
+    states `release` (default: none, as signatures made before releases were signed)."""
     src = src or MemSource()
-    config = json.dumps({"config": {"Labels": labels if labels is not None else
-                                    {"io.rapidship.lock.sha256": LOCK, "io.rapidship.variant": VARIANT}},
+    config = json.dumps({"config": {"Labels": labels if labels is not None else LABELS},
                          "rootfs": {"type": "layers", "diff_ids": ["sha256:" + "22" * 32]}}).encode()
     config_digest = f.sha256(config)
     manifest = json.dumps({"schemaVersion": 2, "mediaType": f.OCI_MANIFEST,
@@ -73,7 +76,7 @@ def signed_image(key: ec.EllipticCurvePrivateKey, src: MemSource | None = None, 
     src.manifests[digest] = manifest
     src.blobs[config_digest] = config
     subject = {"mediaType": f.OCI_MANIFEST, "digest": digest, "size": len(manifest)}
-    src.put(f.signature_artifact(name, subject, signer(key), names), f.tag_for(digest, "sig"))
+    src.put(f.signature_artifact(name, subject, signer(key), names, release), f.tag_for(digest, "sig"))
     preds = predicates if predicates is not None else {f.CYCLONEDX: sbom(config_digest),
                                                        f.SLSA_PROVENANCE: provenance(config_digest)}
     envelopes = {k: f.envelope(f.statement(name, digest, k, v), signer(key)) for k, v in preds.items()}
@@ -85,8 +88,7 @@ def signed_index(key: ec.EllipticCurvePrivateKey, children: int = 2) -> tuple[Me
     src = MemSource()
     digests = []
     for i in range(children):
-        _, d = signed_image(key, src, labels={"io.rapidship.lock.sha256": LOCK, "io.rapidship.variant": VARIANT,
-                                              "arch": str(i)})
+        _, d = signed_image(key, src, labels={**LABELS, "arch": str(i)})
         digests.append(d)
     index = json.dumps({"schemaVersion": 2, "mediaType": f.OCI_INDEX, "manifests": [
         {"mediaType": f.OCI_MANIFEST, "digest": d, "size": len(src.manifests[d])} for d in digests]}).encode()

@@ -26,6 +26,7 @@ def build_tiny(work, label: str, dockerfile: str) -> tuple:
     import os
     import subprocess
     import uuid
+    from datetime import datetime, timezone
 
     from rapidship.engine import ENGINE
 
@@ -35,10 +36,13 @@ def build_tiny(work, label: str, dockerfile: str) -> tuple:
     ctx.mkdir()
     (ctx / "Dockerfile").write_text(dockerfile)
     refs = {}
+    # the release label `invoke build` sets on every image (sign refuses an image that states none)
+    created = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     for arch in ("amd64", "arm64"):
         (ctx / f"{arch}.txt").write_text(f"built for {arch}\n")
         refs[arch] = f"{name}:26.10-cpu-debian12-py3.11-{arch}"
-        subprocess.run([ENGINE.buildkit_cli(), "build", "-q", "--platform", f"linux/{arch}", "-t", refs[arch], str(ctx)],
+        subprocess.run([ENGINE.buildkit_cli(), "build", "-q", "--platform", f"linux/{arch}", "-t", refs[arch],
+                        "--label", f"org.opencontainers.image.created={created}", str(ctx)],
                        check=True, capture_output=True, env=dict(os.environ, DOCKER_BUILDKIT="1"))
     return work / "variants.yaml", name, refs
 

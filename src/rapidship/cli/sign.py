@@ -158,7 +158,8 @@ def verify_digest(src, digest, public, policy_file, references=None):
     def rules(variant):
         return load_policy(policy_file, variant).rules.model_dump(mode="json") if variant else None
 
-    return verify_image(src, digest, public, rules if policy_file else None, references)
+    age = load_policy(policy_file).release if policy_file else None
+    return verify_image(src, digest, public, rules if policy_file else None, references, age)
 
 
 def report(verdicts, what):

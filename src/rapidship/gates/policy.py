@@ -88,9 +88,19 @@ class Override(LaxConfig):
     allowlist: tuple[AllowEntry, ...] = ()
 
 
+class ReleaseRules(LaxConfig):
+    """What `invoke verify --policy` also requires of a signed image, beside its scan: how old it
+    and its scan decision may be (a signed image stays signed forever; a site decides when it is
+    too old to run)."""
+
+    min_created: datetime | date | None = None  # the image's release (its build's UTC time) at least this
+    max_decision_age_days: int | None = Field(default=None, ge=1)  # the scan decision at most this old
+
+
 class PolicyFile(LaxConfig):
     defaults: Rules = Rules()
     variants: dict[str, Override] = {}
+    release: ReleaseRules = ReleaseRules()
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,7 @@ class Policy:
     source: str
     variant: str | None
     rules: Rules
+    release: ReleaseRules = ReleaseRules()
 
 
 def parse_policy(text: str, source: str, known_variants: list[str] | None = None) -> PolicyFile:
@@ -146,7 +157,7 @@ def resolve(spec: PolicyFile, source: str, variant: str | None) -> Policy:
     if override:
         changes = {k: v for k, v in override.model_dump(exclude={"allowlist"}).items() if v is not None}
         rules = rules.model_copy(update=changes | {"allowlist": rules.allowlist + override.allowlist})
-    return Policy(source=source, variant=variant, rules=rules)
+    return Policy(source=source, variant=variant, rules=rules, release=spec.release)
 
 
 def load_policy(path: Path | str = DEFAULT_POLICY, variant: str | None = None,

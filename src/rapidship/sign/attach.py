@@ -26,7 +26,7 @@ from rapidship.publish.push import make_index
 from rapidship import oci_json
 from rapidship.records import (PushRecord, Rendered, RecordError, SignedDigest, SignRecord, Workspace, gated_problems,
                                read_content, read_decision, read_gates)
-from rapidship.sign import formats as f
+from rapidship.sign import formats as f, release
 from rapidship.sign.keys import Signer, fingerprint
 from rapidship.sign.provenance import predicate, sbom_subject
 from rapidship.sign.sources import keep, push_artifact, update_referrers
@@ -114,6 +114,11 @@ def sign_variant(ws: Workspace, record: PushRecord, signer: Signer, reg: Registr
             raise RapidshipError(f"sign {variant} {arch}", "the image's lock label differs from the rendered lock",
                                  f"render and build {variant} again")
         config = reg.get_blob(repo, config_digest)
+        stated = release.of_config(oci_json.parse_or_none(config))
+        if stated is None:  # loaders order releases before they move a name: an image must state its own
+            raise RapidshipError(f"sign {variant} {arch}", f"image {config_digest[:19]} states no release (label "
+                                 f"{release.CREATED_LABEL} as a UTC time, which invoke build sets)",
+                                 f"build it with invoke build --variant {variant} --arch {arch}, then gate, push, sign")
         subject = {"mediaType": pushed.media_type, "digest": pushed.digest, "size": pushed.size}
         pred = predicate(rendered=rendered, built=built, gates=gates,
                          gates_bytes=_read_bytes(ws.gates(variant, arch), "invoke gates"), decision=decision,
@@ -123,7 +128,8 @@ def sign_variant(ws: Workspace, record: PushRecord, signer: Signer, reg: Registr
                                                _sbom(ws, variant, arch, config_digest)),
                       f.SLSA_PROVENANCE: f.statement(reference, pushed.digest, f.SLSA_PROVENANCE, pred)}
         # the names an offline import may create: the build's own ref and the pushed one
-        sig = f.signature_artifact(reference, subject, signer.sign, names=[built.ref, f"{reference}:{pushed.tag}"])
+        sig = f.signature_artifact(reference, subject, signer.sign, names=[built.ref, f"{reference}:{pushed.tag}"],
+                                     release=stated.payload())
         att = f.attestation_artifact({k: f.envelope(v, signer.sign) for k, v in statements.items()}, subject)
         log(f"{arch}: signing {reference}@{pushed.digest[:19]} (signature, SBOM, provenance)")
         attach(reg, repo, pushed.digest, sig, att)

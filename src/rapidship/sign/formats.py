@@ -69,14 +69,20 @@ def tag_for(digest: str, suffix: str) -> str:
 
 
 NAMES_KEY = "io.rapidship.names"  # in the payload's `optional`: every name the image may be created under
+RELEASE_KEY = "io.rapidship.release"  # in `optional`: {"created", "revision"} of the image (sign/release.py)
 
 
-def simple_signing_payload(reference: str, digest: str, names: list[str] | tuple[str, ...] = ()) -> bytes:
+def simple_signing_payload(reference: str, digest: str, names: list[str] | tuple[str, ...] = (),
+                           release: dict[str, str] | None = None) -> bytes:
     """What a cosign signature signs: the image's manifest digest and its repository; `names`
     (repository:tag refs) go into `optional`, which cosign leaves to the signer, so that the names
-    an offline import creates are signed too (install.sh and `invoke import` refuse any other)."""
+    an offline import creates are signed too (install.sh and `invoke import` refuse any other), and
+    so does the image's `release` (sign/release.py), which loaders order before they move a name."""
+    optional: dict = {NAMES_KEY: list(names)} if names else {}
+    if release:
+        optional[RELEASE_KEY] = dict(release)
     doc = {"critical": {"identity": {"docker-reference": reference}, "image": {"docker-manifest-digest": digest},
-                        "type": SIGNATURE_TYPE}, "optional": {NAMES_KEY: list(names)} if names else None}
+                        "type": SIGNATURE_TYPE}, "optional": optional or None}
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -121,8 +127,8 @@ def artifact(layers: list[Blob], subject: dict | None, artifact_type: str) -> Ar
 
 
 def signature_artifact(reference: str, subject: dict, sign: Callable[[bytes], bytes],
-                       names: list[str] | tuple[str, ...] = ()) -> Artifact:
-    payload = simple_signing_payload(reference, subject["digest"], names)
+                       names: list[str] | tuple[str, ...] = (), release: dict[str, str] | None = None) -> Artifact:
+    payload = simple_signing_payload(reference, subject["digest"], names, release)
     layer = Blob(SIMPLE_SIGNING, payload, {SIGNATURE_ANNOTATION: base64.b64encode(sign(payload)).decode()})
     return artifact([layer], subject, SIMPLE_SIGNING)
 

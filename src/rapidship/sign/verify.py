@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+from datetime import date, datetime, timezone
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from rapidship import oci_json
-from rapidship.sign import formats as f
+from rapidship.sign import formats as f, release
 from rapidship.sign.keys import fingerprint, verify_signature
+from rapidship.sign.release import Release
 from rapidship.sign.provenance import LOCK_LABEL, VARIANT_LABEL, byproduct, sbom_subject
 
 INDEX_TYPES = oci_json.INDEX_TYPES
@@ -48,6 +50,8 @@ class Verdict:
     names: list[str] = field(default_factory=list)  # repository:tag names the verified signature allows
     reference: str = ""  # the verified signature's docker-reference (the repository it was signed in)
     objects: dict[str, str] = field(default_factory=dict)  # "sig" / "att" -> digest of the verified object
+    release: Release | None = None  # what the image's config states (sign/release.py), per-arch images only
+    signed_release: Release | None = None  # what the verified payload states, when it states one
 
     @property
     def ok(self) -> bool:
@@ -92,6 +96,7 @@ def check_signature(src: Source, digest: str, key: ec.EllipticCurvePublicKey, v:
             other_digest = True
             continue
         v.names, v.objects["sig"] = f.signed_names(signed), f.sha256(raw)
+        v.signed_release = release.of_payload(signed)
         v.reference = str((critical.get("identity") or {}).get("docker-reference") or "")
         v.checked.append(f"signature by {fingerprint(key)[:19]} over {digest[:19]}")
         return
@@ -197,12 +202,36 @@ def check_provenance(v: Verdict, config_digest: str, labels: dict, policy_for: P
         v.checked.append(f"provenance (lock {str(lock)[:12]}, gates and trivy passed)")
 
 
+def check_age(v: Verdict, rules: Any, today: date) -> None:
+    """A policy's `release` rules (gates/policy.ReleaseRules): the image's release and its scan
+    decision young enough. Nothing to go on is a failure, never a pass."""
+    if rules.min_created is not None and v.release is not None and v.release.key < release.key_at(rules.min_created):
+        v.problems.append(f"{v.digest[:19]}: release {v.release.describe()} is older than the policy's "
+                          f"release.min_created {rules.min_created}")
+    if rules.max_decision_age_days is not None:
+        decided = ((byproduct(v.predicates.get(f.SLSA_PROVENANCE) or {}, "trivy-decision") or {})
+                   .get("annotations") or {}).get("decided_on")
+        try:
+            age = (today - date.fromisoformat(str(decided))).days
+        except ValueError:
+            v.problems.append(f"{v.digest[:19]}: the provenance states no scan decision date ({decided!r}), "
+                              "so release.max_decision_age_days cannot be met")
+            return
+        if age > rules.max_decision_age_days:
+            v.problems.append(f"{v.digest[:19]}: the scan was decided on {decided}, {age} days ago, more than the "
+                              f"policy's release.max_decision_age_days {rules.max_decision_age_days}: scan it again")
+        else:
+            v.checked.append(f"scan decided {age} day(s) ago")
+
+
 def verify_image(src: Source, digest: str, key: ec.EllipticCurvePublicKey,
-                 policy_for: PolicyFor | None = None, references: set[str] | None = None) -> list[Verdict]:
+                 policy_for: PolicyFor | None = None, references: set[str] | None = None,
+                 age_rules: Any = None, today: date | None = None) -> list[Verdict]:
     """The verdicts of `digest` and, for an index, of every child image. `policy_for(variant)`: the
     scan rules the provenance's decision must have been made under (None: not checked).
     `references`: the repositories a signature may name as its docker-reference (None: not checked,
-    as on a disc, where the signed names are checked instead)."""
+    as on a disc, where the signed names are checked instead). `age_rules`: a policy's release
+    rules (check_age), judged on `today` (default: the UTC date now)."""
     raw = src.manifest(digest)
     doc, why = _manifest(raw)
     if raw is None or f.sha256(raw) != digest:
@@ -215,7 +244,7 @@ def verify_image(src: Source, digest: str, key: ec.EllipticCurvePublicKey,
         check_signature(src, digest, key, top)
         _check_reference(top, references)
         return [top] + [v for child in doc["manifests"]
-                        for v in verify_image(src, child["digest"], key, policy_for, references)]
+                        for v in verify_image(src, child["digest"], key, policy_for, references, age_rules, today)]
     v = Verdict(digest, "image", image_id=str(doc["config"]["digest"]))
     check_signature(src, digest, key, v)
     _check_reference(v, references)
@@ -226,7 +255,23 @@ def verify_image(src: Source, digest: str, key: ec.EllipticCurvePublicKey,
                           "client would read otherwise)")
     else:
         check_provenance(v, v.image_id, (config.get("config") or {}).get("Labels") or {}, policy_for)
+        check_release(v, config)
+        if age_rules is not None:
+            check_age(v, age_rules, today or datetime.now(timezone.utc).date())
     return [v]
+
+
+def check_release(v: Verdict, config: dict) -> None:
+    """The image states its release, and a payload that repeats it says the same."""
+    v.release = release.of_config(config)
+    if v.release is None:
+        v.problems.append(f"{v.digest[:19]}: the image states no release ({release.CREATED_LABEL} as a UTC time): "
+                          "a loader cannot tell it from an older one")
+    elif v.signed_release is not None and v.signed_release != v.release:
+        v.problems.append(f"{v.digest[:19]}: the signed payload states release {v.signed_release.describe()}, the "
+                          f"image's labels {v.release.describe()}")
+    else:
+        v.checked.append(f"release {v.release.describe()}")
 
 
 def _check_reference(v: Verdict, references: set[str] | None) -> None:

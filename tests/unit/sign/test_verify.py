@@ -186,3 +186,44 @@ def test_the_docker_reference_binds_a_signature_to_its_repository():
     assert v.problems == [f"{digest[:19]}: signed as reg.example/staging/img, not as reg.example/release/img (pass "
                           "--signed-as reg.example/staging/img if it was promoted from there)"]
     assert v.names == ["reg.example/p/img:t"] and set(v.objects) == {"sig", "att"}
+
+
+# ---- the release the image states (sign/release.py) ---------------------------------------------
+
+def test_the_release_is_read_from_the_config_and_must_agree_with_the_payload():
+    from support.signed_samples import CREATED, LABELS
+
+    src, digest = signed_image(KEY, release={"created": CREATED, "revision": ""})
+    [v] = verify_image(src, digest, KEY.public_key())
+    assert v.ok and v.release.created == CREATED and f"release {CREATED}" in v.checked
+    src, digest = signed_image(KEY, release={"created": "2027-01-01T00:00:00Z", "revision": ""})
+    assert problems(src, digest) == [f"{digest[:19]}: the signed payload states release 2027-01-01T00:00:00Z, the "
+                                     f"image's labels {CREATED}"]
+    src, digest = signed_image(KEY, labels={k: v for k, v in LABELS.items() if "created" not in k})
+    assert problems(src, digest) == [f"{digest[:19]}: the image states no release (org.opencontainers.image.created "
+                                     "as a UTC time): a loader cannot tell it from an older one"]
+    src, digest = signed_image(KEY, labels={**LABELS, "org.opencontainers.image.created": "1 December 2026"})
+    assert any("states no release" in p for p in problems(src, digest))
+
+
+def test_a_policy_can_require_a_minimum_release_and_a_recent_scan(tmp_path):
+    from datetime import date
+
+    from rapidship.gates.policy import load_policy
+
+    src, digest = signed_image(KEY)  # release 2026-12-01T00:00:00+00:00, its scan decided 2026-12-01
+    policy = tmp_path / "p.yaml"
+    policy.write_text("release:\n  min_created: 2026-12-02T00:00:00Z\n  max_decision_age_days: 30\n")
+    rules = load_policy(policy).release
+
+    def found(today):
+        return [p for v in verify_image(src, digest, KEY.public_key(), age_rules=rules, today=today) for p in v.problems]
+
+    assert found(date(2026, 12, 10)) == [
+        f"{digest[:19]}: release 2026-12-01T00:00:00+00:00 is older than the policy's release.min_created "
+        "2026-12-02 00:00:00+00:00"]
+    policy.write_text("release:\n  min_created: 2026-12-01\n  max_decision_age_days: 30\n")
+    rules = load_policy(policy).release
+    assert found(date(2026, 12, 31)) == []
+    assert found(date(2027, 1, 1)) == [f"{digest[:19]}: the scan was decided on 2026-12-01, 31 days ago, more than "
+                                       "the policy's release.max_decision_age_days 30: scan it again"]

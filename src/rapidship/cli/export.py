@@ -68,22 +68,38 @@ def _checked_volumes(sources, progress):
 
 
 def _trusted(checked, public, key, progress, work):
-    """Signatures, then the archive against the signed ids, before anything loads; or the loud skip."""
+    """Signatures before anything else (or the loud skip), then pass 1 over the archive: what will
+    be loaded, found by content. Nothing is loaded here."""
+    from rapidship.export.load import plan_load
     from rapidship.export.trust import skipped, verify_disc
 
+    trust = None
     if public is None:
         console.err.print(f"[bold red]{skipped(checked)}[/]")
-        return None
+    else:
+        trust = verify_disc(checked, public, key, Path(work) if work else None)
     size = sum(p["bytes"] for p, _ in checked.parts)
-    scanning = progress.add_task("verify archive", total=size)
-    trust = verify_disc(checked, public, key, Path(work) if work else None, lambda n: progress.advance(scanning, n))
-    console.err.print(f"verified {len(trust.images)} image(s) with key {trust.fingerprint[:19]}: signature, SBOM "
-                      "and provenance attestations, and every config and layer in the archive")
-    return trust
+    scanning = progress.add_task("read archive", total=size)
+    plan = plan_load(checked, lambda n: progress.advance(scanning, n))
+    if trust:
+        console.err.print(f"verified {len(trust.images)} image(s) with key {trust.fingerprint[:19]}: signature, SBOM "
+                          "and provenance attestations, signed names and release")
+    console.err.print(f"found every config and layer of {len(plan.images)} image(s) by content; the loader gets an "
+                      f"archive written from them alone ({plan.ignored} other member(s) of the disc's archive are "
+                      "not passed on)")
+    return trust, plan
 
 
 def _verification(trust) -> dict:
     return {"verified_with": trust.fingerprint if trust else "", "verification": "signatures" if trust else "skipped"}
+
+
+def _releases(plan) -> dict:
+    from rapidship import oci_json
+    from rapidship.sign.release import of_config
+
+    return {i.image_id: (r.payload() if (r := of_config(oci_json.parse_or_none(i.config))) else None)
+            for i in plan.images}
 
 
 @task(name="import", iterable=["from_"],
@@ -91,28 +107,35 @@ def _verification(trust) -> dict:
             "registry": "push to this registry (HOST[:PORT][/PREFIX]) with skopeo instead of docker load",
             "insecure": "talk plain HTTP / skip TLS checks with --registry",
             "ca-cert": "PEM CA bundle that signs the --registry's certificate (default $RAPIDSHIP_REGISTRY_CA)",
-            "work": "directory for the temporary archive with --registry (default $TMPDIR)", **KEY_HELP})
+            "work": "directory for the temporary archive with --registry (default $TMPDIR)",
+            "allow-downgrade": "let an older release replace the newer one a name points at now (LOUD; recorded in "
+                               "the output as downgraded_from)", **KEY_HELP})
 @exits_cleanly
-def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, work=None, key=None, no_verify=False):
+def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, work=None, key=None, no_verify=False,
+                  allow_downgrade=False):
     """Check every volume, verify every image against --key, then load the images and compare their ids.
     With --registry, credentials come from RAPIDSHIP_REGISTRY_USER / _PASSWORD or the docker auth file."""
     from rapidship.export.load import docker_load, registry_push
     from rapidship.export.trust import require_key
 
     public = require_key(key, no_verify)
+    warn = lambda text: console.err.print(f"[bold red]{text}[/]")  # noqa: E731
     with _progress() as progress:
         checked = _checked_volumes(from_, progress)
-        trust = _trusted(checked, public, key, progress, work)
-        size = sum(p["bytes"] for p, _ in checked.parts)
-        loading = progress.add_task("push" if registry else "docker load", total=size)
+        trust, plan = _trusted(checked, public, key, progress, work)
+        loading = progress.add_task("push" if registry else "docker load", total=plan.layer_bytes)
         if registry:
-            loaded = registry_push(checked, registry, not insecure, Path(work) if work else None,
+            loaded = registry_push(checked, plan, registry, not insecure, Path(work) if work else None,
                                    lambda n: progress.advance(loading, n),
-                                   ca_cert=ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"))
+                                   ca_cert=ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"),
+                                   allow_downgrade=allow_downgrade, warn=warn)
         else:
-            loaded = docker_load(checked, lambda n: progress.advance(loading, n))
-    console.table(f"export {checked.export_id}", ["image", "id"], [(x.where, x.image_id) for x in loaded])
-    console.print_json({"export_id": checked.export_id, **_verification(trust), "loaded": [vars(x) for x in loaded]})
+            loaded = docker_load(checked, plan, lambda n: progress.advance(loading, n), allow_downgrade, warn)
+    console.table(f"export {checked.export_id}", ["image", "id"],
+                  [(x.where, x.image_id + (f" (DOWNGRADE from {x.downgraded_from})" if x.downgraded_from else ""))
+                   for x in loaded])
+    console.print_json({"export_id": checked.export_id, **_verification(trust), "releases": _releases(plan),
+                        "loaded": [vars(x) for x in loaded]})
 
 
 @task(name="export-verify", iterable=["from_"],
@@ -120,20 +143,20 @@ def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, wo
             "work": "directory for the scratch registry and the temporary archive (default $TMPDIR)", **KEY_HELP})
 @exits_cleanly
 def export_verify(c, from_=None, work=None, key=None, no_verify=False):
-    """Checksums, completeness and signatures, then a full load into a scratch registry on 127.0.0.1; compares ids."""
+    """Checksums, completeness and signatures, then the archive import would load, pushed into a scratch registry
+    on 127.0.0.1 by the same code; compares ids."""
     from rapidship.export.load import registry_push, scratch_registry
     from rapidship.export.trust import require_key
 
     public = require_key(key, no_verify)
     with _progress() as progress:
         checked = _checked_volumes(from_, progress)
-        trust = _trusted(checked, public, key, progress, work)
-        size = sum(p["bytes"] for p, _ in checked.parts)
+        trust, plan = _trusted(checked, public, key, progress, work)
         with scratch_registry(Path(work) if work else None) as registry:
-            loading = progress.add_task("scratch registry", total=size)
-            loaded = registry_push(checked, registry, False, Path(work) if work else None,
+            loading = progress.add_task("scratch registry", total=plan.layer_bytes)
+            loaded = registry_push(checked, plan, registry, False, Path(work) if work else None,
                                    lambda n: progress.advance(loading, n))
     console.table(f"export {checked.export_id}: verified", ["image", "id", "source id"],
                   [(x.ref, x.image_id, x.expected_id) for x in loaded])
     console.print_json({"export_id": checked.export_id, "volumes": len(checked.volumes), **_verification(trust),
-                        "verified": [vars(x) for x in loaded]})
+                        "releases": _releases(plan), "verified": [vars(x) for x in loaded]})

@@ -1,22 +1,23 @@
 #!/bin/sh
 # Load the images of one rapidship export on a host with no network.
 #
-#   sh install.sh --key cosign.pub [--registry HOST[:PORT][/PREFIX]] [--insecure] [--tmp DIR] VOLUME_DIR...
+#   sh install.sh --key cosign.pub [--registry HOST[:PORT][/PREFIX]] [--insecure] [--tmp DIR] [--allow-downgrade] VOLUME_DIR...
 #   sh install.sh --no-verify [...] VOLUME_DIR...
 #
 # VOLUME_DIR: one directory per volume (a mounted disc or a copy of it); default: this script's
 # directory. --key: the public key the sender gave you out of band (never a key from a disc).
 # BEFORE anything is loaded: every file of every volume is checked against SHA256SUMS and all
 # volumes must be present; the disc must name the key given; each image's cosign signature
-# (signatures/ on the disc) must verify with that key over the image's manifest digest, and that
-# manifest's config must be the image id; one pass over the archive then checks that every image
-# it holds is one of those signed ids and that its config hashes to that id. A damaged, missing or
-# swapped disc loads nothing; so does an archive spelling a member's name twice or oddly, or tagging
-# an image with a name its signature does not list. Then the parts are joined and decompressed into
-# `docker load` (which checks every layer against the diff_ids of its signed config), or, with
-# --registry, into a temporary docker-archive that skopeo pushes; every image id is compared with
-# the one recorded at export time. --no-verify skips the key and signature checks (and says so).
-# Needs: sh, sha256sum, zstd, openssl, tar, tee and mkfifo (with --key), and docker (or skopeo with --registry).
+# (signatures/ on the disc) must verify with that key over the image's manifest digest, whose config
+# is the image id, under a name the signature lists. Then the archive is read by content only: every
+# regular member is kept under the name of its sha256 (its own name, links, manifest.json and any
+# other metadata of the archive are never used). Each image's config (the signed id) and the layers
+# it lists must be there; install.sh writes a new archive of exactly those files and a manifest.json
+# of its own, and only that archive reaches `docker load` (or, with --registry, skopeo). A name that
+# points at a newer release than the image given to it is refused (--allow-downgrade: loudly allowed).
+# Every image id is then compared with the one recorded at export time. --no-verify skips the key and
+# signature checks (and says so). Needs: sh, sha256sum, zstd, GNU tar, openssl (with --key), and docker
+# (or skopeo with --registry); free space under --tmp (default $TMPDIR or /var/tmp) for the images.
 set -eu
 
 # @EXPORT_DATA@
@@ -27,6 +28,7 @@ TMP_ROOT="${TMPDIR:-/var/tmp}"
 DIRS=""
 KEY=""
 NO_VERIFY=""
+ALLOW_DOWNGRADE=""
 
 die() { echo "install.sh: $*" >&2; exit 1; }
 usage() { echo "install.sh: $*" >&2; exit 2; }
@@ -41,7 +43,8 @@ while [ $# -gt 0 ]; do
     --key) [ $# -ge 2 ] || usage "--key needs the public key file (cosign.pub)"; KEY="$2"; shift 2 ;;
     --key=*) KEY="${1#--key=}"; shift ;;
     --no-verify) NO_VERIFY=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --allow-downgrade) ALLOW_DOWNGRADE=1; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     -*) usage "unknown option $1 (see: sh install.sh --help)" ;;
     *) DIRS="$DIRS
 $1"; shift ;;
@@ -58,10 +61,9 @@ fi
 
 need sha256sum "install coreutils"
 need zstd "install the zstd package (Debian/Ubuntu: apt-get install zstd; RPM: dnf install zstd)"
-if [ -n "$KEY" ]; then
-  need openssl "install openssl (Debian/Ubuntu: apt-get install openssl; RPM: dnf install openssl): it checks the signatures"
-  need tar "install tar: it reads the archive's manifest and configs before loading"
-fi
+need tar "install GNU tar: it reads the archive by content"
+tar --version 2>/dev/null | grep -q 'GNU tar' || die "tar is not GNU tar (its --to-command reads the archive by content): install GNU tar"
+[ -z "$KEY" ] || need openssl "install openssl (Debian/Ubuntu: apt-get install openssl; RPM: dnf install openssl): it checks the signatures"
 if [ -n "$REGISTRY" ]; then need skopeo "install skopeo, or leave out --registry to load into docker"
 else need docker "install Docker, or pass --registry to push with skopeo"; fi
 
@@ -118,26 +120,25 @@ cat_parts() {
 }
 is_hex64() { case "$1" in *[!0-9a-f]*) return 1 ;; esac; [ ${#1} -eq 64 ]; }
 hash_of() { sha256sum < "$1" | cut -d' ' -f1; }
-occurrences() { LC_ALL=C tr -d '@' < "$1" | sed "s/$2/@/g" | LC_ALL=C tr -cd '@' | wc -c | tr -d ' '; }
-# docker load and containerd read JSON with Go, which matches keys case-insensitively and decodes
-# \u escapes; the seds below read keys as written. So the unsigned JSON of the archive must be
-# printable ASCII without backslashes, each KEY only in its exact case (as docker save writes it).
-plain_json() {  # FILE KEY...
-  f=$1; shift
-  [ "$(LC_ALL=C tr -d ' -~\t\r\n' < "$f" | wc -c | tr -d ' ')" = 0 ] || return 1
-  ! grep -q '\\' "$f" || return 1
-  LC_ALL=C tr 'A-Z' 'a-z' < "$f" > "$f.lower"
-  for k in "$@"; do
-    lower=$(printf '%s' "$k" | LC_ALL=C tr 'A-Z' 'a-z')
-    [ "$(occurrences "$f" "\"$k\"")" = "$(occurrences "$f.lower" "\"$lower\"")" ] || return 1
-  done
+flat() { tr -d ' \t\r\n' < "$1"; echo; }  # one line, newline-terminated (sed and read want it)
+# The release order (sign/release.py states the same rule): the 14 digits of a UTC time written as
+# invoke build writes it (YYYY-MM-DDTHH:MM:SS+00:00 or ...Z); any other spelling has no key.
+release_key() {
+  case "$1" in
+    [0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]Z|\
+[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]+00:00)
+      printf '%s' "$1" | cut -c1-19 | tr -cd '0-9' ;;
+  esac
 }
+created_of() { flat "$1" | sed -n 's/.*"org\.opencontainers\.image\.created":"\([^"]*\)".*/\1/p'; }
+revision_of() { flat "$1" | sed -n 's/.*"org\.opencontainers\.image\.revision":"\([^"]*\)".*/\1/p'; }
 
 # 3. Signatures: the key, then every image's signature over its manifest, whose config is its id.
+: > "$WORK/signed.ids"
 if [ -n "$NO_VERIFY" ]; then
   echo "install.sh: WARNING: --no-verify: loading WITHOUT checking signatures. Not checked: the signing key" >&2
-  echo "  (the disc names ${KEY_FINGERPRINT:-none: it was exported unsigned}), each image's signature, and that the archive" >&2
-  echo "  holds only the signed images. Still checked: checksums, and the loaded ids against the export's record." >&2
+  echo "  (the disc names ${KEY_FINGERPRINT:-none: it was exported unsigned}), each image's signature and signed names." >&2
+  echo "  Still checked: checksums; only the images the export lists are loaded, each config and layer by its hash." >&2
   echo "$IMAGES" | while read -r ref want digest; do
     if [ "$digest" = "-" ]; then echo "  $ref $want: exported unsigned" >&2
     else echo "  $ref $want: signed as $digest, signature NOT checked" >&2; fi
@@ -148,7 +149,6 @@ else
   fp="sha256:$(hash_of "$WORK/key.der")"
   [ -n "$KEY_FINGERPRINT" ] || die "the disc names no signing key: it was exported unsigned (load it only with --no-verify); nothing was loaded"
   [ "$fp" = "$KEY_FINGERPRINT" ] || die "the disc was signed with key $KEY_FINGERPRINT, but --key $KEY is key $fp: pass the public key of whoever signed this disc, or refuse the disc; nothing was loaded"
-  : > "$WORK/signed.ids"
   echo "$IMAGES" | while read -r ref want digest; do
     what="image $ref ($want)"
     [ "$digest" != "-" ] || die "$what was exported unsigned: it cannot be verified against $KEY (load it only with --no-verify); nothing was loaded"
@@ -167,122 +167,140 @@ else
     [ "$signed" = "$digest" ] || die "$what: the signature is over ${signed:-nothing}, not over $digest; nothing was loaded"
     [ "sha256:$(hash_of "$s/manifest.json")" = "$signed" ] \
       || die "$what: $s/manifest.json is not the signed manifest $signed (swapped); nothing was loaded"
-    config=$(tr -d ' \t\r\n' < "$s/manifest.json" | sed -n 's/.*"config":{[^}]*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')
+    config=$(flat "$s/manifest.json" | sed -n 's/.*"config":{[^}]*"digest":"\(sha256:[0-9a-f]*\)".*/\1/p')
     [ "$config" = "$want" ] || die "$what: its signed manifest is of image ${config:-unknown}, not of $want (swapped); nothing was loaded"
     # the names this image may be created under: those the signed payload lists, no other
     sed -n 's/.*"io.rapidship.names":\[\([^]]*\)\].*/\1/p' "$s/payload.json" | tr ',' '\n' | tr -d '"' \
       > "$WORK/names.${want#sha256:}"
     grep -Fqx "$ref" "$WORK/names.${want#sha256:}" \
       || die "$what: the export names it $ref, a name its signature does not cover (signed names: $(tr '\n' ' ' < "$WORK/names.${want#sha256:}")); nothing was loaded"
+    # the release the signed payload states (checked against the image's own labels below)
+    sed -n 's/.*"io.rapidship.release":{[^}]*"created":"\([^"]*\)".*/\1/p' "$s/payload.json" > "$WORK/release.${want#sha256:}"
     echo "${want#sha256:}" >> "$WORK/signed.ids"
     echo "signature ok: $ref $want (manifest $signed, key $fp)" >&2
   done || exit 1
-
-  # 4. One pass over the archive: only manifest.json, index.json and the signed configs come out.
-  echo "checking the archive's images against the signed ids" >&2
-  mkdir "$WORK/archive"
-  set -- manifest.json index.json
-  while read -r h; do set -- "$@" "$h.json" "blobs/sha256/$h"; done < "$WORK/signed.ids"
-  extract() {  # extract NAMES... from the archive into $WORK/archive, listing every member into
-               # $WORK/members on the same pass; the rest is read and dropped
-    rm -f "$WORK/list.fifo" "$WORK/list.failed"
-    mkfifo "$WORK/list.fifo"
-    { tar -tf - 2>/dev/null || echo fail > "$WORK/list.failed"; cat > /dev/null; } < "$WORK/list.fifo" > "$WORK/members" &
-    lister=$!
-    { cat_parts | zstd -dcq || echo fail > "$WORK/zstd.failed"; } | tee "$WORK/list.fifo" \
-      | { (cd "$WORK/archive" && tar -xf - "$@" 2>/dev/null) || true; cat > /dev/null; }
-    wait "$lister" || true
-    [ ! -f "$WORK/cat.failed" ] && [ ! -f "$WORK/zstd.failed" ] || die "reading or decompressing the parts failed"
-  }
-  extract "$@"
-  # Names as docker save writes them, each once: another reader could take another copy of a name
-  # spelled twice (manifest.json and ./manifest.json), so such an archive is refused whole.
-  [ -s "$WORK/members" ] && [ ! -f "$WORK/list.failed" ] || die "the archive cannot be listed: refused, nothing was loaded"
-  sed 's:/$::' "$WORK/members" > "$WORK/members.clean"
-  odd=$(grep -E '^[.]/|^/|//|(^|/)[.][.]?(/|$)|\\' "$WORK/members.clean" | head -n 1 || true)
-  [ -z "$odd" ] || die "archive member $odd is not spelled as docker save writes names: refused, nothing was loaded"
-  dup=$(sort "$WORK/members.clean" | uniq -d | head -n 1)
-  [ -z "$dup" ] || die "the archive holds $dup more than once (each reader could take another copy): refused, nothing was loaded"
-  m="$WORK/archive/manifest.json"
-  [ -f "$m" ] && [ ! -h "$m" ] || die "the archive has no manifest.json (docker load would read it another way): refused, nothing was loaded"
-  plain_json "$m" Config RepoTags Layers LayerSources \
-    || die "the archive's manifest.json is not as docker save writes it (escapes, other bytes, or keys in another case): refused, nothing was loaded"
-  # one image entry a line, as the seds read it (and a last newline, or `read` drops the last line)
-  { tr -d ' \t\r\n' < "$m" | tr '{' '\n'; echo; } > "$WORK/manifest.lines"
-  sed -n 's/.*"Config":"\([^"]*\)".*/\1/p' "$WORK/manifest.lines" > "$WORK/configs"
-  [ -s "$WORK/configs" ] || die "the archive's manifest.json names no image: refused, nothing was loaded"
-  while read -r c; do
-    case "$c" in
-      blobs/sha256/*) h=${c#blobs/sha256/} ;;
-      *.json) h=${c%.json} ;;
-      *) h="" ;;
-    esac
-    is_hex64 "$h" || die "the archive names a config $c in no known layout: refused, nothing was loaded"
-    tags=$(grep -F "\"Config\":\"$c\"" "$WORK/manifest.lines" | sed -n 's/.*"RepoTags":\[\([^]]*\)\].*/\1/p' | tr -d '"')
-    what="image ${tags:-(untagged)} (sha256:$h)"
-    grep -Fqx "$h" "$WORK/signed.ids" || die "$what in the archive is not a signed image: no signature on this disc covers that id (the archive was swapped, or an image added); nothing was loaded"
-    for t in $(printf '%s' "$tags" | tr ',' ' '); do
-      grep -Fqx "$t" "$WORK/names.$h" || die "$what: the archive tags it $t, a name its signature does not cover; nothing was loaded"
-    done
-    f="$WORK/archive/$c"
-    [ -f "$f" ] && [ ! -h "$f" ] || die "$what: its config $c is not in the archive; nothing was loaded"
-    [ "$(hash_of "$f")" = "$h" ] || die "$what: its config $c does not hash to its name (changed or swapped); nothing was loaded"
-  done < "$WORK/configs"
-  # A newer engine's OCI layout: what a containerd image store loads is what index.json names.
-  if [ -f "$WORK/archive/index.json" ]; then
-    plain_json "$WORK/archive/index.json" manifests digest mediaType \
-      || die "the archive's index.json is not as docker save writes it (escapes, other bytes, or keys in another case): refused, nothing was loaded"
-    { tr -d ' \t\r\n' < "$WORK/archive/index.json" | tr '{' '\n'; echo; } \
-      | sed -n 's/.*"digest":"sha256:\([0-9a-f]*\)".*/\1/p' > "$WORK/manifests"
-    set --
-    while read -r h; do is_hex64 "$h" || die "index.json names $h: refused"; set -- "$@" "blobs/sha256/$h"; done < "$WORK/manifests"
-    [ $# -eq 0 ] || extract "$@"
-    while read -r h; do
-      f="$WORK/archive/blobs/sha256/$h"
-      [ -f "$f" ] && [ ! -h "$f" ] && [ "$(hash_of "$f")" = "$h" ] \
-        || die "index.json names manifest sha256:$h, which the archive does not hold intact; nothing was loaded"
-      plain_json "$f" config digest mediaType manifests layers \
-        || die "manifest sha256:$h in index.json is not as docker save writes it: refused, nothing was loaded"
-      flat=$(tr -d ' \t\r\n' < "$f")
-      case "$flat" in *image.index*|*manifest.list*|*'"manifests":'*)
-        die "index.json nests an index (sha256:$h): install.sh cannot check it; use invoke import --key; nothing was loaded" ;; esac
-      config=$(printf "%s\n" "$flat" | sed -n 's/.*"config":{[^}]*"digest":"sha256:\([0-9a-f]*\)".*/\1/p')
-      grep -Fqx "${config:-none}" "$WORK/signed.ids" || die "image sha256:${config:-unknown} (manifest sha256:$h in index.json) is not a signed image: no signature on this disc covers that id (the archive was swapped, or an image added); nothing was loaded"
-    done < "$WORK/manifests"
-  fi
-  echo "verified $(wc -l < "$WORK/signed.ids" | tr -d ' ') image(s) with key $fp" >&2
 fi
 
-# 5. Join, decompress, load.
+# 4. The archive, by content: every regular member is kept under the name of its sha256 (tar's
+# --to-command is given regular files only; links, directories and devices are never created).
+echo "reading the archive by content" >&2
+mkdir "$WORK/blobs" "$WORK/empty" "$WORK/image" "$WORK/image/blobs" "$WORK/image/blobs/sha256"
+cat > "$WORK/take.sh" <<'EOF'
+set -eu
+spool=$(mktemp "$RAPIDSHIP_BLOBS/spool.XXXXXX")
+cat > "$spool"
+h=$(sha256sum < "$spool" | cut -d' ' -f1)
+if [ -e "$RAPIDSHIP_BLOBS/$h" ]; then rm -f "$spool"; else mv "$spool" "$RAPIDSHIP_BLOBS/$h"; fi
+EOF
+RAPIDSHIP_BLOBS="$WORK/blobs" RAPIDSHIP_TAKE="$WORK/take.sh"
+export RAPIDSHIP_BLOBS RAPIDSHIP_TAKE
+{ cat_parts | zstd -dcq || echo fail > "$WORK/zstd.failed"; } \
+  | { (cd "$WORK/empty" && tar -xf - --to-command='sh "$RAPIDSHIP_TAKE"' 2>"$WORK/tar.log") || echo fail > "$WORK/tar.failed"; cat > /dev/null; }
+[ ! -f "$WORK/cat.failed" ] && [ ! -f "$WORK/zstd.failed" ] || die "reading or decompressing the parts failed; nothing was loaded"
+[ ! -f "$WORK/tar.failed" ] || die "the archive is not a readable tar ($(tail -n 1 "$WORK/tar.log")): refused, nothing was loaded"
+
+# 5. What is loaded: per image its config (the id) and the layers the config lists, each a file
+# named by its hash; the names the export gives (signed ones, with --key); a manifest.json of our own.
+printf '[' > "$WORK/image/manifest.json"
+sep=""
+echo "$IMAGES" > "$WORK/images"
+while read -r ref want digest; do
+  h=${want#sha256:}
+  what="image $ref ($want)"
+  is_hex64 "$h" || die "$what: the export records no image id; nothing was loaded"
+  c="$WORK/blobs/$h"
+  [ -f "$c" ] || die "$what: the archive holds no config that hashes to $want; nothing was loaded"
+  flat "$c" | sed -n 's/.*"diff_ids":\[\([^]]*\)\].*/\1/p' | tr ',' '\n' | tr -d '"' > "$WORK/layers.$h"
+  [ -s "$WORK/layers.$h" ] || die "$what: its config lists no layers; nothing was loaded"
+  total=$(wc -l < "$WORK/layers.$h" | tr -d ' ')
+  created=$(created_of "$c")
+  [ -n "$(release_key "$created")" ] || [ -n "$NO_VERIFY" ] || die "$what: the image states no release (org.opencontainers.image.created as a UTC time); nothing was loaded"
+  if [ -z "$NO_VERIFY" ] && [ -s "$WORK/release.$h" ]; then
+    [ "$(cat "$WORK/release.$h")" = "$created" ] || die "$what: the signed payload states release $(cat "$WORK/release.$h"), the image's labels $created; nothing was loaded"
+  fi
+  echo "$created" > "$WORK/created.$h"
+  cp "$c" "$WORK/image/blobs/sha256/$h"
+  layers="" i=0
+  while read -r l; do
+    i=$((i + 1))
+    is_hex64 "${l#sha256:}" || die "$what: its config lists layer $i as $l, not as sha256:<64 hex>; nothing was loaded"
+    if [ ! -f "$WORK/image/blobs/sha256/${l#sha256:}" ]; then  # a layer two images share is taken once
+      [ -f "$WORK/blobs/${l#sha256:}" ] || die "$what: layer $i of $total ($l) is not in the archive: no member hashes to the diff_id its config lists; nothing was loaded"
+      mv "$WORK/blobs/${l#sha256:}" "$WORK/image/blobs/sha256/${l#sha256:}"
+    fi
+    layers="$layers${layers:+,}\"blobs/sha256/${l#sha256:}\""
+  done < "$WORK/layers.$h"
+  printf '%s{"Config":"blobs/sha256/%s","RepoTags":["%s"],"Layers":[%s]}' "$sep" "$h" "$ref" "$layers" >> "$WORK/image/manifest.json"
+  sep=","
+done < "$WORK/images"
+printf ']' >> "$WORK/image/manifest.json"
+rm -rf "$WORK/blobs"
+[ -n "$NO_VERIFY" ] || echo "verified $(wc -l < "$WORK/signed.ids" | tr -d ' ') image(s) with key $fp" >&2
+
+# 6. No name moves to an older release than the one it points at now (unless --allow-downgrade).
+current_created() {  # REF -> "ID CREATED" of what the name points at now, or nothing
+  if [ -z "$REGISTRY" ]; then
+    docker image inspect --format '{{.Id}} {{index .Config.Labels "org.opencontainers.image.created"}}' "$1" 2>/dev/null || true
+  else
+    if skopeo inspect --config --raw --tls-verify="$TLS_VERIFY" "docker://$(dest_of "$1")" > "$WORK/current.json" 2>"$WORK/current.err"; then
+      echo "sha256:$(hash_of "$WORK/current.json") $(created_of "$WORK/current.json")"
+    elif grep -Eq 'manifest unknown|name unknown|not found|NOT_FOUND' "$WORK/current.err"; then :
+    else die "skopeo cannot read $(dest_of "$1") to compare its release: $(tail -n 1 "$WORK/current.err")"; fi
+  fi
+}
+dest_of() {
+  path=${1#*/}
+  case "${1%%/*}" in *.*|*:*|localhost) ;; *) path=$1 ;; esac
+  echo "$REGISTRY/$path"
+}
+while read -r ref want _digest; do
+  tagged=$ref
+  case "${ref##*/}" in *:*) ;; *) tagged="$ref:latest" ;; esac
+  now=$(current_created "$tagged")
+  [ -n "$now" ] || continue
+  now_id=${now%% *} now_created=${now#* }
+  [ "$now_id" != "$want" ] || continue
+  now_key=$(release_key "$now_created")
+  [ -n "$now_key" ] || continue
+  new_created=$(cat "$WORK/created.${want#sha256:}")
+  new_key=$(release_key "$new_created")
+  if [ -z "$new_key" ] || [ "$new_key" -lt "$now_key" ]; then
+    said="$ref now points at $now_id, release $now_created; the incoming $want is ${new_key:+the older release }${new_created:-of no stated release}"
+    [ -n "$ALLOW_DOWNGRADE" ] || die "an older release would replace a newer one: $said; nothing was loaded (to go back on purpose: --allow-downgrade)"
+    echo "install.sh: WARNING: --allow-downgrade: $said" >&2
+    echo "$ref $now_id $now_created" >> "$WORK/downgrades"
+  fi
+done < "$WORK/images"
+
+# 7. The archive written here (and nothing of the disc's own) goes to docker load or skopeo.
 if [ -z "$REGISTRY" ]; then
   echo "loading into docker" >&2
-  { cat_parts | zstd -dcq || echo fail > "$WORK/zstd.failed"; } | docker load > "$WORK/load.log" \
+  (cd "$WORK/image" && tar -cf - blobs manifest.json) | docker load > "$WORK/load.log" \
     || { cat "$WORK/load.log" >&2; die "docker load failed"; }
-  [ ! -f "$WORK/cat.failed" ] && [ ! -f "$WORK/zstd.failed" ] || die "reading or decompressing the parts failed"
 else
-  echo "decompressing into $WORK/images.tar" >&2
-  { cat_parts | zstd -dcq > "$WORK/images.tar"; } || die "reading or decompressing the parts failed"
-  [ ! -f "$WORK/cat.failed" ] || die "reading the parts failed"
+  (cd "$WORK/image" && tar -cf "$WORK/images.tar" blobs manifest.json) || die "writing $WORK/images.tar failed"
 fi
 
-# 6. Report: every image with the id recorded at export time.
+# 8. Report: every image with the id recorded at export time.
 status=0
-echo "$IMAGES" | {
+{
   while read -r ref want _digest; do
     if [ -z "$REGISTRY" ]; then
       got=$(docker image inspect --format '{{.Id}}' "$ref" 2>/dev/null || echo none)
       where="$ref"
     else
-      path=${ref#*/}
-      case "${ref%%/*}" in *.*|*:*|localhost) ;; *) path=$ref ;; esac
-      where="$REGISTRY/$path"
+      where=$(dest_of "$ref")
       skopeo copy --quiet --dest-tls-verify="$TLS_VERIFY" "docker-archive:$WORK/images.tar:$ref" "docker://$where" >&2 \
         || die "skopeo copy $ref -> $where failed"
       got=sha256:$(skopeo inspect --config --raw --tls-verify="$TLS_VERIFY" "docker://$where" | sha256sum | cut -d' ' -f1)
     fi
-    if [ "$got" = "$want" ]; then echo "loaded $where $want"
+    was=""
+    if [ -f "$WORK/downgrades" ]; then
+      while read -r n i c; do [ "$n" != "$ref" ] || was="$i $c"; done < "$WORK/downgrades"
+    fi
+    if [ "$got" = "$want" ]; then echo "loaded $where $want${was:+ (DOWNGRADE from $was)}"
     else echo "MISMATCH $where: id $got, expected $want" >&2; status=1; fi
   done
   exit $status
-} || die "some images did not load with the recorded id"
+} < "$WORK/images" || die "some images did not load with the recorded id"
 echo "all images of export $EXPORT_ID are in place" >&2

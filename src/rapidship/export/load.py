@@ -1,7 +1,11 @@
 """Checked volumes -> images in Docker or in a registry, each id compared with the export's record.
 
 Thin edge only: parts are sent in order (sendfile, no copy through Python) into `zstd -d`, whose
-output goes straight into `docker load`, or into one temporary docker-archive that skopeo pushes.
+output is read twice by export/repack.py: once to find each image's config and layers by content
+(`plan_load`), once to write the docker-archive a loader gets (`docker_load` streams it into
+`docker load`; `registry_push` writes it to one temporary file that skopeo pushes). Before the
+second pass, the names the images take are checked against what they point at now: an older
+release never replaces a newer one unless the operator says so (`downgrades`, sign/release.py).
 `scratch_registry` runs Debian's CNCF distribution (`docker-registry serve`) on 127.0.0.1 for
 `invoke export-verify`, so a full load can be checked without touching the site's engine.
 """
@@ -16,17 +20,24 @@ import os
 import shutil
 import socket
 import subprocess
+import tarfile
 import tempfile
 import threading
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import IO, Callable, Iterator, TypeVar
 
+from rapidship import oci_json
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
+from rapidship.export import repack
+from rapidship.export.trust import label, refusal
 from rapidship.export.verify import Checked
+from rapidship.sign import release
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,7 @@ class Loaded:
     expected_id: str
     image_id: str
     manifest_digest: str = ""  # registry only: the digest the registry serves the image under
+    downgraded_from: str = ""  # --allow-downgrade: the newer image (and release) the name pointed at before
 
     @property
     def ok(self) -> bool:
@@ -72,15 +84,78 @@ def _decompress(checked: Checked, stdout, on_bytes: Callable[[int], None]) -> No
         raise RapidshipError("zstd -d", f"decompression failed: {problem}", "verify the volumes: invoke export-verify")
 
 
-def docker_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: None) -> list[Loaded]:
+def decompressed(checked: Checked, consume: Callable[[IO[bytes]], T], on_bytes: Callable[[int], None]) -> T:
+    """`consume` reads the decompressed archive from a pipe that a thread fills with zstd's output."""
+    read_fd, write_fd = os.pipe()
+    reader, writer = os.fdopen(read_fd, "rb", buffering=1 << 20), os.fdopen(write_fd, "wb")
+    failure: list[BaseException] = []
+
+    def decompress() -> None:
+        try:
+            _decompress(checked, writer, on_bytes)
+        except BrokenPipeError:
+            pass  # the consumer stopped reading; what it raised says why
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failure.append(exc)
+        finally:
+            with contextlib.suppress(BrokenPipeError):
+                writer.close()
+
+    thread = threading.Thread(target=decompress, daemon=True)
+    thread.start()
+    try:
+        try:
+            result = consume(reader)
+            while reader.read(1 << 20):  # zstd's output to its end, so its exit code says all
+                pass
+        finally:
+            reader.close()
+            thread.join()
+    except tarfile.TarError as err:
+        said = f"; zstd: {failure[0]}" if failure else ""
+        raise refusal([f"the archive is not a readable tar ({err}{said}): the disc was made or changed by "
+                       "something other than invoke export"]) from None
+    if failure:
+        raise failure[0]
+    return result
+
+
+def plan_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: None) -> repack.Plan:
+    """Pass 1: each image MANIFEST.json lists (the signed ones, once verify_disc passed), its config
+    and layers found in the archive by content, under the name the disc gives it."""
+    wanted = [repack.Wanted(i["image_id"], (i["ref"],), label(i)) for i in checked.images]
+    found = decompressed(checked, lambda r: repack.scan(r, {w.image_id for w in wanted}), on_bytes)
+    plan, problems = repack.plan(found, wanted)
+    if problems:
+        raise refusal(problems)
+    return plan
+
+
+def _changed(err: repack.Changed) -> GateFailure:
+    return GateFailure("import", f"the archive changed while it was read ({err}); the loader was given an archive "
+                       "that ends in an unreadable block, so nothing was loaded",
+                       "copy the volumes to a local disk, then run invoke export-verify and the import again")
+
+
+def docker_load(checked: Checked, plan: repack.Plan, on_bytes: Callable[[int], None] = lambda _: None,
+                allow_downgrade: bool = False, warn: Callable[[str], None] = lambda _: None) -> list[Loaded]:
+    """Pass 2 into `docker load`: the archive repack writes, never the disc's own; first the names
+    are checked against what they point at in the engine now."""
+    moved = check_downgrades(plan, engine_current, allow_downgrade, warn)
     load = ENGINE.load()
     output: list[bytes] = []
     reader = threading.Thread(target=lambda: output.append(load.stdout.read()), daemon=True)
     reader.start()
     try:
-        _decompress(checked, load.stdin, on_bytes)
+        decompressed(checked, lambda r: repack.write(r, plan, load.stdin, on_bytes), lambda _: None)
+    except repack.Changed as err:
+        load.kill()
+        raise _changed(err) from None
+    except BrokenPipeError:
+        pass  # docker load stopped reading: its exit code and output say why
     finally:
-        load.stdin.close()
+        with contextlib.suppress(BrokenPipeError):
+            load.stdin.close()
         code = load.wait()
         reader.join()
     if code != 0:
@@ -89,8 +164,59 @@ def docker_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: No
     loaded = []
     for image in checked.images:
         found = ENGINE.try_inspect(image["ref"])
-        loaded.append(Loaded(image["ref"], image["ref"], image["image_id"], found["Id"] if found else "missing"))
+        loaded.append(Loaded(image["ref"], image["ref"], image["image_id"], found["Id"] if found else "missing",
+                             downgraded_from=_moved_from(moved, image["ref"])))
     return _checked(loaded)
+
+
+@dataclass(frozen=True)
+class Downgrade:
+    name: str
+    current_id: str
+    current: str    # the release the name points at now
+    incoming_id: str
+    incoming: str   # the older release that replaces it
+
+
+def downgrades(plan: repack.Plan, current: Callable[[str], tuple[str, dict | None]]) -> tuple[list[Downgrade], list[str]]:
+    """Pure over `current(name) -> (image id, config)` ('' when the name points at nothing): every
+    planned name that would move to an older release, as records and as sentences."""
+    found: list[Downgrade] = []
+    sentences: list[str] = []
+    for image in plan.images:
+        incoming = release.of_config(oci_json.parse_or_none(image.config))
+        for name in image.tags:
+            current_id, config = current(name)
+            now = release.of_config(config) if config is not None else None
+            if sentence := release.refusal(name, now, current_id, incoming, image.image_id):
+                sentences.append(sentence)
+                found.append(Downgrade(name, current_id, now.describe() if now else "",
+                                       image.image_id, incoming.describe() if incoming else "none stated"))
+    return found, sentences
+
+
+def check_downgrades(plan: repack.Plan, current: Callable[[str], tuple[str, dict | None]], allow: bool,
+                     warn: Callable[[str], None]) -> list[Downgrade]:
+    """Refuse (GateFailure) any move to an older release, unless `allow`: then say it loudly."""
+    found, sentences = downgrades(plan, current)
+    if found and not allow:
+        raise GateFailure("import", ("an older release would replace a newer one:\n  " + "\n  ".join(sentences)
+                                     + "\nnothing was loaded"),
+                          "ask the sender for the current release; to go back on purpose, pass --allow-downgrade "
+                          "(the import then records the downgrade)")
+    for sentence in sentences:
+        warn(f"WARNING: --allow-downgrade: {sentence}")
+    return found
+
+
+def engine_current(name: str) -> tuple[str, dict | None]:
+    """What `name` points at in the engine now: (image id, {"config": {"Labels": ...}}) or ('', None).
+    A name without a tag means :latest, as docker load reads it; with one it is never an id prefix."""
+    tagged = name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+    info = ENGINE.try_inspect(tagged)
+    if info is None:
+        return "", None
+    return info["Id"], {"config": {"Labels": (info.get("Config") or {}).get("Labels") or {}}}
 
 
 def registry_path(ref: str, registry: str) -> str:
@@ -126,10 +252,12 @@ def _skopeo_access(tmp: Path, host: str, ca_cert: str | None) -> tuple[list[str]
     return copy, inspect
 
 
-def registry_push(checked: Checked, registry: str, tls_verify: bool = True, work: Path | None = None,
-                  on_bytes: Callable[[int], None] = lambda _: None,
-                  on_image: Callable[[str], None] = lambda _: None, ca_cert: str | None = None) -> list[Loaded]:
-    """Decompress once into a temporary docker-archive (skopeo needs a seekable file), push each image."""
+def registry_push(checked: Checked, plan: repack.Plan, registry: str, tls_verify: bool = True,
+                  work: Path | None = None, on_bytes: Callable[[int], None] = lambda _: None,
+                  on_image: Callable[[str], None] = lambda _: None, ca_cert: str | None = None,
+                  allow_downgrade: bool = False, warn: Callable[[str], None] = lambda _: None) -> list[Loaded]:
+    """Pass 2 into one temporary docker-archive (skopeo needs a seekable file), then each image
+    pushed under its name, after the names were checked against what they point at now."""
     if not shutil.which("skopeo"):
         raise ConfigError("--registry", "pushing to a registry needs skopeo", "apt-get install skopeo, or leave out --registry")
     tls = f"--dest-tls-verify={str(tls_verify).lower()}"
@@ -137,13 +265,19 @@ def registry_push(checked: Checked, registry: str, tls_verify: bool = True, work
     with tempfile.TemporaryDirectory(prefix="rapidship-import-", dir=work) as tmp:
         Path(tmp).chmod(0o700)
         copy_access, inspect_access = _skopeo_access(Path(tmp), registry.split("/", 1)[0], ca_cert)
+        where = {tag: registry_path(tag, registry) for image in plan.images for tag in image.tags}
+        moved = check_downgrades(plan, lambda tag: registry_current(where[tag], [verify, *inspect_access]),
+                                 allow_downgrade, warn)
         archive = Path(tmp) / "images.tar"
         with open(archive, "wb") as fh:
-            _decompress(checked, fh, on_bytes)
+            try:
+                decompressed(checked, lambda r: repack.write(r, plan, fh, on_bytes), lambda _: None)
+            except repack.Changed as err:
+                raise _changed(err) from None
         _ids_before_push(checked, archive)
         loaded = []
         for image in checked.images:
-            dest = registry_path(image["ref"], registry)
+            dest = where[image["ref"]]
             on_image(dest)
             _skopeo(["copy", "--quiet", tls, *copy_access, f"docker-archive:{archive}:{image['ref']}",
                      f"docker://{dest}"], dest)
@@ -154,12 +288,32 @@ def registry_push(checked: Checked, registry: str, tls_verify: bool = True, work
             # the registry's config digest and the hash of the config it serves must agree
             got = served if served == measured else f"{served} (config hashes to {measured})"
             loaded.append(Loaded(image["ref"], dest, image["image_id"], got,
-                                 "sha256:" + hashlib.sha256(raw).hexdigest()))
+                                 "sha256:" + hashlib.sha256(raw).hexdigest(), _moved_from(moved, image["ref"])))
     return _checked(loaded)
 
 
+_ABSENT = ("manifest unknown", "name unknown", "not found", "NOT_FOUND")
+
+
+def registry_current(dest: str, flags: list[str]) -> tuple[str, dict | None]:
+    """What `dest` (HOST/REPO:TAG) serves now: (image id, config) for this host's platform, or ('', None)."""
+    proc = subprocess.run(["skopeo", "--insecure-policy", "inspect", "--config", "--raw", *flags, f"docker://{dest}"],
+                          capture_output=True, check=False)
+    if proc.returncode != 0:
+        said = proc.stderr.decode(errors="replace")
+        if any(word in said for word in _ABSENT):
+            return "", None
+        raise RapidshipError(f"skopeo inspect {dest}", said.strip()[-800:],
+                             "check that the registry is up and reachable (its current images are compared first)")
+    return "sha256:" + hashlib.sha256(proc.stdout).hexdigest(), oci_json.parse_or_none(proc.stdout)
+
+
+def _moved_from(moved: list[Downgrade], name: str) -> str:
+    return next((f"{d.current_id} ({d.current})" for d in moved if d.name == name), "")
+
+
 def _ids_before_push(checked: Checked, archive: Path) -> None:
-    """Every image of the temporary archive, as skopeo will read it, is the id the export recorded:
+    """Every image of the written archive, as skopeo reads it, is the id the export recorded:
     checked for all of them before the first push, so a wrong archive leaves the registry untouched."""
     bad = []
     for image in checked.images:

@@ -1,0 +1,228 @@
+"""The archive a loader receives: written here, from the images to load and the bytes that hash to them.
+
+`docker load` unpacks the courier's whole archive and follows its links; Go reads its JSON with
+case-folded keys; containerd and newer engines load what index.json names; skopeo reads the tar
+in place. Rather than prove that each of them reads the courier's archive as a checker did, none
+of them gets it. The archive is read twice, by content only:
+
+  pass 1 (`scan`): every regular member is hashed, in stream order; its name, and every link,
+    directory, device, manifest.json, index.json or `repositories` member, is never consulted.
+    A member small enough to be a config is held only until its hash shows it is one of the
+    configs asked for (the signed image ids).
+  `plan` (pure): for each image to load, its config by content (its digest is the image id), the
+    layers its config lists (rootfs.diff_ids, read strictly) by content, and the names to give it
+    (the signed names the disc's record uses); one line per problem.
+  pass 2 (`write`): the archive decompressed again; each planned member is copied, hashed again as
+    it goes, into a new docker-archive of regular files `blobs/sha256/<hex>` and a `manifest.json`
+    made here (Config, RepoTags, Layers), written last. A member that no longer hashes as in pass
+    1 (the disc changed between the passes) ends the output with a block no tar reader accepts,
+    before manifest.json, so a loader reading it creates nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tarfile
+from dataclasses import dataclass, field
+from typing import IO, Callable
+
+from rapidship import oci_json
+
+CONFIG_MAX = 4 << 20  # an image config is a few KiB; a larger member is hashed, never held
+BLOBS = "blobs/sha256"
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_CHUNK = 1 << 20
+_POISON = b"\xff" * tarfile.BLOCKSIZE  # a header whose checksum no tar reader accepts
+
+
+class Changed(Exception):
+    """Pass 2 did not read what pass 1 read: the archive changed under the import."""
+
+
+@dataclass(frozen=True)
+class Blob:
+    ordinal: int  # the member's position in the archive (every member counts)
+    size: int
+
+
+@dataclass
+class Scan:
+    """Pass 1: what the archive holds, by content."""
+
+    blobs: dict[str, Blob] = field(default_factory=dict)     # sha256 hex -> first regular member holding it
+    configs: dict[str, bytes] = field(default_factory=dict)  # image id -> the member that hashes to it
+    members: int = 0
+    not_files: int = 0  # links, directories, devices: never read, never passed on
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One image to load: its id (from the verified signature, or the disc's record), its names."""
+
+    image_id: str
+    tags: tuple[str, ...]
+    label: str  # how messages name it
+
+
+@dataclass(frozen=True)
+class Planned:
+    image_id: str
+    config: bytes
+    diff_ids: tuple[str, ...]
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    images: tuple[Planned, ...]
+    take: dict[int, str]   # member ordinal -> the sha256 hex it must hash to
+    sizes: dict[int, int]  # member ordinal -> its bytes
+    ignored: int = 0       # members of the courier's archive that reach no loader (its metadata among them)
+
+    @property
+    def layer_bytes(self) -> int:
+        return sum(self.sizes.values())
+
+
+# ---- pass 1 --------------------------------------------------------------------------------------
+
+def scan(stream: IO[bytes], config_ids: set[str]) -> Scan:
+    """Hash every regular member of a tar stream; keep the members that hash to `config_ids`.
+    Raises tarfile.TarError when the stream is not a tar."""
+    found = Scan()
+    with tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK) as tar:  # type: ignore[call-overload]
+        for ordinal, member in enumerate(tar):
+            found.members += 1
+            if not member.isreg():
+                found.not_files += 1
+                continue
+            handle = tar.extractfile(member)
+            assert handle is not None
+            digest, held = hashlib.sha256(), []
+            keep = member.size <= CONFIG_MAX
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+                if keep:
+                    held.append(chunk)
+            hexdigest = digest.hexdigest()
+            found.blobs.setdefault(hexdigest, Blob(ordinal, member.size))
+            if keep and "sha256:" + hexdigest in config_ids:
+                found.configs.setdefault("sha256:" + hexdigest, b"".join(held))
+    return found
+
+
+# ---- the plan (pure) -----------------------------------------------------------------------------
+
+def diff_ids(config: bytes) -> tuple[str, ...] | str:
+    """The layer list of a config, strictly (as the image-spec has it), or the problem with it."""
+    try:
+        doc = oci_json.parse(config)
+    except oci_json.Ambiguous as err:
+        return f"its config is not JSON one way ({err})"
+    rootfs = doc.get("rootfs") if isinstance(doc, dict) else None
+    listed = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+    if not isinstance(listed, list) or not listed or not all(isinstance(d, str) and _DIGEST.match(d) for d in listed):
+        return "its config lists no layers as sha256:<64 hex> (rootfs.diff_ids)"
+    return tuple(listed)
+
+
+def plan(found: Scan, wanted: list[Wanted]) -> tuple[Plan, list[str]]:
+    """Every image's config and layers by content; problems name the image and what is missing."""
+    images: list[Planned] = []
+    take: dict[int, str] = {}
+    sizes: dict[int, int] = {}
+    problems: list[str] = []
+    for want in wanted:
+        config = found.configs.get(want.image_id)
+        if config is None:
+            problems.append(f"{want.label}: the archive holds no config that hashes to {want.image_id[:19]}")
+            continue
+        layers = diff_ids(config)
+        if isinstance(layers, str):
+            problems.append(f"{want.label}: {layers}")
+            continue
+        for i, diff_id in enumerate(layers, 1):
+            blob = found.blobs.get(diff_id[7:])
+            if blob is None:
+                problems.append(f"{want.label}: layer {i} of {len(layers)} ({diff_id[:23]}...) is not in the "
+                                "archive: no member hashes to the diff_id its config lists")
+            else:
+                take[blob.ordinal], sizes[blob.ordinal] = diff_id[7:], blob.size
+        images.append(Planned(want.image_id, config, layers, want.tags))
+    named: dict[str, str] = {}
+    for image in images:
+        for tag in image.tags:
+            if named.setdefault(tag, image.image_id) != image.image_id:
+                problems.append(f"the disc gives the name {tag} to two images ({named[tag][:19]} and "
+                                f"{image.image_id[:19]}): a loader would keep only one")
+    ignored = found.members - len(take) - len({i.image_id for i in images})
+    return Plan(tuple(images), take, sizes, ignored), problems
+
+
+def manifest_json(images: tuple[Planned, ...]) -> bytes:
+    """The archive's manifest.json: exactly these configs, names and layers, nothing else."""
+    return json.dumps([{"Config": f"{BLOBS}/{i.image_id[7:]}", "RepoTags": list(i.tags),
+                        "Layers": [f"{BLOBS}/{d[7:]}" for d in i.diff_ids]} for i in images]).encode()
+
+
+# ---- pass 2 --------------------------------------------------------------------------------------
+
+def _header(name: str, size: int, directory: bool = False) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = (0, 0o755, 0) if directory else (size, 0o644, 0)
+    info.type = tarfile.DIRTYPE if directory else tarfile.REGTYPE
+    return info.tobuf(tarfile.PAX_FORMAT)
+
+
+def _padding(size: int) -> bytes:
+    return b"\0" * (-size % tarfile.BLOCKSIZE)
+
+
+def write(stream: IO[bytes], p: Plan, out: IO[bytes], on_bytes: Callable[[int], None] = lambda _: None) -> None:
+    """Copy the planned members of the tar `stream` into `out` as a new docker-archive. Raises
+    Changed (after poisoning `out`) when a member no longer hashes as planned or is missing."""
+    try:
+        _write(stream, p, out, on_bytes)
+    except (Changed, tarfile.TarError) as err:
+        out.write(_POISON)
+        out.flush()
+        raise Changed(str(err)) from None
+
+
+def _write(stream: IO[bytes], p: Plan, out: IO[bytes], on_bytes: Callable[[int], None]) -> None:
+    out.write(_header("blobs/", 0, True) + _header(BLOBS + "/", 0, True))
+    done: set[int] = set()
+    with tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK) as tar:  # type: ignore[call-overload]
+        for ordinal, member in enumerate(tar):
+            want = p.take.get(ordinal)
+            if want is None:
+                continue
+            if not member.isreg() or member.size != p.sizes[ordinal]:
+                raise Changed(f"archive member {ordinal} is no longer the layer sha256:{want[:16]}...")
+            handle = tar.extractfile(member)
+            assert handle is not None
+            out.write(_header(f"{BLOBS}/{want}", member.size))
+            digest, left = hashlib.sha256(), member.size
+            while left and (chunk := handle.read(min(_CHUNK, left))):
+                digest.update(chunk)
+                out.write(chunk)
+                left -= len(chunk)
+                on_bytes(len(chunk))
+            if left or digest.hexdigest() != want:
+                raise Changed(f"archive member {ordinal} no longer hashes to sha256:{want[:16]}...")
+            out.write(_padding(member.size))
+            done.add(ordinal)
+    if missing := sorted(set(p.take) - done):
+        raise Changed(f"{len(missing)} planned layer member(s) are no longer in the archive")
+    written: set[str] = set()
+    for image in p.images:
+        if image.image_id not in written:
+            written.add(image.image_id)
+            out.write(_header(f"{BLOBS}/{image.image_id[7:]}", len(image.config)) + image.config
+                      + _padding(len(image.config)))
+    manifest = manifest_json(p.images)
+    out.write(_header("manifest.json", len(manifest)) + manifest + _padding(len(manifest)))
+    out.write(b"\0" * (2 * tarfile.BLOCKSIZE))
+    out.flush()

@@ -190,6 +190,7 @@ class PromoteRecord(Record):
     seconds: float
     verified_with: str = ""     # the public key's fingerprint; "" = promoted with --no-verify
     signed_objects: int = 0     # .sig / .att manifests copied with the digests
+    downgraded_from: list[str] = []  # --allow-downgrade: the newer releases the tag pointed at before
 
 
 

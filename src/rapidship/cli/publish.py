@@ -79,9 +79,11 @@ def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="b
             "harbor/harbor.yaml)", "ca-cert": "PEM CA bundle (default $RAPIDSHIP_REGISTRY_CA)",
             "key": "cosign.pub the staged objects must verify with (default $RAPIDSHIP_SIGNING_PUBLIC_KEY)",
             "no-verify": "promote without verifying signatures (LOUD; the record says so)",
+            "allow-downgrade": "let the release tag move to an older release than it holds now (LOUD; recorded)",
             "build-dir": "where build/<variant>/push.json lives", "harbor-config": "harbor configuration directory"})
 @exits_cleanly
-def promote(c, variant, to=None, ca_cert=None, key=None, no_verify=False, build_dir="build", harbor_config="harbor"):
+def promote(c, variant, to=None, ca_cert=None, key=None, no_verify=False, build_dir="build", harbor_config="harbor",
+            allow_downgrade=False):
     """Verify the staged index of a variant, then copy it with its signatures into the release project by digest."""
     import os
 
@@ -114,7 +116,8 @@ def promote(c, variant, to=None, ca_cert=None, key=None, no_verify=False, build_
         console.err.print(f"verified {host}/{record.repository}@{record.index_digest[:19]} with {fingerprint(public)[:19]}")
     else:
         console.err.print("[bold red]WARNING: --no-verify: promoting WITHOUT checking signatures; the record says so.[/]")
-    done = promote_record(record, target, credentials_for(host), ca, RetryPolicy.from_env(), log=console.err.print)
+    done = promote_record(record, target, credentials_for(host), ca, RetryPolicy.from_env(), log=console.err.print,
+                          allow_downgrade=allow_downgrade)
     signed = promote_signed(reg, record, done.target, verified)
     done = done.model_copy(update={"verified_with": fingerprint(public) if public is not None else "",
                                    "signed_objects": signed})

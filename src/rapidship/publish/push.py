@@ -30,12 +30,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from rapidship import oci_json
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.config.matrix import Variant
 from rapidship.publish.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, Credentials, Registry, split_repository
 from rapidship.records import ArchImage, PromoteRecord, PushRecord, Workspace, gated_problems
 from rapidship.publish.retrying import RetryPolicy, backoff
+from rapidship.sign import release
+from rapidship.sign.release import Release
 
 # skopeo output that no retry can fix.
 _PERMANENT = ("unauthorized", "denied", "authentication required", "invalid username/password",
@@ -212,9 +215,40 @@ def push(variant: Variant, target: str, ws: Workspace, creds: Credentials | None
                       pushed_at=_now(), seconds=round(time.monotonic() - start, 1), retries=retries.count)
 
 
+def releases_under(reg: Registry, repo: str, ref: str) -> dict[str, tuple[str, Release | None]]:
+    """What `repo:ref` holds now, per architecture: (image id, the release its config states); {} when
+    nothing is there. Read as a loader would read it, through the manifests to each config."""
+    if reg.head_manifest(repo, ref) is None:
+        return {}
+    top = reg.parse_manifest(reg.get_manifest(repo, ref)[0], f"{repo}:{ref}")
+    children = [c["digest"] for c in top["manifests"]] if oci_json.is_index(top) else [None]
+    out: dict[str, tuple[str, Release | None]] = {}
+    for child in children:
+        doc = top if child is None else reg.parse_manifest(reg.get_manifest(repo, child)[0], f"{repo}@{child}")
+        config = oci_json.parse_or_none(reg.get_blob(repo, doc["config"]["digest"]))
+        arch = str((config or {}).get("architecture", "")) if isinstance(config, dict) else ""
+        out[arch] = (doc["config"]["digest"], release.of_config(config))
+    return out
+
+
+def promote_downgrades(reg: Registry, record: PushRecord, dst: str) -> list[tuple[str, str]]:
+    """(name, sentence) for every arch whose release the promotion would move `dst:tag` back to."""
+    now = releases_under(reg, dst, record.tag)
+    incoming = releases_under(reg, record.repository, record.index_digest)
+    found = []
+    for arch, (image_id, stated) in sorted(incoming.items()):
+        current_id, current = now.get(arch, ("", None))
+        name = f"{record.registry}/{dst}:{record.tag} ({arch})"
+        if sentence := release.refusal(name, current, current_id, stated, image_id):
+            found.append((f"{current_id} ({current.describe() if current else ''})", sentence))
+    return found
+
+
 def promote(record: PushRecord, target: str, creds: Credentials | None, ca_bundle: str | None = None,
-            policy: RetryPolicy = RetryPolicy(), log: Callable[[str], None] = lambda _: None) -> PromoteRecord:
-    """Copy the staged index and everything under it into `target` (HOST/PROJECT) by digest."""
+            policy: RetryPolicy = RetryPolicy(), log: Callable[[str], None] = lambda _: None,
+            allow_downgrade: bool = False) -> PromoteRecord:
+    """Copy the staged index and everything under it into `target` (HOST/PROJECT) by digest. The
+    release tag never moves to an older release than it holds now, unless `allow_downgrade`."""
     start = time.monotonic()
     if record.gates_skipped:
         raise GateFailure(f"promote {record.variant}", "the staged push skipped its gates (--skip-gates)",
@@ -228,6 +262,14 @@ def promote(record: PushRecord, target: str, creds: Credentials | None, ca_bundl
     if dst == src:
         raise ConfigError("--to", f"{target} is where the image already is", "name the release project")
     reg = Registry(host, creds, ca_bundle, policy, on_retry=RetryCounter(log=log))
+    downgrades = promote_downgrades(reg, record, dst)
+    if downgrades and not allow_downgrade:
+        raise GateFailure(f"promote {record.variant}", "an older release would replace a newer one:\n  "
+                          + "\n  ".join(s for _, s in downgrades) + "\nnothing was copied",
+                          "promote the current release; to go back on purpose, pass --allow-downgrade (the record "
+                          "then lists what the tag pointed at)")
+    for _, sentence in downgrades:
+        log(f"WARNING: --allow-downgrade: {sentence}")
     index, desc = reg.get_manifest(src, record.index_digest)
     children = reg.parse_manifest(index, f"{src}@{record.index_digest}")["manifests"]
     pushed = {a.digest: a for a in record.arches.values()}
@@ -252,7 +294,7 @@ def promote(record: PushRecord, target: str, creds: Credentials | None, ca_bundl
     log(f"promoted {host}/{src}@{digest[:19]} -> {host}/{dst}:{record.tag} ({mounted} blobs mounted, {copied} copied)")
     return PromoteRecord(variant=record.variant, registry=host, source=src, target=dst, tag=record.tag, digest=digest,
                          blobs_mounted=mounted, blobs_copied=copied, promoted_at=_now(),
-                         seconds=round(time.monotonic() - start, 1))
+                         seconds=round(time.monotonic() - start, 1), downgraded_from=[d for d, _ in downgrades])
 
 
 def _now() -> str:

@@ -142,3 +142,24 @@ def test_verify_policy_refuses_a_release_older_than_the_site_runs(releases):
     assert json.loads(proc.stdout)["passed"] is False
     proc = run(old.env, "verify", "--variant", "cpu-debian12", "--build-dir", str(old.build), "--key", str(old.pub))
     assert proc.returncode == 0, proc.stderr  # without the policy it is as signed as ever
+
+
+def test_promote_never_moves_the_release_tag_back_either(releases, disc_registry):
+    old, new = releases
+    target = f"{disc_registry.host}/release-{old.work.name}"
+
+    def promote(disc, *flags):
+        return run(disc.env, "promote", "--variant", "cpu-debian12", "--to", target, "--key", str(disc.pub),
+                   "--build-dir", str(disc.build), *flags)
+
+    ok(promote(new))
+    proc = promote(old)
+    message = error_of(proc)
+    assert proc.returncode == 1 and "an older release would replace a newer one" in message
+    assert f"release {NEW} (0d0d0d0d0d0d); the incoming" in message and "nothing was copied" in message
+    assert not (old.build / "cpu-debian12" / "promote.json").exists()
+    proc = ok(promote(old, "--allow-downgrade"))
+    assert "WARNING: --allow-downgrade" in proc.stderr
+    record = json.loads((old.build / "cpu-debian12" / "promote.json").read_text())
+    assert sorted(record["downgraded_from"]) == sorted(f"{new.ids[a]} ({NEW} (0d0d0d0d0d0d))" for a in ARCHES)
+    ok(promote(new))  # forward again, no flag

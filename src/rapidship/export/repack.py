@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from typing import IO, Callable
 
 from rapidship import oci_json
+from rapidship.export.tarstream import TarStream
 
 CONFIG_MAX = 4 << 20  # an image config is a few KiB; a larger member is hashed, never held
 BLOBS = "blobs/sha256"
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_CHUNK = 1 << 20
 _POISON = b"\xff" * tarfile.BLOCKSIZE  # a header whose checksum no tar reader accepts
 
 
@@ -92,24 +92,22 @@ def scan(stream: IO[bytes], config_ids: set[str]) -> Scan:
     """Hash every regular member of a tar stream; keep the members that hash to `config_ids`.
     Raises tarfile.TarError when the stream is not a tar."""
     found = Scan()
-    with tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK) as tar:  # type: ignore[call-overload]
-        for ordinal, member in enumerate(tar):
-            found.members += 1
-            if not member.isreg():
-                found.not_files += 1
-                continue
-            handle = tar.extractfile(member)
-            assert handle is not None
-            digest, held = hashlib.sha256(), []
-            keep = member.size <= CONFIG_MAX
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-                if keep:
-                    held.append(chunk)
-            hexdigest = digest.hexdigest()
-            found.blobs.setdefault(hexdigest, Blob(ordinal, member.size))
-            if keep and "sha256:" + hexdigest in config_ids:
-                found.configs.setdefault("sha256:" + hexdigest, b"".join(held))
+    tar = TarStream(stream)
+    for ordinal, regular, size in tar.members():
+        found.members += 1
+        if not regular:
+            found.not_files += 1
+            continue
+        digest, held = hashlib.sha256(), []
+        keep = size <= CONFIG_MAX
+        for chunk in tar.data():
+            digest.update(chunk)
+            if keep:
+                held.append(bytes(chunk))
+        hexdigest = digest.hexdigest()
+        found.blobs.setdefault(hexdigest, Blob(ordinal, size))
+        if keep and "sha256:" + hexdigest in config_ids:
+            found.configs.setdefault("sha256:" + hexdigest, b"".join(held))
     return found
 
 
@@ -194,26 +192,23 @@ def write(stream: IO[bytes], p: Plan, out: IO[bytes], on_bytes: Callable[[int], 
 def _write(stream: IO[bytes], p: Plan, out: IO[bytes], on_bytes: Callable[[int], None]) -> None:
     out.write(_header("blobs/", 0, True) + _header(BLOBS + "/", 0, True))
     done: set[int] = set()
-    with tarfile.open(fileobj=stream, mode="r|", bufsize=_CHUNK) as tar:  # type: ignore[call-overload]
-        for ordinal, member in enumerate(tar):
-            want = p.take.get(ordinal)
-            if want is None:
-                continue
-            if not member.isreg() or member.size != p.sizes[ordinal]:
-                raise Changed(f"archive member {ordinal} is no longer the layer sha256:{want[:16]}...")
-            handle = tar.extractfile(member)
-            assert handle is not None
-            out.write(_header(f"{BLOBS}/{want}", member.size))
-            digest, left = hashlib.sha256(), member.size
-            while left and (chunk := handle.read(min(_CHUNK, left))):
-                digest.update(chunk)
-                out.write(chunk)
-                left -= len(chunk)
-                on_bytes(len(chunk))
-            if left or digest.hexdigest() != want:
-                raise Changed(f"archive member {ordinal} no longer hashes to sha256:{want[:16]}...")
-            out.write(_padding(member.size))
-            done.add(ordinal)
+    tar = TarStream(stream)
+    for ordinal, regular, size in tar.members():
+        want = p.take.get(ordinal)
+        if want is None:
+            continue
+        if not regular or size != p.sizes[ordinal]:
+            raise Changed(f"archive member {ordinal} is no longer the layer sha256:{want[:16]}...")
+        out.write(_header(f"{BLOBS}/{want}", size))
+        digest = hashlib.sha256()
+        for chunk in tar.data():
+            digest.update(chunk)
+            out.write(chunk)
+            on_bytes(len(chunk))
+        if digest.hexdigest() != want:
+            raise Changed(f"archive member {ordinal} no longer hashes to sha256:{want[:16]}...")
+        out.write(_padding(size))
+        done.add(ordinal)
     if missing := sorted(set(p.take) - done):
         raise Changed(f"{len(missing)} planned layer member(s) are no longer in the archive")
     written: set[str] = set()

@@ -16,6 +16,10 @@ import pytest
 
 from support.commands import CPU_VARIANT, ROOT, invoke
 
+# This run's identity: every image the suite builds carries it in its engine name (`invoke build`
+# and the tasks after it read it), so two suites sharing one engine never retag or remove each
+# other's images (docs/ci.md, shared engines).
+os.environ.setdefault("RAPIDSHIP_RUN_ID", f"t{uuid.uuid4().hex[:10]}")
 
 
 def docker_available() -> bool:

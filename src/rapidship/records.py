@@ -127,7 +127,7 @@ class Rendered(Record):
 class BuiltImage(Record):
     variant: str
     arch: str
-    ref: str
+    ref: str           # the engine's name of it: the release name and the run's identity (config.matrix.run_id)
     image_id: str
     size_bytes: int
     zstd_bytes: int
@@ -139,6 +139,11 @@ class BuiltImage(Record):
     cached_steps: int = 0
     total_steps: int = 0
     extra: dict = {}
+    name: str = ""     # its release name (image:tag, no run identity): what signatures and discs call it
+
+    @property
+    def release_name(self) -> str:
+        return self.name or self.ref
 
 
 class StagedImage(Record):

@@ -20,6 +20,15 @@ axes: {{cuda: [cpu], os: [debian12]}}
 """
 
 
+def tiny_ref(name: str, arch: str) -> str:
+    """The engine's name `invoke build` would give VARIANT's image of repository `name`: the
+    variant's tag and this run's identity (config.matrix.run_id)."""
+    from rapidship.config.matrix import run_id
+
+    run = run_id()
+    return f"{name}:26.10-cpu-debian12-py3.11-{arch}" + (f"-{run}" if run else "")
+
+
 def build_tiny(work, label: str, dockerfile: str) -> tuple:
     """Two images of VARIANT built here (amd64, arm64; FROM scratch, so no emulation): `dockerfile`
     COPYs ${TARGETARCH}.txt. Returns (variants file, image name, {arch: ref}); `remove` them after."""
@@ -40,7 +49,7 @@ def build_tiny(work, label: str, dockerfile: str) -> tuple:
     created = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
     for arch in ("amd64", "arm64"):
         (ctx / f"{arch}.txt").write_text(f"built for {arch}\n")
-        refs[arch] = f"{name}:26.10-cpu-debian12-py3.11-{arch}"
+        refs[arch] = tiny_ref(name, arch)
         subprocess.run([ENGINE.buildkit_cli(), "build", "-q", "--platform", f"linux/{arch}", "-t", refs[arch],
                         "--label", f"org.opencontainers.image.created={created}", str(ctx)],
                        check=True, capture_output=True, env=dict(os.environ, DOCKER_BUILDKIT="1"))

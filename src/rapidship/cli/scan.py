@@ -46,7 +46,9 @@ def scan(c, variant=None, arch=None, image=None, tar=None, dockerfile=None, poli
         v = m.get(variant)
         a = arch_flag(arch or host_arch()).value
         if not (image or tar):
-            image = v.ref(a)
+            from rapidship.imagebuild.buildkit import built_ref
+
+            image = built_ref(Workspace(), v, a)
             if not image_exists(image):
                 raise ConfigError("--variant", f"{image} is not in the engine",
                                   f"build it first: invoke build --variant {variant} --arch {a}")

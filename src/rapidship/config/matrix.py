@@ -9,6 +9,7 @@ be wrong is reported as ONE ConfigError naming the file and the yaml path.
 from __future__ import annotations
 
 import math
+import os
 import re
 from enum import Enum
 from pathlib import Path
@@ -231,6 +232,27 @@ class Variant(BaseModel):
     def ref(self, arch: Arch | str | None = None) -> str:
         """Local image reference (no registry): image:tag."""
         return f"{self.image}:{self.tag(arch)}"
+
+    def local_ref(self, arch: Arch | str, run: str = "") -> str:
+        """The name `invoke build` gives the image in the engine: the ref, and the run's identity
+        when one is set (run_id), so that runs sharing one engine never name each other's images.
+        Registries get the plain tags (push reads the build record's image id, not this name)."""
+        return self.ref(arch) + (f"-{run}" if run else "")
+
+
+RUN_ID_ENV = "RAPIDSHIP_RUN_ID"
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+
+
+def run_id(env: dict[str, str] | None = None) -> str:
+    """This run's identity from $RAPIDSHIP_RUN_ID (the CI pipeline's id, or the test suite's own),
+    '' when unset: every image a run builds carries it in its engine name."""
+    value = (os.environ if env is None else env).get(RUN_ID_ENV, "")
+    if value and not _RUN_ID.match(value):
+        raise ConfigError(RUN_ID_ENV, f"{value!r} cannot end an image tag",
+                          "use up to 40 letters, digits, '.', '_' or '-', starting with a letter or digit "
+                          "(the CI pipeline sets ci$CI_PIPELINE_ID)")
+    return value
 
 
 class Matrix(BaseModel):

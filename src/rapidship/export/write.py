@@ -30,6 +30,7 @@ from typing import Callable, Iterable
 
 from rapidship import __version__
 from rapidship.engine import ENGINE
+from rapidship.config.matrix import run_id
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.export.carry import disc_bytes, disc_files, find_signed
 from rapidship.records import Workspace, gated_problems, save
@@ -272,7 +273,7 @@ def record_json(record: ExportRecord) -> dict:
 # ---- edge: resolve images ----------------------------------------------------------------------
 
 def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws: Workspace = Workspace()) -> list[ImageRecord]:
-    """--variant (through its build record, else v.ref(arch)) and --image refs -> ImageRecords. A
+    """--variant (through its build record, else the name invoke build gives it) and --image refs -> ImageRecords. A
     corrupt build record is an error, not a silent fallback to the tag."""
     from rapidship.imagebuild.buildkit import read_record
 
@@ -283,15 +284,15 @@ def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws
             inspected[ref] = ENGINE.try_inspect(ref)
         return inspected[ref]
 
-    wanted: list[tuple[str, str, str]] = []  # (ref, variant, flag)
+    wanted: list[tuple[str, str, str, str]] = []  # (engine ref, the disc's name for it, variant, flag)
     for v in variants:
         arches = [arch] if arch else [a.value for a in v.arches]
         found = []
         for a in arches:
-            ref = v.ref(a)
+            ref, name = v.local_ref(a, run_id()), v.ref(a)
             if ws.build(v.id, a).is_file():
                 built = read_record(ws, v.id, a)
-                ref = built.ref
+                ref, name = built.ref, built.release_name
                 tagged = inspect(ref)
                 if tagged is not None and tagged["Id"] != built.image_id:  # a later build moved the tag
                     raise ConfigError(str(ws.build(v.id, a)), f"{ref} is now image {tagged['Id'][:19]}, not the "
@@ -303,22 +304,22 @@ def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws
                                       + "\n  ".join(problems), "run the gates and the scan on this build, then "
                                       "export; nothing was written")
             if arch or inspect(ref) is not None:
-                found.append((ref, v.id, f"--variant {v.id}" + (f" --arch {arch}" if arch else "")))
+                found.append((ref, name, v.id, f"--variant {v.id}" + (f" --arch {arch}" if arch else "")))
         if not found:
             raise ConfigError(f"--variant {v.id}", "no image of this variant is in the engine",
                               f"build it first: invoke build --variant {v.id} --arch amd64")
         wanted += found
-    wanted += [(r, "", f"--image {r}") for r in refs]
+    wanted += [(r, r, "", f"--image {r}") for r in refs]
     if not wanted:
         raise ConfigError("invoke export", "no image named", "pass --variant ID or --image REF")
     images: list[ImageRecord] = []
-    for ref, variant, flag in wanted:
+    for ref, name, variant, flag in wanted:
         info = inspect(ref)
         if info is None:
             raise ConfigError(flag, f"{ref} is not in the engine",
                               f"build it first (invoke build --variant {variant})" if variant else "build or load it first")
-        if ref not in {i.ref for i in images}:
-            images.append(image_record(info, ref, variant))
+        if name not in {i.ref for i in images}:
+            images.append(image_record(info, name, variant))
     return images
 
 
@@ -531,7 +532,9 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     record = ExportRecord(export_id=uuid.uuid4().hex, created=_now(), tool_version=__version__,
                           media=media, images=images, signing_key_fingerprint=key_fingerprint)
     progress = progress or QuietProgress()
-    refs = [i.ref for i in images]
+    # by id: the engine's names carry a run's identity; the disc names each image by its release
+    # name (MANIFEST.json's ref), which is what import gives it, whatever the archive says
+    refs = list(dict.fromkeys(i.image_id for i in images))
 
     start = time.monotonic()
     estimate = sum(i.size_bytes for i in images)  # upper bound: shared layers are counted per image

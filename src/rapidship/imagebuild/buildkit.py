@@ -20,7 +20,7 @@ from typing import Callable
 from rapidship.imagebuild.base import host_arch, resolve_local_base
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
-from rapidship.config.matrix import Arch, Flavour, Variant
+from rapidship.config.matrix import Arch, Flavour, Variant, run_id
 from rapidship.records import BuiltImage, Workspace
 from rapidship.redact import scrub
 from rapidship.render.dockerfile import Rendered
@@ -54,7 +54,8 @@ class BuildSecrets:
 class BuildPlan:
     variant: str
     arch: str
-    ref: str
+    ref: str   # the engine's name: `name` and the run's identity
+    name: str  # the release name (variant ref), what signatures and discs carry
     context: str
     labels: dict[str, str]
     secret_ids: tuple[str, ...]
@@ -83,7 +84,8 @@ def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildS
     labels = {"org.opencontainers.image.created": datetime.now(timezone.utc).replace(microsecond=0).isoformat()}
     if revision:
         labels["org.opencontainers.image.revision"] = revision
-    return BuildPlan(variant=variant.id, arch=arch.value, ref=variant.ref(arch), context=rendered.out_dir,
+    return BuildPlan(variant=variant.id, arch=arch.value, ref=variant.local_ref(arch, run_id()), name=variant.ref(arch),
+                     context=rendered.out_dir,
                      labels=labels, secret_ids=tuple(ids), no_cache=no_cache,
                      base_args=base_args or {}, network=network)
 
@@ -166,7 +168,8 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
                              f"full log: {log_path}")
     seconds = round(time.monotonic() - start, 1)
     info = inspect_image(plan.ref)
-    return BuiltImage(variant=plan.variant, arch=plan.arch, ref=plan.ref, image_id=info["Id"], size_bytes=info["Size"],
+    return BuiltImage(variant=plan.variant, arch=plan.arch, ref=plan.ref, name=plan.name, image_id=info["Id"],
+                      size_bytes=info["Size"],
                       zstd_bytes=zstd_size(plan.ref), layers=len(info["RootFS"]["Layers"]), seconds=seconds,
                       lock_sha256=info["Config"]["Labels"].get("io.rapidship.lock.sha256", ""),
                       base=variant.bases.runtime, log=str(log_path),
@@ -227,3 +230,9 @@ def write_record(ws: Workspace, built: BuiltImage) -> Path:
 
 def read_record(ws: Workspace, variant: str, arch: str) -> BuiltImage:
     return ws.load(ws.build(variant, arch), BuiltImage, f"invoke build --variant {variant} --arch {arch}")
+
+
+def built_ref(ws: Workspace, variant: Variant, arch: str) -> str:
+    """The engine's name of a variant's image: its build record's, else the one invoke build gives now."""
+    return read_record(ws, variant.id, arch).ref if ws.build(variant.id, arch).is_file() else \
+        variant.local_ref(arch, run_id())

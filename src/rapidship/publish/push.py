@@ -164,14 +164,18 @@ def arch_image(reg: Registry, repo: str, arch: str, tag: str, digest: str) -> Ar
                      platform=platform_of(config), image_id=config_digest)
 
 
-def engine_ids(variant: Variant) -> dict[str, str]:
-    """arch -> the id of the image its ref names in the engine now; one error naming every arch
-    that is missing or of another architecture."""
-    found = {a.value: ENGINE.try_inspect(variant.ref(a)) for a in variant.arches}
+def engine_ids(ws: Workspace, variant: Variant) -> dict[str, str]:
+    """arch -> the id of the image that arch's name (its build record's, else the one invoke build
+    gives) names in the engine now; one error naming every arch that is missing or of another
+    architecture."""
+    from rapidship.imagebuild.buildkit import built_ref
+
+    names = {a.value: built_ref(ws, variant, a.value) for a in variant.arches}
+    found = {a: ENGINE.try_inspect(name) for a, name in names.items()}
     missing = [a for a, info in found.items() if info is None or info.get("Architecture") != a]
     if missing:
         raise RapidshipError(f"push {variant.id}", f"no {', '.join(missing)} image in the engine "
-                             f"({', '.join(variant.ref(a) for a in missing)}); a manifest list needs every arch",
+                             f"({', '.join(names[a] for a in missing)}); a manifest list needs every arch",
                              f"build them: invoke build --variant {variant.id} --arch {missing[0]}")
     return {a: info["Id"] for a, info in found.items() if info is not None}
 
@@ -182,7 +186,7 @@ def push(variant: Variant, target: str, ws: Workspace, creds: Credentials | None
     start = time.monotonic()
     host, project = split_repository(target)
     repo = f"{project}/{variant.image}"
-    ids = engine_ids(variant)
+    ids = engine_ids(ws, variant)
     problems = check_gates(ws, variant, ids)
     if problems and not skip_gates:
         raise GateFailure(f"push {variant.id}", "gates did not pass for every arch:\n  " + "\n  ".join(problems),
@@ -195,7 +199,7 @@ def push(variant: Variant, target: str, ws: Workspace, creds: Credentials | None
     children = []
     for arch in variant.arches:
         tag = variant.tag(arch)
-        log(f"pushing {variant.ref(arch)} ({ids[arch.value][:19]}) -> {host}/{repo}:{tag}")
+        log(f"pushing {variant.id} {arch.value} ({ids[arch.value][:19]}) -> {host}/{repo}:{tag}")
         # by id, not by tag: the image whose records were just checked, even if the tag moves meanwhile
         digest = skopeo_push(ids[arch.value], f"{host}/{repo}:{tag}", host, creds, ca_bundle, policy, retries)
         child = arch_image(reg, repo, arch.value, tag, digest)

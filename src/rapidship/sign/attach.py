@@ -128,7 +128,7 @@ def sign_variant(ws: Workspace, record: PushRecord, signer: Signer, reg: Registr
                                                _sbom(ws, variant, arch, config_digest)),
                       f.SLSA_PROVENANCE: f.statement(reference, pushed.digest, f.SLSA_PROVENANCE, pred)}
         # the names an offline import may create: the build's own ref and the pushed one
-        sig = f.signature_artifact(reference, subject, signer.sign, names=[built.ref, f"{reference}:{pushed.tag}"],
+        sig = f.signature_artifact(reference, subject, signer.sign, names=[built.release_name, f"{reference}:{pushed.tag}"],
                                      release=stated.payload())
         att = f.attestation_artifact({k: f.envelope(v, signer.sign) for k, v in statements.items()}, subject)
         log(f"{arch}: signing {reference}@{pushed.digest[:19]} (signature, SBOM, provenance)")

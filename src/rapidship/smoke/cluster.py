@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rapidship.engine import ENGINE
+from rapidship.config.matrix import run_id
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.records import ClusterContainer, ClusterSmokeRecord, ClusterTiers, save
 from rapidship.runtime.doctor import HEADROOM_MIN, MIN_WORKER_MEMORY
@@ -159,7 +160,7 @@ def plan_cluster(variant, arch: str, workers, uid: int, memory: str, memory_limi
                           "add --metrics, or leave --metrics-targets out")
     chunk_bytes = parse_size(chunk, "--chunk") if chunk else min(64 * MiB, max(4 * MiB, limit // 10))
     name = f"rapidship-cluster-{uuid.uuid4().hex[:8]}"
-    return ClusterPlan(variant=variant.id, arch=arch, ref=image or variant.ref(arch), uid=uid, workers=n,
+    return ClusterPlan(variant=variant.id, arch=arch, ref=image or variant.local_ref(arch, run_id()), uid=uid, workers=n,
                        memory_bytes=cap, memory_limit=limit, service_memory_bytes=service, data_bytes=data_bytes,
                        shm_bytes=parse_size(shm, "--shm-size"), name=name, spill_root=str(spill_root / name),
                        kill_worker=bool(kill_worker), chunk_bytes=chunk_bytes, env=dict(env or {}),

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rapidship.engine import ENGINE
+from rapidship.config.matrix import run_id
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.records import Workspace, save
 
@@ -113,7 +114,7 @@ def plan_smoke(variant, arch, mode: str, uid: int, memory: str, shm: str, gpus: 
     if mode != "cpu" and not variant.cuda:
         raise ConfigError("--variant", f"{variant.id} has no CUDA", "use a cuda* variant for --mode gpu/cudf")
     name = f"rapidship-smoke-{variant.id}-{uuid.uuid4().hex[:8]}"
-    return SmokePlan(variant=variant.id, arch=arch, ref=image or variant.ref(arch), mode=mode, uid=uid,
+    return SmokePlan(variant=variant.id, arch=arch, ref=image or variant.local_ref(arch, run_id()), mode=mode, uid=uid,
                      memory_bytes=parse_size(memory, "--memory"), shm_bytes=parse_size(shm, "--shm-size"),
                      gpus=gpus or None, spill_host_dir=str(spill_root / name) if spill_root else None,
                      spill_owner=uid if spill_owner is None else spill_owner, name=name, env=dict(env or {}),

@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from support.signed_discs import (ARCHES, CREATED, MEDIA, VARIANT, copy_dirs, error_of, forge, from_args, image_id, install,
+from support.signed_discs import (ARCHES, CREATED, VARIANT, copy_dirs, error_of, forge, from_args, image_id, install,
                                   ok, other_image, reseal, run, saved_tar)
 
 pytestmark = pytest.mark.docker
@@ -130,19 +130,15 @@ def test_another_key_is_refused_naming_both_fingerprints(signed, absent):
 
 @pytest.fixture
 def swapped_image(signed, present, tmp_path):
-    """An attacker's re-export: the archive holds another image under the amd64 ref, while
-    MANIFEST.json, the signatures and the fingerprint are the genuine ones (SHA256SUMS all match)."""
-    from rapidship.export.write import export, image_record, parse_media
-    from rapidship.records import Workspace
-
+    """An attacker's re-export: the archive holds another image (tagged with the amd64 ref, as
+    `docker save` of that tag would write it), while MANIFEST.json, the signatures and the
+    fingerprint are the genuine ones (SHA256SUMS all match)."""
     amd64 = signed["refs"]["amd64"]
     evil = other_image(signed, f"rapidship-test-{uuid.uuid4().hex[:8]}:evil")
     subprocess.run(["docker", "tag", evil, amd64], check=True)
-    info = json.loads(subprocess.run(["docker", "image", "inspect", amd64], capture_output=True, text=True).stdout)[0]
-    lie = image_record(info | {"Id": signed["ids"]["amd64"]}, amd64, VARIANT)  # the record says: the signed image
-    record = export([lie], parse_media(MEDIA), tmp_path / "evil", keep_dirs=True, ws=Workspace(signed["build"]))
-    assert record.images[0].signed_digest == signed["sign"]["arches"]["amd64"]["digest"]
-    return [tmp_path / "evil" / f"volume-{v.number:02d}" for v in record.volumes], evil
+    archive = saved_tar(amd64)
+    subprocess.run(["docker", "rmi", "-f", evil], capture_output=True)
+    return forge(signed, archive, tmp_path), evil
 
 
 def test_an_archive_holding_another_image_is_refused_naming_it(signed, swapped_image, absent):

@@ -63,7 +63,8 @@ def test_a_token_in_the_index_url_is_scrubbed_from_log_and_error(cpu_image, tmp_
 
     url = request.getfixturevalue(index)
     (tmp_path / "Dockerfile").write_text(STEP.format(image=cpu_image.ref))
-    plan = BuildPlan(variant="cpu-debian12", arch="amd64", ref=f"rapidship-test-scrub:{index}", context=str(tmp_path),
+    plan = BuildPlan(variant="cpu-debian12", arch="amd64", ref=f"rapidship-test-scrub:{index}",
+                     name=f"rapidship-test-scrub:{index}", context=str(tmp_path),
                      labels={}, secret_ids=("pip-index",), target="", network="host", no_cache=True)
     log = tmp_path / "build.log"
     variant = load_matrix(ROOT / "variants.yaml").get("cpu-debian12")

@@ -5,6 +5,7 @@ the shared cpu-debian12 image, and puts it back whatever happens."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from support.commands import ROOT
 pytestmark = pytest.mark.docker
 
 BLOCK = re.compile(r"```sh\n(.*?)```", re.S)
+LOCK = "/tmp/rapidship-quickstart.lock"  # one walkthrough at a time on a machine: it uses the page's fixed names
 
 
 def image_id(ref: str) -> str | None:
@@ -31,11 +33,18 @@ def test_the_quickstart_runs_as_written(cpu_image, tmp_path):
     work = tmp_path / "checkout"
     shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns("build", ".git", "__pycache__", ".whl", ".hypothesis",
                                                               ".gitlab-ci-local"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAPIDSHIP_REGISTRY", "RAPIDSHIP_SIGNING"))}
+    # a new user's shell: no registry or signing variables, and no run identity, so the images take
+    # the names the page writes; suites sharing one engine therefore take turns here (a lock)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RAPIDSHIP_REGISTRY", "RAPIDSHIP_SIGNING")) and k != "RAPIDSHIP_RUN_ID"}
+    lock = open(LOCK, "a")  # noqa: SIM115 - held for the walkthrough, closed below
+    fcntl.flock(lock, fcntl.LOCK_EX)
     try:
         proc = subprocess.run(["bash", "-c", "set -eux\n" + "\n".join(blocks)], cwd=work, env=env,
                               capture_output=True, text=True, timeout=1500)
     finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
         subprocess.run(["invoke", "registry.down"], cwd=work, capture_output=True)
         if image_id(cpu_image.ref) != cpu_image.image_id:  # the shared image as the other tests know it
             if image_id(cpu_image.image_id):

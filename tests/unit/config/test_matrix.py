@@ -325,3 +325,16 @@ def test_a_fleet_per_arch_gives_each_arch_its_own_list():
     m = parse(d)
     assert m.variants["cuda12-ubuntu22"].gpu_archs_for("arm64") == (90,)
     assert m.variants["cpu-debian12"].gpu_archs_label("arm64") == "none"
+
+
+def test_a_run_identity_names_the_engine_images_of_a_run_and_bad_ones_are_refused():
+    from rapidship.config.matrix import run_id
+
+    v = load_matrix(ROOT / "variants.yaml").variants["cpu-debian12"]
+    assert v.local_ref("amd64", "ci4711") == "rapidship/dask:26.10-cpu-debian12-py3.11-amd64-ci4711"
+    assert v.local_ref("amd64", "") == v.ref("amd64")
+    assert run_id({"RAPIDSHIP_RUN_ID": "ci4711"}) == "ci4711" and run_id({}) == ""
+    for bad in ("ci 4711", "-x", "a/b", "x" * 41, "ci$X"):
+        with pytest.raises(ConfigError) as err:
+            run_id({"RAPIDSHIP_RUN_ID": bad})
+        assert err.value.where == "RAPIDSHIP_RUN_ID"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 import pytest
 
@@ -49,7 +51,10 @@ def test_build_command_passes_secrets_by_file_only(tmp_path):
     assert "t0p-s3cret" not in joined and "pypi.mirror.example" not in joined
     assert f"id=cacert,src={ca}" in joined and f"id=pip-index,src={tmp_path / 'pip-index'}" in joined
     assert argv[argv.index("--platform") + 1] == "linux/arm64"
-    assert argv[argv.index("--tag") + 1] == "rapidship/dask:26.10-cpu-debian12-py3.11-arm64"
+    # the engine's name carries the run's identity; the release name, which signatures use, does not
+    run = os.environ["RAPIDSHIP_RUN_ID"]
+    assert argv[argv.index("--tag") + 1] == f"rapidship/dask:26.10-cpu-debian12-py3.11-arm64-{run}"
+    assert plan.name == "rapidship/dask:26.10-cpu-debian12-py3.11-arm64"
     assert "RUNTIME_BASE=x:bookworm-slim-arm64" in argv
     assert "org.opencontainers.image.revision=abc123" in argv
     assert argv[-1] == "build/cpu-debian12"

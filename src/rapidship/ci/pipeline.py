@@ -15,9 +15,15 @@ DAG: every job `needs:` only its own variant's jobs, so one variant failing hold
 The one exception is `report`, last: it waits for every stage (`when: always`, so also after
 failures) and takes every job's artifacts, to show the whole release on one page.
 
-Signing: `sign:V` runs after `push:V` in the GitLab environment `signing`, the only place the key
-variables are scoped to; `verify:V` checks what was signed before `promote:V` and `export:V`. Job
-scripts never name the private key or its password: the tasks read them from the environment.
+Privileges (docs/ci.md, "Who reaches what"): no secret is a pipeline variable. Each secret is a
+project variable scoped to a GitLab environment, and only the jobs that use it declare that
+environment: the `ci` robot (protected refs) and the `mr` robot (every other ref) reach the jobs
+that build, pull or push, through `ci-staging` or `mr-staging` chosen by `rules:`; the signing key
+reaches `sign:V` alone (`ci-signing`), the promote robot `promote:V` alone (`release`). Release jobs
+(sign, promote, export) carry the runner tag `release`, which only protected runners on hosts no
+merge request reaches may carry; `release-runners` checks that such a runner exists first.
+`verify:V` checks what was signed before `promote:V` and `export:V`. Job scripts never name a
+secret: the tasks read them from the environment.
 """
 
 from __future__ import annotations
@@ -54,11 +60,27 @@ NO_GPU = "none"
 SIGNING_KEY = "RAPIDSHIP_SIGNING_KEY"
 SIGNING_PASSWORD = "RAPIDSHIP_SIGNING_PASSWORD"
 SIGNING_PUBLIC_KEY = "RAPIDSHIP_SIGNING_PUBLIC_KEY"
-SIGNING_ENVIRONMENT = "signing"
 POLICY = "policy/trivy.yaml"
 # Protected variables reach only pipelines of protected branches and tags: elsewhere there is no
 # key, so sign and verify are left out there instead of failing every merge request.
 PROTECTED_REF = '$CI_COMMIT_REF_PROTECTED == "true"'
+PROTECTED_TAG = f'$CI_COMMIT_TAG && {PROTECTED_REF}'
+
+# The environments secrets are scoped to (docs/ci.md): a job gets a secret only by declaring one.
+CI_ENVIRONMENT = "ci-staging"         # the `ci` robot (protected, scope ci-*): protected-ref jobs that use a registry
+MR_ENVIRONMENT = "mr-staging"         # the `mr` robot (scope mr-*): the same jobs on every other ref
+SIGNING_ENVIRONMENT = "ci-signing"    # the signing key (protected, scope ci-signing) and the `ci` robot
+RELEASE_ENVIRONMENT = "release"       # the promote robot (protected, scope release): promote:V alone
+RUNNERS_ENVIRONMENT = "runners"       # the read_api token release-runners asks GitLab with (scope runners)
+ROBOT_ENVIRONMENT = "RAPIDSHIP_ROBOT_ENVIRONMENT"  # set by rules: which of the two robot environments
+CI_ROBOT = {"RAPIDSHIP_REGISTRY_USER": "$HARBOR_CI_ROBOT_NAME", "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_CI_ROBOT_SECRET"}
+MR_ROBOT = {"RAPIDSHIP_REGISTRY_USER": "$HARBOR_MR_ROBOT_NAME", "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_MR_ROBOT_SECRET"}
+PROMOTE_ROBOT = {"RAPIDSHIP_REGISTRY_USER": "$HARBOR_PROMOTE_ROBOT_NAME",
+                 "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_PROMOTE_ROBOT_SECRET"}
+# Release jobs run only on runners carrying this tag: protected runners (they take jobs of protected
+# refs only) on hosts that no merge-request job reaches (docs/ci.md, "Runner topology").
+RELEASE_TAG = "release"
+RELEASE_RUNNERS_JOB = "release-runners"
 
 
 class Builder(str, Enum):
@@ -78,15 +100,19 @@ class Profile:
     bootstrap_bases: bool = False  # make Debian-family bases with debootstrap (nothing to pull)
     arches: tuple[Arch, ...] | None = None  # None: every arch of each variant
     trivy_db_repository: str | None = None  # None: a DB planted from LOCAL_ADVISORIES (no network)
-    promote_variables: dict[str, str] = field(default_factory=dict)  # the promote robot, not the CI one
+    robots: bool = False  # registry robots reach jobs through scoped environments (GitLab); else from the shell
     harbor_gate: bool = False  # Harbor scans what was pushed and the same policy judges it before promote
     # `rules: if:` under which sign and verify run; elsewhere they are left out (listed, with why)
     sign_if: str = PROTECTED_REF
     sign_skipped: str = "skipped on unprotected refs, which get no key (protected variables)"
+    release_if: str = PROTECTED_TAG  # promote and export: release tags only, which must be protected
 
     def arch_tags(self, arch: str, *extra: str) -> dict:
         """`tags:` routes a job to a runner; a single shell executor takes every job untagged."""
         return {} if self.shell else {"tags": [arch, *extra]}
+
+    def release_tags(self, arch: str, *extra: str) -> dict:
+        return self.arch_tags(arch, *extra, RELEASE_TAG)
 
     def arches_of(self, v: Variant) -> tuple[Arch, ...]:
         return tuple(a for a in v.arches if self.arches is None or a in self.arches)
@@ -99,18 +125,16 @@ def production(builder: Builder = Builder.buildctl) -> Profile:
     harbor = "$HARBOR_HOST"
     return Profile(
         name="production", builder=builder, shell=False, handoff=True,
-        trivy_db_repository="$TRIVY_DB_REPOSITORY", harbor_gate=True,
-        # harbor/robots.yaml: the `ci` robot pushes to staging only; `promote` may write release.
-        promote_variables={"RAPIDSHIP_REGISTRY_USER": "$HARBOR_PROMOTE_ROBOT_NAME",
-                           "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_PROMOTE_ROBOT_SECRET"},
+        trivy_db_repository="$TRIVY_DB_REPOSITORY", harbor_gate=True, robots=True,
         registry=f"{harbor}/$HARBOR_STAGING_PROJECT",
+        # no secret among them: robots reach jobs only through their environments (module docstring)
         variables={
             "RAPIDSHIP_REGISTRY": f"{harbor}/$HARBOR_STAGING_PROJECT",
             "RAPIDSHIP_CANDIDATE_SUFFIX": "ci$CI_PIPELINE_IID",
+            "RAPIDSHIP_RUN_ID": "ci$CI_PIPELINE_ID",  # the engine's image names of this pipeline (shared engines)
             "RAPIDSHIP_CACHE_REPO": f"{harbor}/$HARBOR_CACHE_PROJECT",
+            "RAPIDSHIP_MR_CACHE_REPO": f"{harbor}/$HARBOR_MR_CACHE_PROJECT",
             "RAPIDSHIP_BUILDER": builder.value,
-            "RAPIDSHIP_REGISTRY_USER": "$HARBOR_CI_ROBOT_NAME",
-            "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_CI_ROBOT_SECRET",
             # trivy reads its vulnerability DB from the Harbor mirror, never from the internet.
             "TRIVY_DB_REPOSITORY": f"{harbor}/$HARBOR_MIRROR_PROJECT/aquasecurity/trivy-db",
             "TRIVY_JAVA_DB_REPOSITORY": f"{harbor}/$HARBOR_MIRROR_PROJECT/aquasecurity/trivy-java-db",
@@ -129,10 +153,11 @@ def local(registry: str = "127.0.0.1:5000/staging", arches: tuple[Arch, ...] | N
     return Profile(name="local", builder=Builder.docker, shell=True, handoff=False, registry=registry,
                    bootstrap_bases=True, arches=arches,
                    # gitlab-ci-local has no protected refs: sign when a key is given, else say so
-                   sign_if=f"${SIGNING_KEY}",
+                   sign_if=f"${SIGNING_KEY}", release_if="$CI_COMMIT_TAG",
                    sign_skipped=f"skipped when {SIGNING_KEY} is not set - the images stay UNSIGNED "
                                 "and promote refuses them",
-                   variables={"RAPIDSHIP_REGISTRY": registry, "RAPIDSHIP_GPU_RUNNERS": NO_GPU})
+                   variables={"RAPIDSHIP_REGISTRY": registry, "RAPIDSHIP_GPU_RUNNERS": NO_GPU,
+                              "RAPIDSHIP_RUN_ID": "ci$CI_PIPELINE_ID"})
 
 
 @dataclass(frozen=True)
@@ -170,7 +195,7 @@ def pipeline(matrix: Matrix, profile: Profile, variant_ids: list[str] | None = N
 
 
 def jobs(matrix: Matrix, profile: Profile, variant_ids: list[str] | None = None) -> list[Job]:
-    out: list[Job] = []
+    out: list[Job] = [_release_runners_job()] if profile.robots else []
     for v in matrix.select(variant_ids):
         if profile.bootstrap_bases and v.family != "deb":
             raise ConfigError("--variant", f"{v.id} needs its {v.distro} base from a registry; the local profile "
@@ -223,6 +248,48 @@ def _pull(v: Variant, arch: Arch, profile: Profile) -> list[str]:
     return [f"invoke ci.pull --variant {v.id} --arch {arch.value}"] if profile.handoff else []
 
 
+def _names(robot: dict[str, str], user: str, password: str) -> dict[str, str]:
+    return {user: robot["RAPIDSHIP_REGISTRY_USER"], password: robot["RAPIDSHIP_REGISTRY_PASSWORD"]}
+
+
+def _any_ref(p: Profile, never: tuple[str, ...] = (), names: tuple[str, str] | None = None) -> dict:
+    """rules + environment of a job that runs on every ref and uses a registry: the `ci` robot on
+    protected refs, the `mr` robot elsewhere, each from the environment its variables are scoped to.
+    `never`: conditions under which the job is left out (checked first)."""
+    rules: list[dict] = [{"if": cond, "when": "never"} for cond in never]
+    if not p.robots:
+        return {"rules": rules + [{"when": "on_success"}]} if rules else {}
+    ci_robot, mr_robot = (CI_ROBOT, MR_ROBOT) if names is None else (_names(CI_ROBOT, *names), _names(MR_ROBOT, *names))
+    rules += [{"if": PROTECTED_REF, "variables": {ROBOT_ENVIRONMENT: CI_ENVIRONMENT, **ci_robot}},
+              {"variables": {ROBOT_ENVIRONMENT: MR_ENVIRONMENT, **mr_robot}}]
+    return {"rules": rules, "environment": {"name": f"${ROBOT_ENVIRONMENT}", "action": "access"}}
+
+
+def _only(p: Profile, condition: str, environment: str | None, robot: dict[str, str] | None,
+          action: str = "access") -> dict:
+    """rules + environment of a job that runs only where `condition` holds (protected refs, release
+    tags), with `robot` from `environment` when the profile hands robots out."""
+    variables = robot if p.robots and robot else {}
+    rules = [{"if": condition, **({"variables": dict(variables)} if variables else {"when": "on_success"})},
+             {"when": "never"}]
+    if not p.robots or environment is None:  # one shell executor: secrets come from its own shell
+        return {"rules": rules}
+    return {"rules": rules, "environment": {"name": environment, **({"action": action} if action != "start" else {})}}
+
+
+def _release_runners_job() -> Job:
+    """Before any release job: GitLab holds a job with no runner for its tags as pending; this one
+    fails at once, naming the tag, when no protected runner carries it (or one that is not)."""
+    return Job(RELEASE_RUNNERS_JOB, {
+        "stage": "prepare",
+        "tags": ["amd64"],
+        "rules": [{"if": PROTECTED_REF, "when": "on_success"}, {"when": "never"}],
+        "environment": {"name": RUNNERS_ENVIRONMENT, "action": "access"},  # its read_api token alone
+        "script": [f"invoke ci.runners --require {RELEASE_TAG}"],
+    }, f"a protected online runner carries the tag {RELEASE_TAG} and every runner that does is protected "
+       "(protected refs; before sign, promote and export)")
+
+
 def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
     vid = v.id
     out_dir = f"{WS.variant_dir(vid)}/"
@@ -242,6 +309,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         found.append(Job(gates, {
             "stage": "verify",
             **p.arch_tags(a, "docker"),
+            **_any_ref(p),
             "needs": [render, build],
             "script": [*_pull(v, arch, p), f"invoke gates --variant {vid} --arch {a}"],
             # sign reads the gate record, the content manifest and the build record of what was gated
@@ -255,6 +323,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         found.append(Job(scan, {
             "stage": "verify",
             **p.arch_tags(a, "docker"),
+            **_any_ref(p),
             "needs": [render, build],
             "script": [*_pull(v, arch, p), *_scan(vid, a, scan_dir, p)],
             "artifacts": {"when": "always", "paths": [f"{scan_dir}/"], "expire_in": "30 days",
@@ -268,6 +337,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
     found.append(Job(push, {
         "stage": "publish",
         **p.arch_tags("amd64", "docker"),
+        **_any_ref(p),
         # needs every arch's gates and scan: the manifest list is merged only when all arches passed.
         "needs": [render, *build_jobs, *gates_jobs, *scan_jobs],
         # --no-sign: signing is the sign job's, the one job that gets the key
@@ -284,22 +354,22 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
             "stage": "smoke",
             "tags": ["gpu", a] if not p.shell else ["gpu"],
             "needs": [render, _name("build", v, arch), push],
-            "rules": [{"if": f'$RAPIDSHIP_GPU_RUNNERS == "{NO_GPU}"', "when": "never"}, {"when": "on_success"}],
+            **_any_ref(p, never=(f'$RAPIDSHIP_GPU_RUNNERS == "{NO_GPU}"',)),
             "script": [*_pull(v, arch, p), f"invoke smoke --variant {vid} --arch {a}{gpus}"],
             "artifacts": {"when": "always", "paths": [f"{WS.smoke_dir()}/"], "expire_in": "30 days"},
         }, f"spill smoke of {vid} {a}, hardened profile; skipped when RAPIDSHIP_GPU_RUNNERS={NO_GPU} "
            "(no runner tagged gpu with the NVIDIA container toolkit)"))
         smoke_jobs.append(smoke)
     sign, verify = _name("sign", v), _name("verify", v)
-    sign_rules = [{"if": p.sign_if, "when": "on_success"}, {"when": "never"}]
+    runners = [{"job": RELEASE_RUNNERS_JOB, "artifacts": False}] if p.robots else []
     found.append(Job(sign, {
         "stage": "publish",
-        **p.arch_tags("amd64"),
+        **p.release_tags("amd64"),
         # the records sign checks against the registry: render, build, gates, scan, push
-        "needs": [render, *build_jobs, *gates_jobs, *scan_jobs, push],
-        "rules": sign_rules,
-        # the key variables are scoped to this environment; `prepare` records no deployment
-        "environment": {"name": SIGNING_ENVIRONMENT, "action": "prepare"},
+        "needs": [render, *build_jobs, *gates_jobs, *scan_jobs, push, *runners],
+        # the key is scoped to this environment (and the ci robot, which attaches the signatures);
+        # `prepare` records no deployment
+        **_only(p, p.sign_if, SIGNING_ENVIRONMENT, CI_ROBOT, action="prepare"),
         "script": [f"invoke sign --variant {vid}"],
         "artifacts": {"paths": [str(WS.sign(vid)), f"{_signed_root(vid)}/"], "expire_in": "30 days"},
         "resource_group": f"sign-{vid}",
@@ -309,7 +379,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         "stage": "publish",
         **p.arch_tags("amd64"),
         "needs": [push, sign],
-        "rules": sign_rules,
+        **_only(p, p.sign_if, CI_ENVIRONMENT, CI_ROBOT),
         # the digest push recorded, not whatever the tag points at by now
         "script": [f'invoke verify --variant {vid} --key "${SIGNING_PUBLIC_KEY}" --policy {POLICY}'],
     }, f"verify the signature and attestations of the pushed {vid} with {SIGNING_PUBLIC_KEY}; {p.sign_skipped}"))
@@ -326,20 +396,18 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
             "stage": "publish",
             **p.arch_tags("amd64"),
             "needs": [push, *records],
-            "variables": {"RAPIDSHIP_HARBOR_USER": "$HARBOR_CI_ROBOT_NAME",
-                          "RAPIDSHIP_HARBOR_PASSWORD": "$HARBOR_CI_ROBOT_SECRET"},
+            **_any_ref(p, names=("RAPIDSHIP_HARBOR_USER", "RAPIDSHIP_HARBOR_PASSWORD")),
             "script": [f"invoke harbor.gate --variant {vid}"],
             "artifacts": {"when": "always", "paths": [out_dir], "expire_in": "30 days"},
         }, f"Harbor scans the pushed {vid} and the trivy policy judges its report"))
-    on_tags = [{"if": "$CI_COMMIT_TAG", "when": "on_success"}, {"when": "never"}]
     promote = _name("promote", v)
     found.append(Job(promote, {
         "stage": "release",
-        **p.arch_tags("amd64", "docker"),
-        "needs": [*release_needs, *signed_needs, *({"job": s, "optional": True} for s in smoke_jobs)],
-        "rules": on_tags,
+        **p.release_tags("amd64", "docker"),
+        "needs": [*release_needs, *signed_needs, *({"job": s, "optional": True} for s in smoke_jobs), *runners],
+        # the promote robot (it may write the release project) is scoped to `release`: this job alone
+        **_only(p, p.release_if, RELEASE_ENVIRONMENT, PROMOTE_ROBOT, action="start"),
         "interruptible": False,  # a release half done is worse than one not started
-        **({"variables": dict(p.promote_variables)} if p.promote_variables else {}),
         "script": [f'invoke promote --variant {vid} --key "${SIGNING_PUBLIC_KEY}"'],
         "artifacts": {"paths": [str(WS.promote(vid))], "expire_in": "1 year"},
         "resource_group": f"release-{vid}",
@@ -347,10 +415,10 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
     export_dir = EXPORT_DIR.format(variant=vid)
     found.append(Job(_name("export", v), {
         "stage": "release",
-        **p.arch_tags("amd64", "docker"),
+        **p.release_tags("amd64", "docker"),
         # sign's artifacts: the signature objects travel on the disc
-        "needs": [render, *records, {"job": sign, "optional": True}, *signed_needs, promote],
-        "rules": on_tags,
+        "needs": [render, *records, {"job": sign, "optional": True}, *signed_needs, promote, *runners],
+        **_only(p, p.release_if, CI_ENVIRONMENT, CI_ROBOT),
         "interruptible": False,
         "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)),
                    f"invoke export --variant {vid} --media dvd --out {export_dir}",
@@ -384,7 +452,7 @@ def _build_body(v: Variant, arch: Arch, p: Profile) -> dict:
             Builder.kaniko: {"name": "$RAPIDSHIP_KANIKO_IMAGE", "entrypoint": [""]},
         }[p.builder]}
     record = str(WS.build(v.id, a) if p.builder is Builder.docker else WS.staged(v.id, a))
-    return {"stage": "build", **body, "needs": [_name("render", v)], "script": script,
+    return {"stage": "build", **body, **_any_ref(p), "needs": [_name("render", v)], "script": script,
             "artifacts": {"when": "always", "paths": [record, str(WS.build_log(v.id, a))], "expire_in": "1 week"}}
 
 

@@ -40,7 +40,7 @@ def ci_build(c, variant, arch, variants_file="variants.yaml"):
     import os
 
     from rapidship.imagebuild.buildkit import BuildSecrets, plan_build
-    from rapidship.imagebuild.daemonless import build_staged, cache_ref, candidate_ref, write_staged
+    from rapidship.imagebuild.daemonless import build_staged, cache_refs, candidate_ref, write_staged
     from rapidship.render.dockerfile import render as render_variant
 
     v = load_matrix(variants_file).get(variant)
@@ -54,7 +54,7 @@ def ci_build(c, variant, arch, variants_file="variants.yaml"):
     log = Workspace().build_log(v.id, a.value)
     with console.status(f"{builder}: building {push_ref}") as status:
         staged = build_staged(plan, secrets, builder, push_ref,
-                              cache_ref(v, a, os.environ.get("RAPIDSHIP_CACHE_REPO")), log, status.update)
+                              cache_refs(v, a, os.environ), log, status.update)
     console.err.print(f"pushed {staged.ref} {staged.digest} in {staged.seconds}s -> "
                       f"{write_staged(Workspace(), staged)}")
 
@@ -74,6 +74,18 @@ def ci_pull(c, variant, arch=None, variants_file="variants.yaml"):
         console.err.print(f"pulled {built.extra['digest']} as {built.ref} -> {write_record(Workspace(), built)}")
 
 
+@task(name="runners", help={"require": "the runner tag release jobs need (the pipeline passes release)"})
+@exits_cleanly
+def ci_runners(c, require):
+    """Fail at once, naming the tag, unless a protected online runner carries it and no unprotected one does."""
+    from rapidship.ci.runners import require as check
+
+    runners = check(require)
+    ready = [r for r in runners if r.online and not r.paused]
+    console.err.print(f"{len(ready)} protected runner(s) online with the tag {require}: "
+                      + ", ".join(f"{r.id} ({r.description})" for r in ready))
+
+
 @task(name="test", help={"markers": "pytest -m expression (default: the suite's own default)",
                          "junit": "write a JUnit XML report here (GitLab shows it on the merge request)"})
 def ci_test(c, markers=None, junit=None):
@@ -86,4 +98,4 @@ def ci_test(c, markers=None, junit=None):
     c.run(" ".join(shlex.quote(a) for a in args), pty=False)
 
 
-ci_tasks = Collection("ci", ci_generate, ci_build, ci_pull, ci_test)
+ci_tasks = Collection("ci", ci_generate, ci_build, ci_pull, ci_runners, ci_test)

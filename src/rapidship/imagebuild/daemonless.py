@@ -8,12 +8,13 @@ import json
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
-from rapidship.config.matrix import Arch, Variant
+from rapidship.config.matrix import Arch, Variant, run_id
 from rapidship.records import StagedImage, Workspace
 from rapidship.imagebuild.buildkit import BuildPlan, BuildSecrets, BuiltImage, inspect_image, write_secret_files, zstd_size
 
@@ -37,12 +38,31 @@ def candidate_ref(variant: Variant, arch: Arch, registry: str, suffix: str) -> s
     return f"{registry.rstrip('/')}/{variant.image}:{variant.tag(arch)}-{suffix}"
 
 
-def cache_ref(variant: Variant, arch: Arch, cache_repo: str | None) -> str | None:
-    """Pure: the BuildKit cache image in Harbor, one per variant and arch (None: no cache)."""
-    return f"{cache_repo.rstrip('/')}/{variant.image}:cache-{variant.id}-{arch.value}" if cache_repo else None
+@dataclass(frozen=True)
+class CacheRefs:
+    """The BuildKit cache images a build reads and the one it writes (None: it writes none)."""
+
+    imports: tuple[str, ...] = ()
+    export: str | None = None
 
 
-def buildctl_command(plan: BuildPlan, secret_files: dict[str, Path], push_ref: str, cache: str | None,
+def cache_refs(variant: Variant, arch: Arch, env: Mapping[str, str]) -> CacheRefs:
+    """Pure: one cache per variant and arch. A protected ref's build reads and writes the shared
+    cache (RAPIDSHIP_CACHE_REPO), which release builds reuse; any other ref's build (a merge request)
+    reads it and writes only a cache of its own in RAPIDSHIP_MR_CACHE_REPO, a project its robot may
+    write and the protected robot never reads from, or nothing when that is not set."""
+    name = f"{variant.image}:cache-{variant.id}-{arch.value}"
+    shared_repo, own_repo = env.get("RAPIDSHIP_CACHE_REPO"), env.get("RAPIDSHIP_MR_CACHE_REPO")
+    shared = f"{shared_repo.rstrip('/')}/{name}" if shared_repo else None
+    if env.get("CI_COMMIT_REF_PROTECTED") == "true":
+        return CacheRefs((shared,) if shared else (), shared)
+    scope = (f"mr{env['CI_MERGE_REQUEST_IID']}" if env.get("CI_MERGE_REQUEST_IID")
+             else f"ref-{env.get('CI_COMMIT_REF_SLUG') or 'local'}")
+    own = f"{own_repo.rstrip('/')}/{name}-{scope}"[:255] if own_repo else None
+    return CacheRefs(tuple(r for r in (shared, own) if r), own)
+
+
+def buildctl_command(plan: BuildPlan, secret_files: dict[str, Path], push_ref: str, cache: CacheRefs,
                      metadata_file: Path, program: str = BUILDCTL) -> list[str]:
     """Pure: the buildctl argv. Secrets by path only; cache as a separate OCI image (Harbor-friendly)."""
     cmd = [program, "build", "--progress=plain", "--frontend=dockerfile.v0",
@@ -58,14 +78,14 @@ def buildctl_command(plan: BuildPlan, secret_files: dict[str, Path], push_ref: s
         cmd += ["--opt", f"force-network-mode={plan.network}", "--allow", f"network.{plan.network}"]
     for sid in plan.secret_ids:
         cmd += ["--secret", f"id={sid},src={secret_files[sid]}"]
-    if cache:
-        # image-manifest=true: Harbor rejects BuildKit's default cache index media type.
-        cmd += ["--import-cache", f"type=registry,ref={cache}",
-                "--export-cache", f"type=registry,ref={cache},mode=max,image-manifest=true,oci-mediatypes=true"]
+    for ref in cache.imports:
+        cmd += ["--import-cache", f"type=registry,ref={ref}"]
+    if cache.export:  # image-manifest=true: Harbor rejects BuildKit's default cache index media type.
+        cmd += ["--export-cache", f"type=registry,ref={cache.export},mode=max,image-manifest=true,oci-mediatypes=true"]
     return cmd + ["--output", f"type=image,name={push_ref},push=true", "--metadata-file", str(metadata_file)]
 
 
-def kaniko_command(plan: BuildPlan, push_ref: str, cache: str | None, digest_file: Path,
+def kaniko_command(plan: BuildPlan, push_ref: str, cache: CacheRefs, digest_file: Path,
                    program: str = KANIKO) -> list[str]:
     """Pure: the kaniko argv. Refuses plans with secrets: kaniko would expose them."""
     if plan.secret_ids:
@@ -81,8 +101,8 @@ def kaniko_command(plan: BuildPlan, push_ref: str, cache: str | None, digest_fil
         cmd.append(f"--build-arg={key}={value}")
     for key, value in sorted(plan.labels.items()):
         cmd.append(f"--label={key}={value}")
-    if cache and not plan.no_cache:
-        cmd += ["--cache=true", f"--cache-repo={cache.rsplit(':', 1)[0]}"]
+    if cache.export and not plan.no_cache:  # kaniko reads and writes one cache repo: the one it may write
+        cmd += ["--cache=true", f"--cache-repo={cache.export.rsplit(':', 1)[0]}"]
     return cmd
 
 
@@ -108,12 +128,12 @@ def _docker_config_env(tmp: Path, refs: list[str]) -> dict[str, str]:
     return env
 
 
-def build_staged(plan: BuildPlan, secrets: BuildSecrets, builder: str, push_ref: str, cache: str | None,
+def build_staged(plan: BuildPlan, secrets: BuildSecrets, builder: str, push_ref: str, cache: CacheRefs,
                  log_path: Path, on_line: Callable[[str], None] = lambda _: None) -> StagedImage:
     """Edge: run a daemonless builder that pushes straight to `push_ref`; return what it pushed."""
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="rapidship-secrets-") as tmp:
-        env = _docker_config_env(Path(tmp), [push_ref, *([cache] if cache else [])])
+        env = _docker_config_env(Path(tmp), [push_ref, *cache.imports, *([cache.export] if cache.export else [])])
         out = Path(tmp) / "result"
         if builder == "buildctl":
             cmd = buildctl_command(plan, write_secret_files(secrets, Path(tmp)), push_ref, cache, out)
@@ -158,7 +178,7 @@ def pull_staged(ws: Workspace, arch: str, variant: Variant) -> BuiltImage:
                      "staged build record")
     repo = staged.ref.rsplit(":", 1)[0] if ":" in staged.ref.rsplit("/", 1)[-1] else staged.ref
     pinned = f"{repo}@{staged.digest}"
-    local = variant.ref(arch)
+    local = variant.local_ref(arch, run_id())
     with tempfile.TemporaryDirectory(prefix="rapidship-pull-") as tmp:
         env = _docker_config_env(Path(tmp), [repo])
         for args in (["pull", "--quiet", "--platform", f"linux/{arch}", pinned], ["tag", pinned, local]):
@@ -167,7 +187,8 @@ def pull_staged(ws: Workspace, arch: str, variant: Variant) -> BuiltImage:
                 raise RapidshipError(pinned, f"docker {args[0]} failed: {proc.stderr.strip()[-300:]}",
                                      "check RAPIDSHIP_REGISTRY_USER/PASSWORD (or docker login) and that the build pushed")
     info = inspect_image(local)
-    return BuiltImage(variant=staged.variant, arch=arch, ref=local, image_id=info["Id"], size_bytes=info["Size"],
+    return BuiltImage(variant=staged.variant, arch=arch, ref=local, name=variant.ref(arch), image_id=info["Id"],
+                      size_bytes=info["Size"],
                       zstd_bytes=zstd_size(local), layers=len(info["RootFS"]["Layers"]), seconds=staged.seconds,
                       lock_sha256=(info["Config"].get("Labels") or {}).get("io.rapidship.lock.sha256", ""),
                       base=variant.bases.runtime, log=staged.log, extra={"staged": staged.ref, "digest": staged.digest,

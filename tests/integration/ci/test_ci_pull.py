@@ -11,7 +11,7 @@ import pytest
 from rapidship.imagebuild.daemonless import StagedImage, pull_staged, write_staged
 from rapidship.records import Workspace
 from rapidship.errors import RapidshipError
-from rapidship.config.matrix import load_matrix
+from rapidship.config.matrix import load_matrix, run_id
 
 from support.plain_registry import serve_registry
 
@@ -31,7 +31,7 @@ def test_pull_staged_fetches_the_pushed_digest(engine, loopback_registry, unique
     (ctx / "hello").write_text("staged\n")
     (ctx / "Dockerfile").write_text('FROM scratch\nCOPY hello /hello\nLABEL io.rapidship.lock.sha256="abc123"\n')
     candidate = f"{loopback_registry}/{unique_name}:{variant.tag('amd64')}-ci7"
-    local = variant.ref("amd64")
+    local = variant.local_ref("amd64", run_id())  # the engine's name: the release name and this run's identity
     engine.images.build(path=str(ctx), tag=candidate, rm=True)
     try:
         _docker("push", "--quiet", candidate)
@@ -43,6 +43,7 @@ def test_pull_staged_fetches_the_pushed_digest(engine, loopback_registry, unique
 
         built = pull_staged(ws, "amd64", variant)
         assert built.ref == local and built.extra == {"staged": candidate, "digest": digest, "gpu_archs": "none"}
+        assert built.name == variant.ref("amd64")
         assert built.lock_sha256 == "abc123" and built.layers == 1 and built.seconds == 12.5
         assert built.size_bytes == 7 and built.zstd_bytes > 0
         assert _docker("image", "inspect", local, "--format", "{{.Id}}") == built.image_id
@@ -95,7 +96,8 @@ def test_pull_staged_uses_the_ci_credentials(engine, unique_name, tmp_path, monk
         assert built.extra["digest"] == digest and built.size_bytes == 1
         assert "pull-s3cret" not in str(refused.value) + json.dumps(built.extra)
     finally:
-        subprocess.run(["docker", "rmi", "--force", candidate, variant.ref("amd64")], capture_output=True, check=False)
+        subprocess.run(["docker", "rmi", "--force", candidate, variant.local_ref("amd64", run_id())], capture_output=True,
+                       check=False)
         proc.terminate()
         proc.wait(timeout=10)
 

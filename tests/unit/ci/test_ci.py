@@ -119,11 +119,15 @@ def test_needs_dag_stays_inside_a_variant(matrix):
     """One variant's failure holds no other: no job needs a job of another variant, and every
     need points backwards in the stage order."""
     doc = ci.pipeline(matrix, ci.production())
-    jobs = {n: j for n, j in _jobs(doc).items() if n != ci.REPORT_JOB}  # the one job over all variants, last
+    shared = {ci.REPORT_JOB, ci.RELEASE_RUNNERS_JOB}  # the jobs over all variants: the report, last; the runner check
+    jobs = {n: j for n, j in _jobs(doc).items() if n not in shared}
     assert len({n.split(":")[1] for n in jobs}) == len(matrix.variants)
     for name, job in jobs.items():
         variant = name.split(":")[1]
         for dep in _needs(job):
+            if dep == ci.RELEASE_RUNNERS_JOB:
+                assert doc["stages"].index(doc[dep]["stage"]) < doc["stages"].index(job["stage"]), name
+                continue
             assert dep in jobs, f"{name} needs unknown {dep}"
             assert dep.split(":")[1] == variant, f"{name} waits on another variant's {dep}"
             assert doc["stages"].index(jobs[dep]["stage"]) <= doc["stages"].index(job["stage"])
@@ -191,7 +195,10 @@ def test_harbor_scans_what_was_pushed_before_promotion(matrix):
     assert job["needs"][0] == "push:cpu-debian12" and job["script"] == ["invoke harbor.gate --variant cpu-debian12"]
     # the records it checks against the pushed image come with it (build, gates, scan of every arch)
     assert {"build:cpu-debian12:amd64", "gates:cpu-debian12:arm64", "scan:cpu-debian12:amd64"} <= set(job["needs"])
-    assert job["variables"]["RAPIDSHIP_HARBOR_PASSWORD"] == "$HARBOR_CI_ROBOT_SECRET"
+    # the robot of the ref: `ci` on protected refs, `mr` elsewhere, as the Harbor API user
+    assert job["rules"][0]["variables"]["RAPIDSHIP_HARBOR_PASSWORD"] == "$HARBOR_CI_ROBOT_SECRET"
+    assert job["rules"][1]["variables"]["RAPIDSHIP_HARBOR_PASSWORD"] == "$HARBOR_MR_ROBOT_SECRET"
+    assert "variables" not in job and "RAPIDSHIP_REGISTRY_PASSWORD" not in yaml.safe_dump(job)
     assert "harbor-gate:cpu-debian12" in _needs(doc["promote:cpu-debian12"])
 
 
@@ -221,33 +228,45 @@ def test_smoke_needs_a_gpu_runner_and_is_skipped_without_one(matrix):
 
 def test_release_on_tags_only_and_not_interruptible(matrix):
     doc = ci.pipeline(matrix, ci.production())
+    robots = {"promote": ci.PROMOTE_ROBOT, "export": ci.CI_ROBOT}
     for stage in ("promote", "export"):
         job = doc[f"{stage}:cpu-debian12"]
-        assert job["rules"] == [{"if": "$CI_COMMIT_TAG", "when": "on_success"}, {"when": "never"}]
+        # protected tags only: an unprotected tag gets no protected variable, so no release either
+        assert job["rules"] == [{"if": '$CI_COMMIT_TAG && $CI_COMMIT_REF_PROTECTED == "true"',
+                                 "variables": robots[stage]}, {"when": "never"}]
         assert job["interruptible"] is False
+        assert job["tags"] == ["amd64", "docker", ci.RELEASE_TAG]
     assert doc["default"]["interruptible"] is True
     assert doc["default"]["retry"] == {"max": 2, "when": ["runner_system_failure"]}
     assert not any("retry" in job for job in _jobs(doc).values())
-    # least privilege: the promote job alone uses the robot that may write the release project
-    assert doc["promote:cpu-debian12"]["variables"]["RAPIDSHIP_REGISTRY_USER"] == "$HARBOR_PROMOTE_ROBOT_NAME"
-    assert doc["variables"]["RAPIDSHIP_REGISTRY_USER"] == "$HARBOR_CI_ROBOT_NAME"
+    # least privilege: the promote job alone declares the environment its robot is scoped to, and
+    # no secret is a pipeline variable
+    assert doc["promote:cpu-debian12"]["environment"] == {"name": ci.RELEASE_ENVIRONMENT}
+    assert [n for n, j in _jobs(doc).items() if (j.get("environment") or {}).get("name") == ci.RELEASE_ENVIRONMENT] \
+        == [f"promote:{vid}" for vid in matrix.variants]
+    assert not [k for k, val in doc["variables"].items() if re.search("USER|PASSWORD|SECRET|TOKEN", k + str(val))]
 
 
 def test_local_profile_shares_job_definitions(matrix):
     """Same jobs, needs, stages, rules and artifacts; only executor, builder and registry differ."""
     prod = _jobs(ci.pipeline(matrix, ci.production(), ["cpu-debian12"]))
     local = _jobs(ci.pipeline(matrix, ci.local(), ["cpu-debian12"]))
-    assert set(local) == set(prod) - {"harbor-gate:cpu-debian12"}  # no Harbor here
-    signing = {"sign:cpu-debian12", "verify:cpu-debian12"}
+    # no Harbor here, and one shell executor: no runner to check, no robots in environments
+    assert set(local) == set(prod) - {"harbor-gate:cpu-debian12", ci.RELEASE_RUNNERS_JOB}
+    conditions = {"sign:cpu-debian12": "$RAPIDSHIP_SIGNING_KEY", "verify:cpu-debian12": "$RAPIDSHIP_SIGNING_KEY",
+                  "promote:cpu-debian12": "$CI_COMMIT_TAG", "export:cpu-debian12": "$CI_COMMIT_TAG"}
     for name, job in local.items():
         assert "tags" not in job or job["stage"] == "smoke", name
-        assert "image" not in job
-        for key in ("stage", "rules", "interruptible", "environment"):
-            if key == "rules" and name in signing:  # no protected refs under gitlab-ci-local: the key decides
-                assert job["rules"] == [{"if": "$RAPIDSHIP_SIGNING_KEY", "when": "on_success"}, {"when": "never"}]
-                continue
+        assert "image" not in job and "environment" not in job
+        for key in ("stage", "interruptible"):
             assert job.get(key) == prod[name].get(key), (name, key)
-        assert _needs(job) == [n for n in _needs(prod[name]) if not n.startswith("harbor-gate:")], name
+        if name in conditions:  # no protected refs under gitlab-ci-local: the key, or a tag, decides
+            assert job["rules"] == [{"if": conditions[name], "when": "on_success"}, {"when": "never"}], name
+        else:  # the production rules without the robot choice: the same `never` conditions first
+            nevers = [r for r in prod[name].get("rules", []) if r.get("when") == "never"]
+            assert job.get("rules", []) == (nevers + [{"when": "on_success"}] if nevers else []), name
+        assert _needs(job) == [n for n in _needs(prod[name]) if not n.startswith("harbor-gate:")
+                               and n != ci.RELEASE_RUNNERS_JOB], name
     assert local["build:cpu-debian12:amd64"]["script"] == [
         "invoke base --os debian12 --arch amd64", "invoke build --variant cpu-debian12 --arch amd64"]
     assert not any("ci.pull" in line for _, line in _all_scripts(local))
@@ -328,8 +347,8 @@ def test_sign_follows_push_and_verify_gates_promote_and_export(matrix):
     # push leaves signing to the one job that gets the key
     assert push["script"][-1] == "invoke push --variant cpu-debian12 --registry $RAPIDSHIP_REGISTRY --no-sign"
     # sign: after push, with every record it checks against the registry as an artifact of a job it needs
-    assert _needs(sign)[-1] == "push:cpu-debian12"
-    assert set(_needs(sign)) == {"render:cpu-debian12", "push:cpu-debian12",
+    assert _needs(sign)[-2:] == ["push:cpu-debian12", ci.RELEASE_RUNNERS_JOB]
+    assert set(_needs(sign)) == {"render:cpu-debian12", "push:cpu-debian12", ci.RELEASE_RUNNERS_JOB,
                                  *(f"{s}:cpu-debian12:{a}" for s in ("build", "gates", "scan") for a in arches)}
     for a in arches:
         gates = doc[f"gates:cpu-debian12:{a}"]["artifacts"]["paths"]
@@ -338,10 +357,12 @@ def test_sign_follows_push_and_verify_gates_promote_and_export(matrix):
         assert f"build/cpu-debian12/scan-{a}/" in scan  # decision.json and the SBOM
     assert sign["script"] == ["invoke sign --variant cpu-debian12"]
     assert sign["artifacts"]["paths"] == ["build/cpu-debian12/sign.json", "build/cpu-debian12/signed/"]
-    assert sign["environment"] == {"name": "signing", "action": "prepare"}
-    assert sign["stage"] == verify["stage"] == "publish" and sign["tags"] == ["amd64"]
+    assert sign["environment"] == {"name": "ci-signing", "action": "prepare"}
+    assert verify["environment"] == {"name": "ci-staging", "action": "access"}
+    assert sign["stage"] == verify["stage"] == "publish"
+    assert sign["tags"] == ["amd64", ci.RELEASE_TAG] and verify["tags"] == ["amd64"]
     # on protected refs only: elsewhere GitLab hands out no protected variable, so no key
-    rules = [{"if": '$CI_COMMIT_REF_PROTECTED == "true"', "when": "on_success"}, {"when": "never"}]
+    rules = [{"if": '$CI_COMMIT_REF_PROTECTED == "true"', "variables": ci.CI_ROBOT}, {"when": "never"}]
     assert sign["rules"] == verify["rules"] == rules
     # verify: the digest push recorded (push.json, not the tag's current target), the public key, the policy
     assert _needs(verify) == ["push:cpu-debian12", "sign:cpu-debian12"]

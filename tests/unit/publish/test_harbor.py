@@ -81,7 +81,7 @@ def test_plan_apply_plan_round_trips(contract, double, client, cfg, tmp_path, mo
     changes, live = plan(client, cfg)
     kinds = {(c.action, c.kind) for c in changes}
     assert {("create", k) for k in ("registry", "project", "immutable-rule", "retention", "robot")} <= kinds
-    assert len([c for c in changes if c.kind == "project"]) == len(cfg.projects) == 7
+    assert len([c for c in changes if c.kind == "project"]) == len(cfg.projects) == 8  # staging, release, buildcache, buildcache-mr, mirror, three proxy caches
 
     secrets_file = tmp_path / "secrets" / "robots.json"
     done = apply(client, cfg, changes, live, SecretSink(secrets_file))
@@ -112,7 +112,7 @@ def test_plan_apply_plan_round_trips(contract, double, client, cfg, tmp_path, mo
     # robot secrets: once, in a 0600 file, each the one Harbor issued
     assert stat.S_IMODE(secrets_file.stat().st_mode) == 0o600
     kept = json.loads(secrets_file.read_text())
-    assert set(kept) == {"robot$ci", "robot$promote", "robot$runtime"}
+    assert set(kept) == {"robot$ci", "robot$mr", "robot$promote", "robot$runtime"}
     assert sorted(kept.values()) == sorted(double.issued_secrets)
     assert_all_requests_in_spec(contract, double)
 
@@ -177,7 +177,7 @@ def test_invoke_plan_apply_plan_and_secrets_never_logged(contract, double, tmp_p
     assert stat.S_IMODE(secrets_file.stat().st_mode) == 0o600
     records = [ROOT / "build" / "harbor" / "plan.json", ROOT / "build" / "harbor" / "apply.json"]
     outputs = [p.stdout + p.stderr for p in (first, applied, last, again)] + [p.read_text() for p in records]
-    assert len(double.issued_secrets) == 3
+    assert len(double.issued_secrets) == 4  # ci, mr, promote, runtime
     for secret in [*double.issued_secrets, NGC_KEY, double.password]:
         assert all(secret not in text for text in outputs), "a secret reached a log or a record"
 

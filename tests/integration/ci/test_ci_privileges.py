@@ -1,0 +1,186 @@
+"""Who gets which secret and needs which runner, measured with gitlab-ci-local, held to docs/ci.md.
+
+The generated production pipeline (cpu-debian12, both arches) and `.gitlab-ci.yml` with its includes
+run under gitlab-ci-local in the four kinds of pipeline a project has: a merge request, a protected
+branch, a protected tag, an unprotected tag. Only the job scripts change (each writes its
+environment to a file; nothing else runs): rules, `rules: variables:`, environments, needs and tags
+are the generated ones. The project variables are set as the CI variables table of docs/ci.md
+says (each secret's environment scope, read from that table), the protected ones only in pipelines
+of protected refs, which is how GitLab hands them out and what gitlab-ci-local cannot know. Every
+secret holds a marker value; a job received a secret when its marker is anywhere in its
+environment. The jobs that ran, what each received and each job's runner tags must be exactly the
+privileges table of docs/ci.md, which this test reads, so the table cannot drift.
+
+gitlab-ci-local treats file variables like plain ones here (the scoping is the same); `tags:` it
+does not route by, so they are compared from the YAML it ran.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from support.commands import ROOT
+
+pytestmark = [pytest.mark.gitlab_local]
+GCL = shutil.which("gitlab-ci-local")
+DOC = ROOT / "docs" / "ci.md"
+LABELS = {"ci robot": "HARBOR_CI_ROBOT_", "mr robot": "HARBOR_MR_ROBOT_", "promote robot": "HARBOR_PROMOTE_ROBOT_",
+          "signing key": "RAPIDSHIP_SIGNING_PASSWORD", "gitlab token": "RAPIDSHIP_GITLAB_TOKEN"}
+PIPELINES = {
+    "merge request": {"CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "7",
+                      "CI_COMMIT_REF_PROTECTED": "false"},
+    "protected branch": {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_BRANCH": "main", "CI_COMMIT_REF_PROTECTED": "true"},
+    "protected tag": {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v26.10.0", "CI_COMMIT_REF_PROTECTED": "true"},
+    "unprotected tag": {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v0.0.0-test", "CI_COMMIT_REF_PROTECTED": "false"},
+}
+
+
+def doc_tables() -> tuple[dict, dict]:
+    """(privileges: job pattern -> (tags, {pipeline: received labels or None}), secrets: variable name
+    -> (environment scope, protected)) as docs/ci.md states them."""
+    text = DOC.read_text()
+    table = text[text.index("<!-- privileges-table"):].split("\n\n", 1)[0].splitlines()[1:]
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    assert header[:2] == ["job", "runner tags"] and header[2:] == list(PIPELINES)
+    rows = {}
+    for line in table[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        tags = tuple(re.findall(r"`([^`]+)`", cells[1]))
+        got = {p: None if c == "-" else (set() if c == "none" else {x.strip() for x in c.split(",")})
+               for p, c in zip(PIPELINES, cells[2:])}
+        for job in re.findall(r"`([^`]+)`", cells[0]):
+            rows[job] = (tags, got)
+    secrets = {}
+    for line in text.splitlines():
+        m = re.match(r"\| (`[A-Z_]+`(?:, `[A-Z_]+`)*) \| ([^|]*environment scope `([^`]+)`[^|]*) \|", line)
+        if m:
+            for name in re.findall(r"`([A-Z_]+)`", m.group(1)):
+                secrets[name] = (m.group(3), "protected" in m.group(2))
+    return rows, secrets
+
+
+def row_for(rows: dict, job: str) -> tuple[str, tuple, dict]:
+    for pattern, row in rows.items():
+        if re.fullmatch(re.escape(pattern).replace("V", "[a-z0-9-]+").replace("A", "(amd64|arm64)"), job):
+            return pattern, *row
+    raise AssertionError(f"docs/ci.md's privileges table has no row for the job {job}")
+
+
+def neutered(doc: dict) -> dict:
+    """The pipeline with every script replaced by a dump of the job's environment; no images, no
+    artifacts, no trigger: what decides who gets what is left as it is."""
+    out = {k: v for k, v in doc.items() if k != "include"}
+    out["default"] = {k: v for k, v in (doc.get("default") or {}).items() if k not in ("image",)}
+    for name, job in doc.items():
+        if isinstance(job, dict) and ("script" in job or "trigger" in job) and not name.startswith("."):
+            if "trigger" in job:
+                del out[name]
+                continue
+            out[name] = {k: v for k, v in job.items() if k not in ("image", "artifacts", "resource_group", "script")}
+            out[name]["script"] = ['env > "$RAPIDSHIP_REPORT_DIR/$CI_JOB_NAME.env"']
+            out[name]["needs"] = [n if isinstance(n, str) else {"job": n["job"], "optional": n.get("optional", False)}
+                                  for n in job.get("needs", []) if (n if isinstance(n, str) else n["job"]) in doc]
+    return out
+
+
+def root_pipeline() -> dict:
+    root = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
+    for part in root.get("include", []):
+        root.update(yaml.safe_load((ROOT / part["local"]).read_text()))
+    return root
+
+
+def variables_file(secrets: dict, markers: dict, protected_ref: bool) -> dict:
+    return {name: {"type": "variable", "values": {scope: markers[name]}}
+            for name, (scope, protected) in secrets.items() if protected_ref or not protected}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    if not GCL:
+        pytest.fail("gitlab-ci-local is not installed: scripts/setup installs it (npm gitlab-ci-local@4.62.0)")
+    rows, secrets = doc_tables()
+    assert {n for n in secrets} >= {"HARBOR_CI_ROBOT_SECRET", "HARBOR_MR_ROBOT_SECRET", "HARBOR_PROMOTE_ROBOT_SECRET",
+                                    "RAPIDSHIP_SIGNING_PASSWORD", "RAPIDSHIP_GITLAB_TOKEN"}, secrets
+    markers = {name: f"marker-{name.lower()}-{uuid.uuid4().hex[:8]}" for name in secrets}
+    work = tmp_path_factory.mktemp("privileges")
+    child = work / "child.yml"
+    subprocess.run(["invoke", "ci.generate", "--variant", "cpu-debian12", "--out", str(child)], cwd=ROOT, check=True,
+                   capture_output=True)
+    pipelines = {"child": yaml.safe_load(child.read_text()), "root": root_pipeline()}
+    found: dict = {}
+    for kind, predefined in PIPELINES.items():
+        for which, doc in pipelines.items():
+            repo = work / f"{which}-{kind.replace(' ', '-')}"
+            reports = repo / "reports"
+            reports.mkdir(parents=True)
+            (repo / "pipeline.yml").write_text(yaml.safe_dump(neutered(doc), sort_keys=False))
+            (repo / ".gitlab-ci-local-variables.yml").write_text(
+                yaml.safe_dump(variables_file(secrets, markers, predefined["CI_COMMIT_REF_PROTECTED"] == "true")))
+            git = ["git", "-c", "user.name=t", "-c", "user.email=t@rapidship.invalid"]
+            for cmd in (["init", "-q", "-b", "main"], ["remote", "add", "origin", "https://gitlab.example.internal/rapidship/rapidship.git"],
+                        ["add", "-A"], ["commit", "-q", "-m", "pipeline"]):
+                subprocess.run(git + cmd, cwd=repo, check=True, capture_output=True)
+            args = [GCL, "--file", "pipeline.yml", "--force-shell-executor", "--variable",
+                    f"RAPIDSHIP_REPORT_DIR={reports}"]
+            for key, value in predefined.items():
+                args += ["--variable", f"{key}={value}"]
+            proc = subprocess.run(args, cwd=repo, capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+            for env in reports.glob("*.env"):
+                text = env.read_text()
+                got = {label for label, prefix in LABELS.items()
+                       if any(markers[n] in text for n in secrets if n.startswith(prefix))}
+                found.setdefault(kind, {})[env.name[:-4]] = got
+    return rows, pipelines, found
+
+
+def test_every_job_gets_exactly_the_secrets_the_table_gives_it(runs):
+    rows, pipelines, found = runs
+    jobs = [n for doc in pipelines.values() for n, j in doc.items() if isinstance(j, dict) and "script" in j]
+    for kind in PIPELINES:
+        expected = {}
+        for job in jobs:
+            _, _, cells = row_for(rows, job)
+            if cells[kind] is not None:
+                expected[job] = cells[kind]
+        assert found.get(kind, {}) == expected, kind
+
+
+def test_every_job_needs_the_runner_tags_the_table_gives_it(runs):
+    rows, pipelines, _ = runs
+    for doc in pipelines.values():
+        for job, body in doc.items():
+            if not (isinstance(body, dict) and "script" in body):
+                continue
+            pattern, tags, _ = row_for(rows, job)
+            arch = job.rsplit(":", 1)[1] if pattern.endswith(":A") else None
+            assert tuple(sorted(body.get("tags", []))) == tuple(sorted(arch if t == "A" else t for t in tags)), job
+
+
+def test_no_merge_request_job_reaches_a_release_runner_or_a_release_secret(runs):
+    rows, pipelines, found = runs
+    release = {n for doc in pipelines.values() for n, j in doc.items() if isinstance(j, dict)
+               and "release" in (j.get("tags") or [])}
+    assert release and not release & set(found["merge request"]) and not release & set(found["unprotected tag"])
+    for kind in ("merge request", "unprotected tag"):
+        assert all(got <= {"mr robot"} for got in found[kind].values()), kind
+    assert {j for j, got in found["protected tag"].items() if "promote robot" in got} == {"promote:cpu-debian12"}
+    assert {j for k in PIPELINES for j, got in found.get(k, {}).items() if "signing key" in got} == {"sign:cpu-debian12"}
+
+
+def test_the_doc_table_is_read_and_a_drift_is_caught(runs):
+    """The check can fail: a table that gives a merge request the ci robot does not match the run."""
+    rows, pipelines, found = runs
+    _, _, cells = row_for(rows, "build:cpu-debian12:amd64")
+    assert cells["merge request"] == {"mr robot"} and found["merge request"]["build:cpu-debian12:amd64"] == {"mr robot"}
+    assert found["merge request"]["build:cpu-debian12:amd64"] != {"ci robot"}
+    assert json.dumps(sorted(found)) == json.dumps(sorted(PIPELINES))

@@ -107,7 +107,10 @@ def test_cpu_pipeline_runs_green_under_gitlab_ci_local(engine, staging_registry,
 
     # A tag pipeline (promote and export run on tags only), with the registry's robot and CA as
     # CI variables, the way GitLab hands them to jobs.
+    # gitlab-ci-local numbers pipelines from 1 in every fresh copy: the suite's run identity instead
+    # of ci$CI_PIPELINE_ID keeps two suites' pipelines on one engine apart
     run = _gcl(repo, "--shell-isolation", "--variable", "CI_COMMIT_TAG=v0.0.0-local",
+               "--variable", f"RAPIDSHIP_RUN_ID={os.environ['RAPIDSHIP_RUN_ID']}-gcl",
                "--variable", f"RAPIDSHIP_REGISTRY_USER={staging_registry.user}",
                "--variable", f"RAPIDSHIP_REGISTRY_PASSWORD={staging_registry.password}",
                "--variable", f"RAPIDSHIP_REGISTRY_CA={staging_registry.ca}",

@@ -27,6 +27,21 @@ def docker_available() -> bool:
         ["docker", "info"], capture_output=True, check=False).returncode == 0
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _this_runs_images():
+    """At the end, the engine's names this run gave (they end in its identity) are removed again:
+    only ever this run's own (another run's carry another identity)."""
+    yield
+    run = os.environ.get("RAPIDSHIP_RUN_ID", "")
+    if not run or not docker_available():  # an empty identity (RAPIDSHIP_RUN_ID=) keeps the images
+        return
+    listed = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
+                            text=True, check=False).stdout.split()
+    ours = [ref for ref in listed if ref.endswith((f"-{run}", f"-{run}-gcl"))]
+    if ours:
+        subprocess.run(["docker", "rmi", *ours], capture_output=True, check=False)
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -18,8 +19,11 @@ import pytest
 pytestmark = pytest.mark.docker
 
 TOKEN = "glpat-Zq9sEcReTtOkEn1234"
+# RUN_ID: BuildKit runs identical steps of concurrent builds once, and shows the output to one of
+# them: a step unique to this build keeps its log its own when suites share an engine
 STEP = r'''FROM {image}
 USER 0
+ENV RAPIDSHIP_TEST_BUILD={run_id}
 RUN --mount=type=secret,id=pip-index,required=true \
     python -c "import sys, urllib.request; url = open('/run/secrets/pip-index').read().strip(); \
 print('Looking in indexes: ' + url); \
@@ -62,7 +66,7 @@ def test_a_token_in_the_index_url_is_scrubbed_from_log_and_error(cpu_image, tmp_
     from support.commands import ROOT
 
     url = request.getfixturevalue(index)
-    (tmp_path / "Dockerfile").write_text(STEP.format(image=cpu_image.ref))
+    (tmp_path / "Dockerfile").write_text(STEP.format(image=cpu_image.ref, run_id=uuid.uuid4().hex))
     plan = BuildPlan(variant="cpu-debian12", arch="amd64", ref=f"rapidship-test-scrub:{index}",
                      name=f"rapidship-test-scrub:{index}", context=str(tmp_path),
                      labels={}, secret_ids=("pip-index",), target="", network="host", no_cache=True)

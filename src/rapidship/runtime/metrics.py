@@ -38,8 +38,11 @@ class Samples:
             return
         self.rows.append((PREFIX + name, type_, help_, {"worker": self.worker, **labels}, float(value)))
 
-    def absent(self, family: str, why: str) -> None:
+    def absent(self, family: str, why: str, **labels: str) -> None:
+        """A view this scrape cannot give, said once in the log and as a 1 under its reason."""
         self.missing[family] = why
+        self.add("view_absent", "gauge", "1: a view of the container this worker cannot read, and why", 1,
+                 family=family, reason=why, **labels)
 
 
 def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_limit: int | None,
@@ -51,31 +54,42 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
     that imported it (a dask-cuda worker with --rmm-pool-size, cuDF)."""
     out = Samples(worker)
     cg = cg if cg is not None else views.read_cgroup()
+    # every worker sharing a container's cgroup reports it under one `cgroup` label: the alerts sum
+    # the workers of a cgroup and key its kills to it, not to a worker name that a restart changes
+    cid = {"cgroup": views.cgroup_id(cg)}
     if cg.version is None:
         out.absent("cgroup", "no cgroup memory controller visible")
     else:
-        out.add("cgroup_memory_max_bytes", "gauge", "the cgroup's memory limit (the tightest on the way up)", cg.limit)
-        out.add("cgroup_memory_high_bytes", "gauge", "cgroup v2 memory.high (throttling starts here)", cg.high)
+        out.add("cgroup_memory_max_bytes", "gauge", "the cgroup's memory limit (the tightest on the way up)", cg.limit,
+                **cid)
+        out.add("cgroup_memory_high_bytes", "gauge", "cgroup v2 memory.high (throttling starts here)", cg.high, **cid)
         out.add("cgroup_memory_current_bytes", "gauge", "memory the cgroup uses now (what the OOM killer compares)",
-                cg.usage)
-        out.add("cgroup_memory_peak_bytes", "gauge", "the most memory the cgroup has used", cg.peak)
+                cg.usage, **cid)
+        out.add("cgroup_memory_peak_bytes", "gauge", "the most memory the cgroup has used", cg.peak, **cid)
         stat = views.memory_stat_of(cg)   # once: the working set and the kinds both come from it
         out.add("cgroup_memory_working_set_bytes", "gauge",
                 "memory.current less inactive page cache: what the kernel cannot reclaim before it kills",
-                views.working_set(cg, stat))
+                views.working_set(cg, stat), **cid)
         events = views.memory_events(cg)
-        if events is None:
-            out.absent("cgroup_memory_events", "memory.events / memory.oom_control cannot be read")
+        if events is None or "oom_kill" not in events:
+            out.absent("cgroup_memory_events", "the kernel counts no OOM kills for this cgroup (memory.events, "
+                       "or memory.oom_control's oom_kill, Linux 4.13 and later): kills show only as restarts", **cid)
         for event in ("oom", "oom_kill", "max", "high"):
             if events and event in events:
                 out.add("cgroup_memory_events_total", "counter", "the cgroup's memory events (memory.events)",
-                        events[event], event=event)
+                        events[event], event=event, **cid)
         kinds = views.memory_kinds(cg, stat)
         if kinds is None:
             out.absent("cgroup_memory_stat", "memory.stat cannot be read")
         for kind, value in (kinds or {}).items():
             out.add("cgroup_memory_stat_bytes", "gauge", "what the cgroup's memory is (anon, file, shmem)", value,
-                    kind=kind)
+                    kind=kind, **cid)
+        budget, source = rules.memory_budget(cg, views.host_memory()[0], views.declared_limit())
+        if budget is not None:
+            out.add("memory_budget_bytes", "gauge", "the doctor's memory budget of this container: the tightest of its "
+                    "cgroup limit, memory.high, soft limit, declared limit and host RAM", budget, source=source, **cid)
+            out.add("memory_workers_budget_bytes", "gauge", "what the doctor lets this cgroup's workers hold in all: "
+                    "the budget less the headroom (rules.headroom)", budget - rules.headroom(budget), **cid)
     if spill_dir and os.path.isdir(spill_dir):
         files, used = views.dir_usage(spill_dir, only_storage=False)
         size, free = views.fs_bytes(spill_dir)
@@ -85,7 +99,7 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
         out.add("spill_dir_size_bytes", "gauge", "size of the spill directory's filesystem", size)
     else:
         out.absent("spill_dir", f"the spill directory {spill_dir or '(none)'} does not exist (vanished?)")
-    out.add("worker_memory_limit_bytes", "gauge", "the worker's dask memory_limit (host tier)", memory_limit)
+    out.add("worker_memory_limit_bytes", "gauge", "the worker's dask memory_limit (host tier)", memory_limit, **cid)
     out.add("worker_device_memory_limit_bytes", "gauge", "the worker's device memory limit (dask-cuda)", device_limit)
     for tier, (keys, nbytes) in sorted((tiers or {}).items()):
         out.add("worker_tier_keys", "gauge", "keys the worker holds in this tier (device, host, disk)", keys, tier=tier)

@@ -381,6 +381,8 @@ def cleanup(plan: ClusterPlan) -> list[str]:
     """Remove every container and the network of this cluster, and its spill dirs; what could not be
     removed is a note (never an exception: this runs in a finally)."""
     notes = []
+    if plan.metrics and plan.metrics_targets:  # a cluster that is gone is no target: no stale WorkerDown
+        scrape.targets_file(Path(plan.metrics_targets), plan.name, {})
     for name in sorted(set(ENGINE.containers_labelled(f"{LABEL}={plan.name}")) |
                        {plan.scheduler, plan.client, *plan.worker_names}):
         ENGINE.remove_container(name)

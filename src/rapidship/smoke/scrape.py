@@ -25,7 +25,7 @@ WORKER_PORT = 8788       # each worker's HTTP server (--dashboard-address :8788)
 SCHEDULER_PORT = 8787
 # The series kept in the record: the product's own and dask's memory/spill accounting.
 KEPT = ("rapidship_", "dask_worker_memory_bytes", "dask_worker_spill")
-IGNORED_LABELS = {"worker"}   # the container is the record's key already
+IGNORED_LABELS = {"worker", "cgroup", "source"}   # the container is the record's key already
 OOM_KILLS = 'rapidship_cgroup_memory_events_total{event="oom_kill"}'
 
 
@@ -83,7 +83,10 @@ def fetch(scraped: Scraped, timeout: float = 2.0) -> None:
 def targets_file(path: Path, cluster: str, targets: dict[str, tuple[str, str]]) -> None:
     """Write Prometheus file_sd JSON for the cluster's endpoints ({container: (role, host:port)}),
     atomically: Prometheus re-reads the file when it changes and must never see half of it."""
-    groups = [{"targets": [addr], "labels": {"rapidship_cluster": cluster, "role": role, "container": name}}
+    # each in the job of the shipped prometheus.yml (a file_sd label sets `job`): the liveness rules
+    # count worker targets, never the scheduler among them
+    groups = [{"targets": [addr], "labels": {"rapidship_cluster": cluster, "role": role, "container": name,
+                                             "job": "dask-scheduler" if role == "scheduler" else "dask-workers"}}
               for name, (role, addr) in sorted(targets.items())]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,8 @@ H200 = GpuView(True, "", "580", "13.0", [Gpu(0, "H200", 140 * GiB, 100 * GiB, cc
 
 
 def values(found: metrics.Samples) -> dict[tuple, float]:
-    return {(name, tuple(sorted((k, v) for k, v in labels.items() if k != "worker"))): value
+    """name, labels -> value, leaving out the worker and the cgroup (the same on every row)."""
+    return {(name, tuple(sorted((k, v) for k, v in labels.items() if k not in ("worker", "cgroup", "source")))): value
             for name, _, _, labels, value in found.rows}
 
 
@@ -100,6 +101,31 @@ def test_what_cannot_be_read_is_absent_with_a_reason_never_a_zero(tmp_path):
                            gpus=GpuView(False, "pynvml (nvidia-ml-py) is not installed"))
     assert not any(name.startswith(("rapidship_cgroup", "rapidship_spill", "rapidship_gpu")) for name, *_ in found.rows)
     assert set(found.missing) == {"cgroup", "spill_dir", "gpu"} and "vanished" in found.missing["spill_dir"]
+    # and each absence is a series a rule can see, under its reason
+    absent = {labels["family"]: labels["reason"] for name, _, _, labels, _ in found.rows if name == "rapidship_view_absent"}
+    assert absent == found.missing
+
+
+def test_the_doctors_budgets_are_exported_in_whole_bytes_under_one_cgroup_label(v2, spill, monkeypatch):
+    """The alerts compare integers the doctor's own rule made (rules.headroom), never a float they
+    compute: caps that are not multiples of 20 (4g, 8g, 48g) read exactly."""
+    from rapidship.runtime import rules
+
+    monkeypatch.setattr(views, "host_memory", lambda: (64 * GiB, 60 * GiB))
+    monkeypatch.delenv("RAPIDS_MEMORY_LIMIT", raising=False)
+    for cap in (4 * GiB, 8 * GiB, 48 * GiB, 1_000_000_007):
+        cg = views.CgroupMemory(2, cap, path="/kubepods/pod1/worker")
+        rows = {name: (labels, value) for name, _, _, labels, value in
+                metrics.sample("w", spill, rules.worker_limit_for(cap), None, cg=cg, gpus=H200).rows}
+        labels, budget = rows["rapidship_memory_budget_bytes"]
+        assert budget == cap and labels["source"] == "cgroup v2 limit"
+        assert rows["rapidship_memory_workers_budget_bytes"][1] == cap - rules.headroom(cap) == rules.worker_limit_for(cap)
+        assert rows["rapidship_worker_memory_limit_bytes"][1] <= rows["rapidship_memory_workers_budget_bytes"][1]
+        assert {lab["cgroup"] for lab, _ in rows.values() if "cgroup" in lab} == {views.cgroup_id(cg)}
+    v1_old = views.CgroupMemory(1, GiB)  # a kernel that counts no OOM kills: said, as a series
+    monkeypatch.setattr(views, "memory_events", lambda cg: {"oom": 0})
+    found = metrics.sample("w", spill, None, None, cg=v1_old, gpus=H200)
+    assert "Linux 4.13" in found.missing["cgroup_memory_events"]
 
 
 def test_the_collector_speaks_prometheus_exposition(v2, spill, monkeypatch):
@@ -110,7 +136,9 @@ def test_the_collector_speaks_prometheus_exposition(v2, spill, monkeypatch):
     registry = CollectorRegistry()
     registry.register(metrics.RuntimeCollector("tcp://127.0.0.1:1234", spill, 700 * MiB, None))
     text = generate_latest(registry).decode()
-    assert 'rapidship_cgroup_memory_events_total{event="oom_kill",worker="tcp://127.0.0.1:1234"} 1.0' in text
+    cgroup = views.cgroup_id(v2)
+    assert (f'rapidship_cgroup_memory_events_total{{cgroup="{cgroup}",event="oom_kill",worker="tcp://127.0.0.1:1234"}} '
+            '1.0') in text
     assert "# TYPE rapidship_cgroup_memory_events_total counter" in text
     assert 'rapidship_gpu_memory_total_bytes{gpu="0",name="H200",worker="tcp://127.0.0.1:1234"}' in text
 

@@ -128,6 +128,20 @@ def compose_problems(doc: dict) -> list[str]:
     return problems
 
 
+def _image(where: str, image: str) -> list[str]:
+    """A pod's image must be a registry repository by digest: a bare sha256:<hex> is a mutable tag of
+    docker.io/library/sha256 to a kubelet, a tag moves under a running cluster."""
+    from rapidship.deploy.plan import registry_pinned
+    from rapidship.errors import ConfigError
+
+    try:
+        registry_pinned(image)
+    except ConfigError:
+        return [f"{where}: image: {image or '(none)'} is no registry repository by digest: a kubelet pulls tags "
+                "(and reads sha256:<hex> as a tag of docker.io/library/sha256); write REGISTRY/REPO@sha256:<64 hex>"]
+    return []
+
+
 def pod_problems(where: str, pod: dict) -> list[str]:
     problems = []
     volumes = {v.get("name"): v for v in pod.get("volumes") or []}
@@ -138,6 +152,7 @@ def pod_problems(where: str, pod: dict) -> list[str]:
         if command and command[0] == ENTRYPOINT:
             args = command[1:] + args
         problems += _entrypoint(at, command, "command")
+        problems += _image(at, str(c.get("image") or ""))
         if command and command[0] != ENTRYPOINT:
             args = command + args
         limits = ((c.get("resources") or {}).get("limits") or {})

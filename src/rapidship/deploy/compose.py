@@ -25,13 +25,16 @@ def worker_name(plan: DeployPlan, i: int) -> str:
 
 def stack(plan: DeployPlan, job_data_bytes: int | None = None) -> dict:
     scheduler = f"{plan.name}-scheduler"
+    # on-failure: a killed worker (OOM, docker kill) or scheduler comes back, under the same name
     services: dict = {scheduler: {**_hardened(plan, plan.scheduler_memory_bytes), "command": plan.scheduler_command,
-                                  "environment": {"DASK_TEMPORARY_DIRECTORY": "/tmp"}, "hostname": scheduler}}
+                                  "environment": {"DASK_TEMPORARY_DIRECTORY": "/tmp"}, "hostname": scheduler,
+                                  "restart": "on-failure"}}
     volumes = {}
     for i in range(plan.workers):
         name = worker_name(plan, i)
-        worker = {**_hardened(plan, plan.memory_bytes), "command": plan.worker_command, "hostname": name,
-                  "shm_size": plan.shm_bytes, "volumes": [f"{name}-spill:{SPILL}"], "depends_on": [scheduler]}
+        worker = {**_hardened(plan, plan.memory_bytes), "command": plan.worker_command(name), "hostname": name,
+                  "shm_size": plan.shm_bytes, "volumes": [f"{name}-spill:{SPILL}"], "depends_on": [scheduler],
+                  "restart": "on-failure"}
         if plan.gpu:   # UCX pins its buffers: unlimited memlock (a CPU worker needs none, and hosts may refuse it)
             worker["ulimits"] = {"memlock": {"soft": -1, "hard": -1}}
             worker["deploy"] = {"resources": {"reservations": {"devices": [

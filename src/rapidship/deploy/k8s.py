@@ -1,17 +1,26 @@
 """Kubernetes manifests of a DeployPlan (pure): a DaskCluster for the Dask Kubernetes operator, or
-plain Deployments and a Service. Pods run as the image's uid in group 0 (any uid works: the home
-and spill dir are group-writable), read-only, no capabilities, RuntimeDefault seccomp; the dask
-command is `args`, so the image's entrypoint (the preflight) still runs."""
+plain Deployments and a Service, each with NetworkPolicies. Pods run as the image's uid in group 0
+(any uid works: the home and spill dir are group-writable), read-only, no capabilities,
+RuntimeDefault seccomp, no service-account token; the dask command is `args`, so the image's
+entrypoint (the preflight) still runs. Workers are named after their Deployment (the operator's
+DASK_WORKER_NAME) or pod, and the scheduler serves distributed's API, so the operator's scale-down
+retires a worker and deletes the Deployment it ran in. The scheduler runs any client's code: the
+NetworkPolicies admit to it only the cluster's workers, pods labelled as its clients, Prometheus
+and (DaskCluster) the operator."""
 
 from __future__ import annotations
 
-from rapidship.deploy.plan import SCHEDULER_HTTP, SCHEDULER_PORT, SPILL, WORKER_HTTP, DeployPlan
+from rapidship.deploy.plan import (ROUTES_ENV, SCHEDULER_HTTP, SCHEDULER_PORT, SCHEDULER_ROUTES, SPILL, WORKER_HTTP,
+                                   DeployPlan, registry_pinned)
 
 KUBERNETES_VERSION = "1.33.0"   # what the manifests are validated against (kubernetes-validate --strict)
 OPERATOR_API = "kubernetes.dask.org/v1"
+CLIENT_LABEL = "rapidship.io/dask-client"   # a pod labelled <this>: <cluster name> may use the scheduler
+PROMETHEUS = {"app.kubernetes.io/name": "prometheus"}   # Prometheus pods, in any namespace, may scrape
+OPERATOR_NAMESPACE = "dask-operator"        # where the Dask operator runs (its retire_workers calls)
 
 
-def _pod(plan: DeployPlan, role: str, pull_secret: str | None) -> dict:
+def _pod(plan: DeployPlan, role: str, pull_secret: str | None, worker_name: str = "$(POD_NAME)") -> dict:
     worker = role == "worker"
     cap = plan.memory_bytes if worker else plan.scheduler_memory_bytes
     limits: dict = {"memory": str(cap)}
@@ -30,14 +39,19 @@ def _pod(plan: DeployPlan, role: str, pull_secret: str | None) -> dict:
     ports = ([{"name": "http-dashboard", "containerPort": WORKER_HTTP}] if worker else
              [{"name": "tcp-comm", "containerPort": SCHEDULER_PORT},
               {"name": "http-dashboard", "containerPort": SCHEDULER_HTTP}])
+    env: list[dict] = [{"name": "DASK_TEMPORARY_DIRECTORY", "value": SPILL if worker else "/tmp"}]
+    if worker and worker_name == "$(POD_NAME)":  # plain Deployments: the pod's own name
+        env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    if not worker:
+        env.append({"name": ROUTES_ENV, "value": SCHEDULER_ROUTES})
     container = {
-        "name": role, "image": plan.image, "imagePullPolicy": "IfNotPresent",
-        "args": plan.worker_command if worker else plan.scheduler_command,
-        "env": [{"name": "DASK_TEMPORARY_DIRECTORY", "value": SPILL if worker else "/tmp"}],
+        "name": role, "image": registry_pinned(plan.image), "imagePullPolicy": "IfNotPresent",
+        "args": plan.worker_command(worker_name) if worker else plan.scheduler_command,
+        "env": env,
         "ports": ports, "resources": {"limits": limits, "requests": dict(limits)}, "volumeMounts": mounts,
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True}}
-    pod: dict = {"containers": [container], "volumes": volumes,
+    pod: dict = {"containers": [container], "volumes": volumes, "automountServiceAccountToken": False,
                  "nodeSelector": {"kubernetes.io/arch": plan.arch},
                  "securityContext": {"runAsNonRoot": True, "runAsUser": plan.uid, "runAsGroup": 0, "fsGroup": 0,
                                      "seccompProfile": {"type": "RuntimeDefault"}}}
@@ -54,13 +68,17 @@ def _scheduler_service_spec(plan: DeployPlan, selector: dict) -> dict:
 
 
 def dask_cluster(plan: DeployPlan, pull_secret: str | None = None) -> list[dict]:
-    """One DaskCluster: the operator makes the scheduler pod, its Service `<name>-scheduler`, the workers."""
+    """One DaskCluster: the operator makes the scheduler pod, its Service `<name>-scheduler`, the
+    workers (each in a Deployment whose name it hands the pod as DASK_WORKER_NAME); and the policies."""
     selector = {"dask.org/cluster-name": plan.name, "dask.org/component": "scheduler"}
-    return [{"apiVersion": OPERATOR_API, "kind": "DaskCluster",
-             "metadata": {"name": plan.name, "labels": {"app.kubernetes.io/part-of": "rapidship"}},
-             "spec": {"worker": {"replicas": plan.workers, "spec": _pod(plan, "worker", pull_secret)},
-                      "scheduler": {"spec": _pod(plan, "scheduler", pull_secret),
-                                    "service": _scheduler_service_spec(plan, selector)}}}]
+    workers = {"dask.org/cluster-name": plan.name, "dask.org/component": "worker"}
+    cluster = {"apiVersion": OPERATOR_API, "kind": "DaskCluster",
+               "metadata": {"name": plan.name, "labels": {"app.kubernetes.io/part-of": "rapidship"}},
+               "spec": {"worker": {"replicas": plan.workers,
+                                   "spec": _pod(plan, "worker", pull_secret, "$(DASK_WORKER_NAME)")},
+                        "scheduler": {"spec": _pod(plan, "scheduler", pull_secret),
+                                      "service": _scheduler_service_spec(plan, selector)}}}
+    return [cluster, *network_policies(plan, selector, workers, operator=True)]
 
 
 def plain(plan: DeployPlan, pull_secret: str | None = None) -> list[dict]:
@@ -75,7 +93,34 @@ def plain(plan: DeployPlan, pull_secret: str | None = None) -> list[dict]:
     selector = {"app.kubernetes.io/name": plan.name, "app.kubernetes.io/component": "scheduler"}
     out.insert(1, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{plan.name}-scheduler"},
                    "spec": _scheduler_service_spec(plan, selector)})
-    return out
+    workers = {"app.kubernetes.io/name": plan.name, "app.kubernetes.io/component": "worker"}
+    return out + network_policies(plan, selector, workers, operator=False)
+
+
+def _port(number: int) -> dict:
+    return {"protocol": "TCP", "port": number}
+
+
+def network_policies(plan: DeployPlan, scheduler: dict, workers: dict, operator: bool) -> list[dict]:
+    """Ingress to the scheduler (it runs any client's code) from the cluster's workers and its
+    labelled clients on the comm port, their dashboards and Prometheus on the HTTP port (and the
+    operator on both); to the workers from the scheduler, each other and the clients (dask picks
+    their comm ports), Prometheus on their HTTP port. Egress is not limited: the site's own policy."""
+    clients = {"podSelector": {"matchLabels": {CLIENT_LABEL: plan.name}}}
+    prometheus = {"namespaceSelector": {}, "podSelector": {"matchLabels": dict(PROMETHEUS)}}
+    peers = [{"podSelector": {"matchLabels": dict(workers)}}, clients]
+    to_scheduler = [{"from": peers, "ports": [_port(SCHEDULER_PORT)]},
+                    {"from": [clients, prometheus], "ports": [_port(SCHEDULER_HTTP)]}]
+    if operator:
+        to_scheduler.append({"from": [{"namespaceSelector": {"matchLabels": {
+            "kubernetes.io/metadata.name": OPERATOR_NAMESPACE}}}],
+            "ports": [_port(SCHEDULER_PORT), _port(SCHEDULER_HTTP)]})
+    to_workers = [{"from": [{"podSelector": {"matchLabels": dict(scheduler)}}, *peers]},
+                  {"from": [prometheus], "ports": [_port(WORKER_HTTP)]}]
+    return [{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+             "metadata": {"name": f"{plan.name}-{role}", "labels": {"app.kubernetes.io/part-of": "rapidship"}},
+             "spec": {"podSelector": {"matchLabels": dict(selector)}, "policyTypes": ["Ingress"], "ingress": rules}}
+            for role, selector, rules in (("scheduler", scheduler, to_scheduler), ("worker", workers, to_workers))]
 
 
 def pod_specs(doc: dict) -> list[tuple[str, dict]]:

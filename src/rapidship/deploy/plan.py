@@ -21,6 +21,13 @@ from rapidship.smoke.run import parse_size
 MiB, GiB = 2**20, 2**30
 SCHEDULER_PORT, SCHEDULER_HTTP, WORKER_HTTP = 8786, 8787, 8788
 SPILL = "/spill"
+# the scheduler's HTTP routes: distributed's defaults and its API, whose /api/v1/retire_workers the
+# Dask operator calls to scale a worker group down gracefully (it then deletes the Deployments named
+# as the retired workers: workers are named after them, --name below)
+SCHEDULER_ROUTES = ('["distributed.http.scheduler.prometheus","distributed.http.scheduler.info",'
+                    '"distributed.http.scheduler.json","distributed.http.health","distributed.http.proxy",'
+                    '"distributed.http.statics","distributed.http.scheduler.api"]')
+ROUTES_ENV = "DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES"
 UCX_SHM = GiB            # /dev/shm for UCX's shared-memory transport between a node's workers
 CPU_SHM = 256 * MiB
 MAX_WORKERS = 64
@@ -44,12 +51,13 @@ class DeployPlan:
     prometheus_image: str | None = None   # Compose: a Prometheus (pinned) scraping the cluster, profile monitoring
     spill_storage_class: str | None = None  # Kubernetes: the spill volume a per-pod PVC of this class, not an emptyDir
 
-    @property
-    def worker_command(self) -> list[str]:
-        """The dask command, as arguments to the image's entrypoint (never replacing it)."""
+    def worker_command(self, name: str) -> list[str]:
+        """The dask command, as arguments to the image's entrypoint (never replacing it). `name`: the
+        worker's dask name, the same after every restart (its container, its pod's Deployment), so its
+        metrics keep one `worker` label and the operator finds the Deployment of a retired worker."""
         kind = ["dask", "cuda", "worker"] if self.gpu else ["dask", "worker"]
-        return [*kind, f"tcp://{self.name}-scheduler:{SCHEDULER_PORT}", "--nworkers", "1", "--nthreads", "1",
-                "--memory-limit", str(self.memory_limit), "--local-directory", SPILL,
+        return [*kind, f"tcp://{self.name}-scheduler:{SCHEDULER_PORT}", "--name", name, "--nworkers", "1",
+                "--nthreads", "1", "--memory-limit", str(self.memory_limit), "--local-directory", SPILL,
                 "--dashboard-address", f":{WORKER_HTTP}", "--preload", "rapids_runtime.metrics"]
 
     @property
@@ -60,11 +68,24 @@ class DeployPlan:
 _DIGEST = re.compile(r"^(?:[^@\s]+@)?sha256:[0-9a-f]{64}$")
 
 
+_REGISTRY_DIGEST = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
+
+
 def pinned(image: str, flag: str = "--image") -> str:
     """An image by digest (repo@sha256:...) or by local image id (sha256:...), never a tag."""
     if not _DIGEST.match(str(image)):
         raise ConfigError(flag, f"{image!r} is not pinned to a digest: a tag can move under a running cluster",
                           "pass repo@sha256:<64 hex> or an image id sha256:<64 hex>, or leave --image out for the push record's")
+    return str(image)
+
+
+def registry_pinned(image: str, flag: str = "--image") -> str:
+    """For Kubernetes: repo@sha256:... only. A kubelet reads a bare `sha256:<hex>` as a repository
+    named sha256 on Docker Hub with that tag: mutable, and not this image."""
+    if not _REGISTRY_DIGEST.match(str(image)):
+        raise ConfigError(flag, f"{image!r} is no registry repository by digest: Kubernetes pulls a bare "
+                          "sha256:<hex> as a tag of docker.io/library/sha256",
+                          "pass REGISTRY/REPO@sha256:<64 hex> (invoke push records it), or leave --image out")
     return str(image)
 
 

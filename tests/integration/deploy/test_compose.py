@@ -96,3 +96,53 @@ def test_the_stack_with_its_prometheus_is_a_valid_compose_file(tmp_path):
     refused = invoke("deploy", "--variant", CPU_VARIANT, "--image", "sha256:" + "d" * 64, "--target", "k8s",
                      "--prometheus-image", prom, "--out", str(tmp_path / "k"), check=False)
     assert refused.returncode == 2 and "--prometheus-image: applies to --target compose only" in refused.stderr
+
+
+def test_a_worker_killed_mid_job_restarts_and_the_job_ends_with_one_clear_verdict(cpu_image, tmp_path, unique_name):
+    """The kernel's OOM kill of a worker container's main process, as SIGKILL to its pid from the
+    host (a `docker kill` would be a stop the restart policy honours): the job either finishes with
+    the exact result or fails saying why, never a wrong answer; the worker comes back under its name
+    (`restart: on-failure`) and the scheduler has both workers again."""
+    import os
+    import signal
+    import time
+
+    project = unique_name.replace("-", "")[:20]
+    invoke("deploy", "--variant", CPU_VARIANT, "--image", cpu_image.image_id, "--memory", "1g", "--name", project,
+           "--out", str(tmp_path))
+    path = tmp_path / "compose.yaml"
+    try:
+        assert compose(project, path, "up", "-d").returncode == 0
+        job = subprocess.Popen(["docker-compose", "-p", project, "-f", str(path), "--profile", "check", "run", "--rm",
+                                f"{project}-job"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(12)  # the job is spilling and shuffling by now
+        victim = compose(project, path, "ps", "-q", f"{project}-worker-0").stdout.split()[0]
+        os.kill(ENGINE.inspect_container(victim)["State"]["Pid"], signal.SIGKILL)
+        out, err = job.communicate(timeout=600)
+        if job.returncode == 0:
+            report = json.loads(out)
+            assert report["verdict"] == "PASS" and report["result_ok"], report
+        else:  # failed: said in the report or on one line, and not as a result that passed unchecked
+            said = out.strip() or err.strip().splitlines()[-1]
+            assert said and "Traceback" not in err, err[-3000:]
+            if out.strip().startswith("{"):
+                report = json.loads(out)
+                assert report["verdict"] != "PASS" and report["problems"], report
+        for _ in range(120):
+            state = ENGINE.inspect_container(victim)
+            if state["State"]["Running"] and state["RestartCount"] >= 1:
+                break
+            time.sleep(0.5)
+        assert state["RestartCount"] >= 1 and state["State"]["Running"], state["State"]
+        scheduler = compose(project, path, "ps", "-q", f"{project}-scheduler").stdout.split()[0]
+        code = ("from distributed import Client; c = Client('tcp://127.0.0.1:8786', timeout=20); "
+                "print(sorted(w['name'] for w in c.scheduler_info()['workers'].values()))")
+        for _ in range(60):
+            names = subprocess.run(["docker", "exec", scheduler, "python", "-c", code], capture_output=True, text=True)
+            if f"'{project}-worker-0'" in names.stdout and f"'{project}-worker-1'" in names.stdout:
+                break
+            time.sleep(1)
+        assert f"'{project}-worker-0'" in names.stdout, names.stdout + names.stderr  # back, under its name
+    finally:
+        compose(project, path, "--profile", "check", "down", "-v", "--remove-orphans")
+    assert left(project) == []

@@ -74,7 +74,7 @@ def test_bad_flags_are_one_error_naming_the_flag(matrix, kwargs, flag, words):
 def test_a_gpu_worker_drives_one_gpu_and_an_unpushed_arch_or_a_tag_is_refused(matrix):
     g = gpu_variant(matrix)
     p = plan(matrix, g)
-    assert p.gpu and p.gpus_per_worker == 1 and p.shm_bytes == UCX_SHM and p.worker_command[:3] == ["dask", "cuda", "worker"]
+    assert p.gpu and p.gpus_per_worker == 1 and p.shm_bytes == UCX_SHM and p.worker_command("w")[:3] == ["dask", "cuda", "worker"]
     with pytest.raises(ConfigError) as err:
         plan(matrix, g, gpus=2)
     assert err.value.where == "--gpus" and "exactly one GPU" in err.value.problem
@@ -149,8 +149,10 @@ def test_the_manifests_pass_the_real_schemas(matrix):
         p = plan(matrix, variant)
         for doc in k8s.plain(p, pull_secret="harbor-pull"):
             strict(doc)
-        (cluster,) = k8s.dask_cluster(p, pull_secret="harbor-pull")
+        cluster, *policies = k8s.dask_cluster(p, pull_secret="harbor-pull")
         jsonschema.validate(cluster, crd_schema())
+        for doc in policies:
+            strict(doc)
         for where, pod in k8s.pod_specs(cluster):      # the operator's CRD keeps pod specs open: check them as Pods
             strict(as_pod(where.split()[-1], pod))
 
@@ -160,7 +162,7 @@ def test_a_strict_schema_check_fails_on_a_misspelt_field(matrix):
     doc["spec"]["template"]["spec"]["securityContext"]["runAsNonRot"] = True
     with pytest.raises(kubernetes_validate.ValidationError):
         strict(doc)
-    bad = copy.deepcopy(k8s.dask_cluster(plan(matrix))[0])
+    bad = copy.deepcopy(k8s.dask_cluster(plan(matrix))[0])  # the DaskCluster; the policies follow it
     bad["spec"]["worker"]["replicas"] = "two"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, crd_schema())
@@ -168,10 +170,11 @@ def test_a_strict_schema_check_fails_on_a_misspelt_field(matrix):
 
 def test_pods_are_non_root_read_only_by_digest_with_args_only(matrix):
     p = plan(matrix, gpu_variant(matrix), memory="8g")
-    (cluster,) = k8s.dask_cluster(p, pull_secret="harbor-pull")
+    cluster, *_policies = k8s.dask_cluster(p, pull_secret="harbor-pull")
     pod = cluster["spec"]["worker"]["spec"]
     (c,) = pod["containers"]
-    assert "command" not in c and c["args"] == p.worker_command and c["image"].endswith("@" + INDEX)
+    assert "command" not in c and c["args"] == p.worker_command("$(DASK_WORKER_NAME)")
+    assert c["image"].endswith("@" + INDEX) and pod["automountServiceAccountToken"] is False
     assert pod["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1001, "runAsGroup": 0, "fsGroup": 0,
                                       "seccompProfile": {"type": "RuntimeDefault"}}
     assert c["securityContext"]["readOnlyRootFilesystem"] and c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
@@ -184,7 +187,7 @@ def test_pods_are_non_root_read_only_by_digest_with_args_only(matrix):
 
 
 def test_manifest_edits_that_break_a_rule_are_each_named(matrix):
-    (cluster,) = k8s.dask_cluster(plan(matrix, gpu_variant(matrix), memory="8g"))
+    cluster, *_policies = k8s.dask_cluster(plan(matrix, gpu_variant(matrix), memory="8g"))
     where = "DaskCluster rapidship worker container worker"
 
     def broken(edit) -> list[str]:
@@ -242,7 +245,7 @@ def test_the_stack_s_prometheus_scrapes_every_worker_with_the_shipped_rules(matr
 
 def test_a_spill_pvc_per_pod_passes_the_schema_and_its_size_is_checked(matrix):
     p = plan(matrix, memory="8g", spill_storage_class="fast-local")
-    (cluster,) = k8s.dask_cluster(p)
+    cluster, *_policies = k8s.dask_cluster(p)
     pod = cluster["spec"]["worker"]["spec"]
     (spill,) = [v for v in pod["volumes"] if v["name"] == "spill"]
     claim = spill["ephemeral"]["volumeClaimTemplate"]["spec"]
@@ -254,3 +257,95 @@ def test_a_spill_pvc_per_pod_passes_the_schema_and_its_size_is_checked(matrix):
     claim["resources"]["requests"]["storage"] = "1Gi"
     (problem,) = checks.manifest_problems([cluster])
     assert ": spill: the spill volume (1073741824 B) is smaller than one full host tier" in problem
+
+
+# ---- run-time views round 2: names, the scheduler's API, tokens, policies, pinned images ----
+
+def test_workers_are_named_after_their_deployment_or_pod_and_the_scheduler_serves_the_api(matrix):
+    """The operator scales down by retiring workers through /api/v1/retire_workers and deleting the
+    Deployments named as the retired workers: a worker named by its address deletes nothing."""
+    from rapidship.deploy.plan import ROUTES_ENV
+
+    p = plan(matrix)
+    cluster, *_ = k8s.dask_cluster(p)
+    worker = cluster["spec"]["worker"]["spec"]["containers"][0]
+    args = worker["args"]
+    assert args[args.index("--name") + 1] == "$(DASK_WORKER_NAME)"  # the operator sets it to the Deployment's name
+    scheduler = cluster["spec"]["scheduler"]["spec"]["containers"][0]
+    routes = {e["name"]: e["value"] for e in scheduler["env"]}[ROUTES_ENV]
+    assert "distributed.http.scheduler.api" in routes and "distributed.http.scheduler.prometheus" in routes
+    deployment = next(d for d in k8s.plain(p) if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-worker"))
+    (c,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert c["args"][c["args"].index("--name") + 1] == "$(POD_NAME)"
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in c["env"]
+    stack = compose.stack(p)
+    for i in range(p.workers):
+        service = stack["services"][compose.worker_name(p, i)]
+        assert service["command"][service["command"].index("--name") + 1] == compose.worker_name(p, i)
+        assert service["restart"] == "on-failure"
+    assert stack["services"][f"{p.name}-scheduler"]["restart"] == "on-failure"
+    assert "restart" not in stack["services"][f"{p.name}-job"]  # a check that fails must stay failed
+
+
+def test_no_pod_mounts_a_service_account_token(matrix):
+    p = plan(matrix)
+    docs = [*k8s.plain(p), *k8s.dask_cluster(p)]
+    pods = [pod for doc in docs for _, pod in k8s.pod_specs(doc)]
+    assert len(pods) == 4 and all(pod["automountServiceAccountToken"] is False for pod in pods)
+
+
+def _admits(policy: dict, pod_labels: dict, namespace_labels: dict, port: int) -> bool:
+    """NetworkPolicy semantics for one ingress source (the spec's rules: any rule, any peer, any port)."""
+    def matches(selector: dict | None, labels: dict) -> bool:
+        return selector is not None and all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+    def peer(p: dict) -> bool:
+        if "namespaceSelector" in p and not matches(p["namespaceSelector"], namespace_labels):
+            return False
+        if "namespaceSelector" not in p and namespace_labels.get("kubernetes.io/metadata.name") != "site":
+            return False  # a podSelector alone selects pods in the policy's own namespace
+        return "podSelector" not in p or matches(p["podSelector"], pod_labels)
+
+    return any(any(peer(p) for p in rule.get("from", [{}])) and
+               (not rule.get("ports") or any(x["port"] == port for x in rule["ports"]))
+               for rule in policy["spec"]["ingress"])
+
+
+def test_only_workers_clients_prometheus_and_the_operator_reach_the_scheduler(matrix):
+    p = plan(matrix)
+    cluster, scheduler, workers = k8s.dask_cluster(p)
+    for doc in (scheduler, workers):
+        strict(doc)
+    site = {"kubernetes.io/metadata.name": "site"}
+    worker = {"dask.org/cluster-name": p.name, "dask.org/component": "worker"}
+    client = {k8s.CLIENT_LABEL: p.name}
+    prom = {"app.kubernetes.io/name": "prometheus"}
+    assert scheduler["spec"]["podSelector"]["matchLabels"] == {"dask.org/cluster-name": p.name,
+                                                               "dask.org/component": "scheduler"}
+    assert _admits(scheduler, worker, site, 8786) and _admits(scheduler, client, site, 8786)
+    assert _admits(scheduler, prom, {"kubernetes.io/metadata.name": "monitoring"}, 8787)
+    assert _admits(scheduler, {}, {"kubernetes.io/metadata.name": "dask-operator"}, 8787)  # its retire_workers
+    assert not _admits(scheduler, prom, site, 8786)                       # Prometheus scrapes, it runs no code
+    assert not _admits(scheduler, {"app": "anything-else"}, site, 8786)   # any other pod: not the scheduler
+    assert not _admits(scheduler, worker, {"kubernetes.io/metadata.name": "elsewhere"}, 8786)
+    assert not _admits(scheduler, {k8s.CLIENT_LABEL: "another-cluster"}, site, 8786)
+    assert _admits(workers, {"dask.org/cluster-name": p.name, "dask.org/component": "scheduler"}, site, 40123)
+    assert _admits(workers, worker, site, 40123) and _admits(workers, prom, {}, 8788)
+    assert not _admits(workers, prom, {}, 40123) and not _admits(workers, {"app": "x"}, site, 40123)
+    plain = [d for d in k8s.plain(p) if d["kind"] == "NetworkPolicy"]
+    assert [d["metadata"]["name"] for d in plain] == [f"{p.name}-scheduler", f"{p.name}-worker"]
+    assert not _admits(plain[0], {}, {"kubernetes.io/metadata.name": "dask-operator"}, 8787)  # no operator there
+
+
+def test_kubernetes_takes_only_a_registry_digest_never_a_local_image_id(matrix):
+    """`--image sha256:<id>` is fine for Compose on this engine; a kubelet would pull a tag of
+    docker.io/library/sha256. deploy refuses it for k8s, and deploy-check refuses it in a manifest."""
+    local = plan_deploy(matrix.get("cpu-debian12"), "sha256:" + "c" * 64, "amd64", 2, "4g", None, None, None, 1001)
+    assert compose.stack(local)["services"]["rapidship-scheduler"]["image"] == "sha256:" + "c" * 64
+    with pytest.raises(ConfigError) as err:
+        k8s.plain(local)
+    assert err.value.where == "--image" and "docker.io/library/sha256" in err.value.problem
+    cluster, *_ = k8s.dask_cluster(plan(matrix))
+    cluster["spec"]["worker"]["spec"]["containers"][0]["image"] = "sha256:" + "c" * 64
+    problems = checks.manifest_problems([cluster])
+    assert any("image: sha256:" in p and "registry" in p for p in problems), problems

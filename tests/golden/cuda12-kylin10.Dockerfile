@@ -93,7 +93,12 @@ COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
 COPY --from=builder /out/rapidship-prune.json /opt/rapidship/prune.json
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
-COPY runtime/rapidship-gpu-guard.pth /opt/rapids/lib/python3.11/site-packages/
+COPY runtime/rapidship-gpu-guard.pth runtime/sitecustomize.py /opt/rapids/lib/python3.11/site-packages/
+# the runtime package compiled, as the env is (its imports at every start cost half as much), and the
+# GPU guard's names: every top-level package of a distribution that ships device code
+RUN /opt/rapids/bin/python -I -m compileall -q --invalidation-mode unchecked-hash /opt/rapidship/rapids_runtime \
+ && PYTHONPATH=/opt/rapidship /opt/rapids/bin/python -S -m rapids_runtime.gpu_guard /opt/rapids /opt/rapidship/prune.json \
+      > /opt/rapidship/guarded.txt
 ENV PATH=/opt/rapids/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME=/home/rapids \
     RAPIDS_PREFIX=/opt/rapids \
@@ -101,7 +106,11 @@ ENV PATH=/opt/rapids/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin
     DASK_TEMPORARY_DIRECTORY=/spill \
     LANG=C.UTF-8 \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    XDG_CACHE_HOME=/tmp/.cache \
+    CUPY_CACHE_DIR=/tmp/.cache/cupy \
+    NUMBA_CACHE_DIR=/tmp/.cache/numba \
+    MPLCONFIGDIR=/tmp/.cache/matplotlib
 ENV NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     NVIDIA_REQUIRE_CUDA="cuda>=12.9"

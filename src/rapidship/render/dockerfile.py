@@ -21,7 +21,7 @@ import jinja2
 from rapidship.errors import ConfigError
 from rapidship.config.matrix import Flavour, Variant
 from rapidship.records import Rendered, save
-from rapidship.runtime.gpu_guard import PTH_LINE, PTH_NAME
+from rapidship.runtime.gpu_guard import PTH_LINE, PTH_NAME, SITECUSTOMIZE
 
 TEMPLATES = Path("templates")
 LOCKS = Path("locks")
@@ -307,5 +307,7 @@ def _copy_runtime(dest: Path) -> None:
         target = bin_dir / src.name
         shutil.copy2(src, target)
         target.chmod(0o755)  # COPY keeps the mode; no --chmod needed (older BuildKit frontends lack it)
-    # the env's site-packages gets this one line: the GPU guard at every interpreter start
+    # the env's site-packages gets this one line: the GPU guard at every interpreter start; and a
+    # sitecustomize for interpreters that reach the env through PYTHONPATH (no .pth is read there)
     (dest / PTH_NAME).write_text(PTH_LINE)
+    (dest / "sitecustomize.py").write_text(SITECUSTOMIZE)

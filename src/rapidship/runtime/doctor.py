@@ -32,6 +32,7 @@ from dataclasses import asdict, replace
 
 # The doctor is the program over the shared parts (views -> command -> rules); they are re-exported
 # here, so `rapids_runtime.doctor.X` (the smoke, the cluster job, earlier callers) keeps working.
+from . import gpu_guard
 from .command import *  # noqa: F401,F403
 from .command import DISK_SPILL_CHOICES, DISK_SPILL_ENV, Intent, intent_for
 from .rules import *  # noqa: F401,F403
@@ -138,6 +139,9 @@ def render_table(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # the env's .pth put the GPU guard into this interpreter too; the doctor makes the same check and
+    # says it as its FATAL line, and its probes for installed packages must not set the guard off
+    gpu_guard.uninstall()
     argv = list(sys.argv[1:] if argv is None else argv)
     command = None
     if "--" in argv:                    # rapids-doctor [options] -- CMD ...: judge for that command

@@ -64,7 +64,9 @@ class Finding:
 
 def headroom(cap: int) -> int:
     """What a worker container keeps beside the worker's memory_limit (nanny, interpreter, page
-    cache): 15 % of the cap and at least 384 MiB."""
+    cache): 15 % of the cap and at least 384 MiB, in whole bytes. The one statement of the rule:
+    the doctor's sizing, the deploy targets and the metrics (`rapidship_memory_workers_budget_bytes`,
+    which the alerts compare with) all take it from here."""
     return max(HEADROOM_MIN, int(cap * HEADROOM_FRACTION))
 
 
@@ -115,10 +117,10 @@ def smallest_device(gpu: GpuView) -> tuple[int, int, str] | None:
 
 def derive(f: Facts, n_workers: int = 1) -> Derived:
     budget, source = memory_budget(f.cgroup, f.host_total, f.declared_limit)
-    headroom = worker = None
+    room = worker = None
     if budget is not None:
-        headroom = max(HEADROOM_MIN, int(budget * HEADROOM_FRACTION))
-        worker = max(0, budget - headroom) // max(1, n_workers)
+        room = headroom(budget)
+        worker = max(0, budget - room) // max(1, n_workers)
     device = pool = None
     dev_source = "no GPU visible"
     smallest = smallest_device(f.gpu)
@@ -135,7 +137,7 @@ def derive(f: Facts, n_workers: int = 1) -> Derived:
         pool = min(int(total * RMM_POOL_FRACTION), usable) // RMM_POOL_STEP * RMM_POOL_STEP
         if usable < total * DEVICE_FRACTION:
             dev_source += f", only {_b(free)} of {_b(total)} free"
-    return Derived(budget, source, headroom, worker, n_workers, device, dev_source, pool)
+    return Derived(budget, source, room, worker, n_workers, device, dev_source, pool)
 
 
 def covered(cc_major: int, cc_minor: int, keep: list[int] | tuple[int, ...]) -> bool:
@@ -279,6 +281,12 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
                            f"{f.gid} (groups {','.join(map(str, f.groups)) or '-'}): dask's nanny cannot start there; "
                            "run with --user UID:0 (the image's home is group-0 writable, as for an arbitrary uid), "
                            "or --group-add 0, or -w a directory it can use"))
+    for cache in f.caches:  # CuPy makes its kernel cache at import: a read-only place breaks `import cupy`
+        if not cache.writable:
+            out.append(Finding("WARNING", "cache", f"{cache.what} ({cache.env}={cache.path}) would land on a path uid "
+                               f"{f.uid} cannot write (a read-only root?): imports that create it fail; mount a "
+                               "tmpfs at /tmp (the image keeps its caches there) or point "
+                               f"{cache.env} at a writable directory"))
     out.extend(ucx_findings(f, intent))  # with UCX asked for, a small /dev/shm is FATAL there
     if not intent.ucx and f.shm_bytes is not None and f.shm_bytes < 256 * MiB and (f.gpu.gpus or sc.dask_available):
         out.append(Finding("WARNING", "shm", f"/dev/shm is {_b(f.shm_bytes)}: multiprocessing and UCX/NCCL need "

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import resource
+import socket
 import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -147,6 +148,7 @@ class Facts:
     cwd_usable: bool = True         # the working directory can be entered and listed by this uid
     declared_limit: int | None = None  # $RAPIDS_MEMORY_LIMIT: a limit the cgroup view cannot show (a parent's)
     cuda_image: bool = True         # False: the image carries no CUDA (no NVIDIA_REQUIRE_CUDA): no device code
+    caches: list[CacheDir] = field(default_factory=list)  # where libraries write at run time, writable or not
 
 
 def _read_int(path: Path) -> int | None | str:
@@ -634,6 +636,41 @@ def available_cpus() -> int:
     return max(1, min(count, -(-int(quota * 1000) // 1000))) if quota else max(1, count)
 
 
+@dataclass(frozen=True)
+class CacheDir:
+    what: str       # whose cache (CuPy's kernel cache, ...)
+    env: str        # the variable that places it
+    path: str
+    writable: bool  # this uid can create it (its nearest existing ancestor is writable and searchable)
+
+
+# Caches libraries of the env write at run time, and where (the image sets each under /tmp, the
+# hardened profile's tmpfs): CuPy creates its kernel cache at import and fails on a read-only path.
+CACHE_ENVS = (("CuPy's kernel cache", "CUPY_CACHE_DIR", "~/.cupy/kernel_cache"),
+              ("numba's cache", "NUMBA_CACHE_DIR", ""),
+              ("the XDG cache", "XDG_CACHE_HOME", "~/.cache"),
+              ("matplotlib's config and cache", "MPLCONFIGDIR", "~/.config/matplotlib"))
+
+
+def _creatable(path: str) -> bool:
+    here = Path(path)
+    while not here.exists():
+        if here.parent == here:
+            return False
+        here = here.parent
+    return here.is_dir() and os.access(here, os.W_OK | os.X_OK)
+
+
+def read_cache_dirs(environ: dict | None = None) -> list[CacheDir]:
+    env = os.environ if environ is None else environ
+    out = []
+    for what, name, default in CACHE_ENVS:
+        path = env.get(name) or (os.path.expanduser(default) if default else "")
+        if path:
+            out.append(CacheDir(what, name, path, _creatable(path)))
+    return out
+
+
 def _cwd() -> tuple[str, bool]:
     try:
         cwd = os.getcwd()
@@ -642,13 +679,31 @@ def _cwd() -> tuple[str, bool]:
     return cwd, os.access(cwd, os.R_OK | os.X_OK)
 
 
+def host_memory() -> tuple[int | None, int | None]:
+    """(MemTotal, MemAvailable) of the machine, or Nones."""
+    try:
+        return read_meminfo(Path("/proc/meminfo").read_text())
+    except OSError:
+        return None, None
+
+
+def declared_limit() -> int | None:
+    """$RAPIDS_MEMORY_LIMIT, or None (a bad value is refused by the doctor's finding, not by a crash)."""
+    try:
+        return parse_bytes(os.environ.get(DECLARED_LIMIT_ENV) or None)
+    except ValueError:
+        return None
+
+
+def cgroup_id(cg: CgroupMemory) -> str:
+    """Which cgroup this is, the same in every worker process that shares it: host name and path."""
+    return f"{socket.gethostname()}:{cg.path or '/'}"
+
+
 def collect(spill_path: str | None = None) -> Facts:
     """The facts of this process; `spill_path`: the directory the command will spill to (else
     $RAPIDS_SPILL_DIR)."""
-    try:
-        host_total, host_avail = read_meminfo(Path("/proc/meminfo").read_text())
-    except OSError:
-        host_total = host_avail = None
+    host_total, host_avail = host_memory()
     try:
         vfs = os.statvfs("/dev/shm")
         shm = vfs.f_blocks * vfs.f_frsize
@@ -656,16 +711,13 @@ def collect(spill_path: str | None = None) -> Facts:
         shm = None
     soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     cwd, cwd_ok = _cwd()
-    try:
-        declared = parse_bytes(os.environ.get(DECLARED_LIMIT_ENV) or None)
-    except ValueError:
-        declared = None  # a bad value is refused by the finding below, not by a crash here
+    declared = declared_limit()
     return Facts(uid=os.getuid(), gid=os.getgid(), groups=sorted(os.getgroups()), cgroup=read_cgroup(),
                  host_total=host_total, host_available=host_avail, shm_bytes=shm,
                  memlock_soft=None if soft == resource.RLIM_INFINITY else soft, cpus=available_cpus(),
                  gpu=read_gpus(), spill_dir=read_spill_dir(spill_path or spill_path_from_env()),
                  spill_config=read_spill_config(), prune=read_prune_record(), cwd=cwd, cwd_usable=cwd_ok,
-                 declared_limit=declared, cuda_image="NVIDIA_REQUIRE_CUDA" in os.environ)
+                 declared_limit=declared, cuda_image="NVIDIA_REQUIRE_CUDA" in os.environ, caches=read_cache_dirs())
 
 
 def parse_bytes(text: str | None) -> int | None:

@@ -126,3 +126,72 @@ def test_the_gpu_guard_holds_without_the_entrypoint(cpu_image, tmp_path):
         else:
             assert proc.returncode == 1 and "rapids GPU guard: GPU 0 NVIDIA H200 has compute capability 9.0" \
                 in proc.stderr and "cupy imported" not in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("how", ["entrypoint", "by hand"])
+def test_an_uncovered_gpu_stops_the_preflight_with_one_fatal_line(cpu_image, tmp_path, how):
+    """A prune record of [80] on an sm_90 GPU (a stand-in NVML: an H200) with cuDF installed (a
+    stand-in package): the doctor's probe for cuDF met the env's GPU guard in the doctor's own
+    interpreter and the entrypoint printed a traceback and exited 1. It must be the doctor's one
+    FATAL line and exit 3, through the entrypoint and through rapids-doctor run by hand."""
+    from unit.runtime.test_gpu_guard import FAKE_NVML
+
+    (tmp_path / "pynvml.py").write_text(FAKE_NVML)
+    (tmp_path / "cudf").mkdir()
+    (tmp_path / "cudf" / "__init__.py").write_text("print('cudf imported')\n")
+    (tmp_path / "prune.json").write_text(json.dumps({"keep": [80]}))
+    for path in [tmp_path, *tmp_path.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    mounts = ["-v", f"{tmp_path}:/fake:ro", "-e", "PYTHONPATH=/fake", "-e", "RAPIDSHIP_PRUNE_RECORD=/fake/prune.json"]
+    if how == "entrypoint":
+        proc = run(cpu_image.ref, *mounts, command=["python", "-c", "print('ran')"])
+    else:
+        proc = run(cpu_image.ref, "--entrypoint", "rapids-doctor", *mounts, command=["--preflight"])
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr and "ran" not in proc.stdout
+    fatal = [line for line in proc.stderr.splitlines() if "FATAL" in line]
+    assert len(fatal) == 1 and "compute capability 9.0" in fatal[0] and "sm_80" in fatal[0], proc.stderr
+
+
+def test_caches_on_a_read_only_path_are_warned_and_the_hardened_profile_gives_them_tmp(cpu_image):
+    """The image keeps every cache a library writes at run time under /tmp (CuPy's kernel cache,
+    numba's, XDG's, matplotlib's): the hardened profile's tmpfs. Without a writable /tmp the doctor
+    says where each would land."""
+    hardened = ["--read-only", "--user", "123456:0", "--memory", "1g", "--memory-swap", "1g"]
+    bare = doctor_json(cpu_image.ref, *hardened)
+    warned = [f["message"] for f in bare["findings"] if f["topic"] == "cache"]
+    assert {m.split(" (")[0] for m in warned} == {"CuPy's kernel cache", "numba's cache", "the XDG cache",
+                                                 "matplotlib's config and cache"}, bare["findings"]
+    assert all("uid 123456 cannot write" in m and "tmpfs at /tmp" in m for m in warned)
+    with_tmp = doctor_json(cpu_image.ref, *hardened, "--tmpfs", "/tmp")
+    assert not [f for f in with_tmp["findings"] if f["topic"] == "cache"]
+    env = run(cpu_image.ref, "--entrypoint", "env", command=[])
+    assert "CUPY_CACHE_DIR=/tmp/.cache/cupy" in env.stdout and "NUMBA_CACHE_DIR=/tmp/.cache/numba" in env.stdout
+
+
+@pytest.mark.parametrize("how", ["the OS python", "a fresh venv"])
+def test_the_gpu_guard_holds_for_interpreters_that_reach_the_env_through_pythonpath(cpu_image, tmp_path, how):
+    """No .pth is read from PYTHONPATH: /usr/bin/python3.11 (the interpreter the env's venv is made
+    from) or a new venv, pointed at the env's site-packages, skipped the guard. The env's
+    sitecustomize now installs it there too."""
+    from unit.runtime.test_gpu_guard import FAKE_NVML
+
+    (tmp_path / "pynvml.py").write_text(FAKE_NVML)
+    (tmp_path / "cupy.py").write_text("print('cupy imported')\n")
+    (tmp_path / "prune.json").write_text(json.dumps({"keep": [80]}))
+    for f in [tmp_path, *tmp_path.iterdir()]:
+        f.chmod(0o755 if f.is_dir() else 0o644)
+    site = "/opt/rapids/lib/python3.11/site-packages"
+    script = ("/usr/bin/python3.11 -c 'import cupy'" if how == "the OS python" else
+              "/usr/bin/python3.11 -m venv --without-pip /tmp/v && /tmp/v/bin/python -c 'import cupy'")
+    proc = run(cpu_image.ref, "--entrypoint", "sh", "--tmpfs", "/tmp", "-v", f"{tmp_path}:/fake:ro",
+               "-e", f"PYTHONPATH={site}:/fake", "-e", "RAPIDSHIP_PRUNE_RECORD=/fake/prune.json",
+               command=["-c", script])
+    assert proc.returncode == 1 and "cupy imported" not in proc.stdout, proc.stdout + proc.stderr
+    assert "rapids GPU guard: GPU 0 NVIDIA H200 has compute capability 9.0" in proc.stderr
+
+
+def test_the_runtime_package_ships_compiled(cpu_image):
+    proc = run(cpu_image.ref, "--entrypoint", "sh", command=["-c", "ls /opt/rapidship/rapids_runtime/__pycache__"])
+    compiled = {name.split(".")[0] for name in proc.stdout.split()}
+    assert {"gpu_guard", "doctor", "rules", "views"} <= compiled, proc.stdout

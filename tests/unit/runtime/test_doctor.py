@@ -386,3 +386,21 @@ def test_preflight_stops_on_an_uncovered_gpu_and_passes_on_a_covered_one(tmp_pat
     assert doctor.main(["--preflight"]) == doctor.FATAL_EXIT
     assert f"FATAL: prune record {record} is not valid JSON" in capsys.readouterr().err
 
+
+
+def test_a_cache_a_library_would_create_on_a_read_only_path_is_a_warning(tmp_path):
+    """Pure over the facts: each unwritable cache is one WARNING naming its variable and the fix;
+    writable ones say nothing. (The container test checks the view under a real read-only root.)"""
+    from rapidship.runtime.views import CacheDir, read_cache_dirs
+
+    caches = [CacheDir("CuPy's kernel cache", "CUPY_CACHE_DIR", "/tmp/.cache/cupy", False),
+              CacheDir("the XDG cache", "XDG_CACHE_HOME", "/tmp/.cache", True)]
+    f = replace(facts(), caches=caches)
+    found = [x for x in doctor.findings_for(f, derive(f)) if x.topic == "cache"]
+    assert [(x.level, x.message.split(" (")[0]) for x in found] == [("WARNING", "CuPy's kernel cache")]
+    assert "CUPY_CACHE_DIR=/tmp/.cache/cupy" in found[0].message and "tmpfs at /tmp" in found[0].message
+    # the view: a variable names the place, else the library's own default under the home; unset numba: none
+    seen = read_cache_dirs({"CUPY_CACHE_DIR": str(tmp_path / "c"), "XDG_CACHE_HOME": "", "MPLCONFIGDIR": "",
+                            "NUMBA_CACHE_DIR": ""})
+    assert [c.env for c in seen] == ["CUPY_CACHE_DIR", "XDG_CACHE_HOME", "MPLCONFIGDIR"]
+    assert seen[0].path == str(tmp_path / "c") and seen[0].writable

@@ -91,3 +91,47 @@ def test_the_pth_line_installs_the_guard_and_costs_little(tmp_path):
     for _ in range(5):
         subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, check=True)
     assert (time.perf_counter() - t0) / 5 < 2.0  # an interpreter start, not a measurement (docs/benchmarks.md)
+
+
+def test_the_guarded_names_come_from_every_distribution_that_ships_device_code(tmp_path):
+    """From the prune record's files and the distributions' RECORDs: all of a distribution's top-level
+    names (cupy brings cupy_backends and cupyx), none of a distribution without device code."""
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+
+    def dist(name: str, files: list[str]) -> None:
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "RECORD").write_text("".join(f"{f},sha256=x,1\n" for f in files + [f"{info.name}/RECORD"]))
+
+    dist("cupy_cuda12x", ["cupy/__init__.py", "cupy/_core/core.so", "cupy_backends/cuda/api.so", "cupyx/__init__.py"])
+    dist("libnvforest", ["nvforest/__init__.py", "libnvforest/lib64/libnvforest.so"])
+    dist("pandas", ["pandas/__init__.py", "pandas/_libs/lib.so"])
+    dist("numba_cuda", ["numba_cuda/__init__.py", "_numba_cuda_helper.py"])
+    record = tmp_path / "prune.json"
+    record.write_text(json.dumps({"keep": [80, 90], "files": [
+        {"path": "lib/python3.11/site-packages/cupy/_core/core.so"},
+        {"path": "lib/python3.11/site-packages/libnvforest/lib64/libnvforest.so"},
+        {"path": "lib/python3.11/site-packages/_numba_cuda_helper.py"}]}))
+    from rapidship.runtime.gpu_guard import GUARDED, derive
+
+    assert derive(str(tmp_path), str(record)) == ["_numba_cuda_helper", "cupy", "cupy_backends", "cupyx",
+                                                 "libnvforest", "numba_cuda", "nvforest"]
+    assert derive(str(tmp_path), str(tmp_path / "missing.json")) == []
+    assert {"cupy_backends", "nvforest"} <= GUARDED
+
+
+def test_names_written_at_build_time_are_guarded_too(fakes, tmp_path):
+    (fakes / "vendor_gpu_lib.py").write_text("print('vendor imported')\n")
+    names = tmp_path / "guarded.txt"
+    names.write_text("vendor_gpu_lib\nnot a name\n")
+    from rapidship.runtime.gpu_guard import _derived
+
+    assert _derived(str(names)) == {"vendor_gpu_lib"}  # a line that is no name is skipped
+    code = (f"from rapidship.runtime import gpu_guard; import sys; sys.meta_path.insert(0, "
+            f"gpu_guard.GuardFinder(gpu_guard.GUARDED | gpu_guard._derived({str(names)!r}))); import vendor_gpu_lib")
+    record = fakes / "prune.json"
+    record.write_text(json.dumps({"keep": [80]}))
+    environ = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    environ.update(PYTHONPATH=f"{fakes}{os.pathsep}{ROOT / 'src'}", RAPIDSHIP_PRUNE_RECORD=str(record))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environ)
+    assert proc.returncode == 1 and "vendor imported" not in proc.stdout and "rapids GPU guard" in proc.stderr

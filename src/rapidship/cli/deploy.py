@@ -30,12 +30,15 @@ TARGETS = ("compose", "k8s")
                                 "with the shipped alert rules, its UI on 127.0.0.1:9090",
             "spill-storage-class": "k8s: each worker's spill volume a per-pod PVC of this StorageClass (ephemeral "
                                    "volume) instead of an emptyDir",
+            "tls-secret": "k8s: dask's comms over TLS with the certificates of this Secret (ca.crt, tls.crt, "
+                          "tls.key; the site CA's), plain tcp:// refused",
             "image": "an image by digest or id instead of the push record's (repo@sha256:..., sha256:...; never a tag)",
             "out": "where the files go (default build/<variant>/deploy-<target>)", **VARIANTS_HELP})
 @exits_cleanly
 def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=None, gpus=None, spill_size=None,
            arch=None, uid=None, name="rapidship", pull_secret=None, image=None, out=None,
-           variants_file="variants.yaml", prometheus_image=None, spill_storage_class=None):
+           variants_file="variants.yaml", prometheus_image=None, spill_storage_class=None,
+           tls_secret=None):
     """Write a Compose stack or Kubernetes manifests for a pushed variant, sized by the doctor's rules."""
     from rapidship.deploy import write
 
@@ -53,12 +56,13 @@ def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=
         a = arch_flag(arch).value if arch else sorted(record.arches)[0]
         ref = record
     for flag, value, wants in (("--prometheus-image", prometheus_image, "compose"),
-                               ("--spill-storage-class", spill_storage_class, "k8s")):
+                               ("--spill-storage-class", spill_storage_class, "k8s"), ("--tls-secret", tls_secret, "k8s")):
         if value and target != wants:
             raise ConfigError(flag, f"applies to --target {wants} only", f"pass --target {wants}, or leave it out")
     plan = plan_deploy(v, ref, a, workers, memory, memory_limit, gpus, spill_size,
                        int_flag("--uid", uid) if uid not in (None, "") else v.uid, name=name,
-                       prometheus_image=prometheus_image, spill_storage_class=spill_storage_class)
+                       prometheus_image=prometheus_image, spill_storage_class=spill_storage_class,
+                       tls_secret=tls_secret)
     files = write.write(plan, target, Path(out or ws.variant_dir(v.id) / f"deploy-{target}"), pull_secret)
     for path in files:
         console.err.print(f"wrote {path}")

@@ -6,12 +6,13 @@ entrypoint (the preflight) still runs. Workers are named after their Deployment 
 DASK_WORKER_NAME) or pod, and the scheduler serves distributed's API, so the operator's scale-down
 retires a worker and deletes the Deployment it ran in. The scheduler runs any client's code: the
 NetworkPolicies admit to it only the cluster's workers, pods labelled as its clients, Prometheus
-and (DaskCluster) the operator."""
+and (DaskCluster) the operator; with a TLS Secret every comm is tls:// with the site CA's
+certificates (the HTTP ports stay plain: metrics and the API the operator calls)."""
 
 from __future__ import annotations
 
-from rapidship.deploy.plan import (ROUTES_ENV, SCHEDULER_HTTP, SCHEDULER_PORT, SCHEDULER_ROUTES, SPILL, WORKER_HTTP,
-                                   DeployPlan, registry_pinned)
+from rapidship.deploy.plan import (ROUTES_ENV, SCHEDULER_HTTP, SCHEDULER_PORT, SCHEDULER_ROUTES, SPILL, TLS_DIR,
+                                   WORKER_HTTP, DeployPlan, registry_pinned)
 
 KUBERNETES_VERSION = "1.33.0"   # what the manifests are validated against (kubernetes-validate --strict)
 OPERATOR_API = "kubernetes.dask.org/v1"
@@ -36,6 +37,9 @@ def _pod(plan: DeployPlan, role: str, pull_secret: str | None, worker_name: str 
             else {"emptyDir": {"sizeLimit": str(plan.spill_bytes)}})
         volumes += [{"name": "spill", **spill},
                     {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": str(plan.shm_bytes)}}]
+    if plan.tls_secret:  # group 0 may read it (fsGroup 0): any uid the pod runs as, never others
+        mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
+        volumes.append({"name": "tls", "secret": {"secretName": plan.tls_secret, "defaultMode": 0o440}})
     ports = ([{"name": "http-dashboard", "containerPort": WORKER_HTTP}] if worker else
              [{"name": "tcp-comm", "containerPort": SCHEDULER_PORT},
               {"name": "http-dashboard", "containerPort": SCHEDULER_HTTP}])
@@ -44,6 +48,7 @@ def _pod(plan: DeployPlan, role: str, pull_secret: str | None, worker_name: str 
         env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     if not worker:
         env.append({"name": ROUTES_ENV, "value": SCHEDULER_ROUTES})
+    env += [{"name": k, "value": v} for k, v in plan.tls_env().items()]
     container = {
         "name": role, "image": registry_pinned(plan.image), "imagePullPolicy": "IfNotPresent",
         "args": plan.worker_command(worker_name) if worker else plan.scheduler_command,

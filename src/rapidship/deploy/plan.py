@@ -31,6 +31,12 @@ ROUTES_ENV = "DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES"
 UCX_SHM = GiB            # /dev/shm for UCX's shared-memory transport between a node's workers
 CPU_SHM = 256 * MiB
 MAX_WORKERS = 64
+# Kubernetes with --tls-secret: the site's Secret (keys ca.crt, tls.crt, tls.key, as cert-manager
+# writes them) mounted here in every pod; dask then speaks only tls:// and checks each peer's
+# certificate against the site CA (distributed checks no host names: pods have no fixed ones)
+TLS_DIR = "/etc/rapidship/tls"
+TLS_KEYS = ("ca.crt", "tls.crt", "tls.key")
+_SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -50,19 +56,38 @@ class DeployPlan:
     scheduler_memory_bytes: int = 2 * GiB
     prometheus_image: str | None = None   # Compose: a Prometheus (pinned) scraping the cluster, profile monitoring
     spill_storage_class: str | None = None  # Kubernetes: the spill volume a per-pod PVC of this class, not an emptyDir
+    tls_secret: str | None = None   # Kubernetes: the Secret with the site CA and the cluster's certificate
+
+    @property
+    def scheme(self) -> str:
+        return "tls" if self.tls_secret else "tcp"
+
+    def tls_env(self) -> dict[str, str]:
+        """dask's TLS settings (distributed.comm.*) for every role: encryption required (a plain tcp://
+        peer is refused), the site CA, the one certificate the scheduler, workers and their client side
+        present. Empty without --tls-secret."""
+        if not self.tls_secret:
+            return {}
+        ca, cert, key = (f"{TLS_DIR}/{k}" for k in TLS_KEYS)
+        env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True", "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": ca}
+        for role in ("SCHEDULER", "WORKER", "CLIENT"):
+            env[f"DASK_DISTRIBUTED__COMM__TLS__{role}__CERT"] = cert
+            env[f"DASK_DISTRIBUTED__COMM__TLS__{role}__KEY"] = key
+        return env
 
     def worker_command(self, name: str) -> list[str]:
         """The dask command, as arguments to the image's entrypoint (never replacing it). `name`: the
         worker's dask name, the same after every restart (its container, its pod's Deployment), so its
         metrics keep one `worker` label and the operator finds the Deployment of a retired worker."""
         kind = ["dask", "cuda", "worker"] if self.gpu else ["dask", "worker"]
-        return [*kind, f"tcp://{self.name}-scheduler:{SCHEDULER_PORT}", "--name", name, "--nworkers", "1",
+        return [*kind, f"{self.scheme}://{self.name}-scheduler:{SCHEDULER_PORT}", "--name", name, "--nworkers", "1",
                 "--nthreads", "1", "--memory-limit", str(self.memory_limit), "--local-directory", SPILL,
                 "--dashboard-address", f":{WORKER_HTTP}", "--preload", "rapids_runtime.metrics"]
 
     @property
     def scheduler_command(self) -> list[str]:
-        return ["dask", "scheduler", "--port", str(SCHEDULER_PORT), "--dashboard-address", f":{SCHEDULER_HTTP}"]
+        return ["dask", "scheduler", "--protocol", self.scheme, "--port", str(SCHEDULER_PORT),
+                "--dashboard-address", f":{SCHEDULER_HTTP}"]
 
 
 _DIGEST = re.compile(r"^(?:[^@\s]+@)?sha256:[0-9a-f]{64}$")
@@ -101,7 +126,7 @@ def image_ref(record: PushRecord | str, arch: str) -> str:
 
 def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, memory: str, memory_limit: str | None,
                 gpus, spill_size: str | None, uid: int, name: str = "rapidship", prometheus_image: str | None = None,
-                spill_storage_class: str | None = None) -> DeployPlan:
+                spill_storage_class: str | None = None, tls_secret: str | None = None) -> DeployPlan:
     """Flags -> plan; every refusal names its flag and what would work."""
     try:
         n = int(workers)
@@ -142,8 +167,11 @@ def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, 
     if spill < limit:
         raise ConfigError("--spill-size", f"{spill // MiB} MiB is smaller than one full host tier ({limit // MiB} MiB): "
                           "the first full spill ends in ENOSPC", f"pass --spill-size {-(-2 * limit // MiB)}m")
+    if tls_secret not in (None, "") and not _SECRET_NAME.match(str(tls_secret)):
+        raise ConfigError("--tls-secret", f"{tls_secret!r} is not a Kubernetes Secret name (lower-case letters, digits, "
+                          "'-' and '.', at most 253)", "pass the name of the Secret holding ca.crt, tls.crt and tls.key")
     return DeployPlan(variant=variant.id, arch=arch, image=image_ref(record, arch), gpu=gpu, workers=n,
                       memory_bytes=cap, memory_limit=limit, spill_bytes=spill,
                       shm_bytes=UCX_SHM if gpu else CPU_SHM, uid=uid, name=name, gpus_per_worker=per,
                       prometheus_image=pinned(prometheus_image, "--prometheus-image") if prometheus_image else None,
-                      spill_storage_class=spill_storage_class or None)
+                      spill_storage_class=spill_storage_class or None, tls_secret=tls_secret or None)

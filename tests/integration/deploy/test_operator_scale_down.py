@@ -25,6 +25,7 @@ from rapidship.config.matrix import load_matrix
 from rapidship.deploy import k8s
 from rapidship.deploy.plan import plan_deploy
 from support.commands import ROOT
+from support.pods import docker, env_flags, substituted
 
 pytestmark = pytest.mark.docker
 VENV = ROOT / ".venv-operator" / "bin" / "python"
@@ -41,20 +42,6 @@ c.get_scheduler_address = address
 logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 print(json.dumps(asyncio.run(c.retire_workers(1, "svc", "default", "site", logging.getLogger("operator")))))
 """
-
-
-def docker(*args: str) -> str:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=True).stdout.strip()
-
-
-def substituted(args: list[str], env: dict[str, str]) -> list[str]:
-    """What kubelet makes of `$(VAR)` in args."""
-    out = []
-    for a in args:
-        for k, v in env.items():
-            a = a.replace(f"$({k})", v)
-        out.append(a)
-    return out
 
 
 @pytest.fixture
@@ -74,9 +61,8 @@ def cluster(cpu_image, tmp_path):
         for role, pod in pods.items():
             edit(pod, role)
         sched = pods["scheduler"]["containers"][0]
-        env = sum((["-e", f"{e['name']}={e['value']}"] for e in sched["env"] if "value" in e), [])
         scheduler = docker("run", "-d", "--network", network, "--network-alias", f"{name}-scheduler",
-                           "-p", "127.0.0.1::8786", "-p", "127.0.0.1::8787", "--memory", "1g", *env,
+                           "-p", "127.0.0.1::8786", "-p", "127.0.0.1::8787", "--memory", "1g", *env_flags(sched),
                            cpu_image.ref, *sched["args"])
         made.append(scheduler)
         ports = {p: docker("port", scheduler, p).splitlines()[0] for p in ("8786", "8787")}

@@ -349,3 +349,42 @@ def test_kubernetes_takes_only_a_registry_digest_never_a_local_image_id(matrix):
     cluster["spec"]["worker"]["spec"]["containers"][0]["image"] = "sha256:" + "c" * 64
     problems = checks.manifest_problems([cluster])
     assert any("image: sha256:" in p and "registry" in p for p in problems), problems
+
+
+# ---- TLS between client, scheduler and workers (k8s, --tls-secret) ----
+
+def test_with_a_tls_secret_every_pod_speaks_tls_with_the_site_certificates(matrix):
+    from rapidship.deploy.plan import TLS_DIR
+
+    p = plan(matrix, tls_secret="rapidship-tls")
+    cluster, *_ = k8s.dask_cluster(p)
+    jsonschema.validate(cluster, crd_schema())
+    for docs in (k8s.plain(p), [cluster]):
+        pods = [pod for doc in docs for _, pod in k8s.pod_specs(doc)]
+        assert len(pods) == 2
+        for pod in pods:
+            strict(as_pod("p", pod))
+            (c,) = pod["containers"]
+            env = {e["name"]: e.get("value") for e in c["env"]}
+            assert env["DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION"] == "True"   # a tcp:// peer is refused
+            assert env["DASK_DISTRIBUTED__COMM__TLS__CA_FILE"] == f"{TLS_DIR}/ca.crt"
+            for role in ("SCHEDULER", "WORKER", "CLIENT"):
+                assert env[f"DASK_DISTRIBUTED__COMM__TLS__{role}__CERT"] == f"{TLS_DIR}/tls.crt"
+                assert env[f"DASK_DISTRIBUTED__COMM__TLS__{role}__KEY"] == f"{TLS_DIR}/tls.key"
+            (vol,) = [v for v in pod["volumes"] if v["name"] == "tls"]
+            assert vol == {"name": "tls", "secret": {"secretName": "rapidship-tls", "defaultMode": 0o440}}
+            assert {"name": "tls", "mountPath": TLS_DIR, "readOnly": True} in c["volumeMounts"]
+            args = " ".join(c["args"])
+            assert ("--protocol tls" in args) if c["name"] == "scheduler" else ("tls://" in args and "tcp://" not in args)
+        assert checks.manifest_problems(docs) == []
+    plain_pods = [pod for doc in k8s.plain(plan(matrix)) for _, pod in k8s.pod_specs(doc)]
+    assert all(v["name"] != "tls" for pod in plain_pods for v in pod["volumes"])   # no Secret: plain tcp
+    assert all("--protocol tcp" in " ".join(pod["containers"][0]["args"]) or "tcp://" in " ".join(
+        pod["containers"][0]["args"]) for pod in plain_pods)
+
+
+@pytest.mark.parametrize("name", ["Rapidship_TLS", "-tls", "a/b", "x" * 254])
+def test_a_tls_secret_that_is_no_kubernetes_name_is_refused(matrix, name):
+    with pytest.raises(ConfigError) as err:
+        plan(matrix, tls_secret=name)
+    assert err.value.where == "--tls-secret" and "not a Kubernetes Secret name" in err.value.problem

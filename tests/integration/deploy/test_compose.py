@@ -9,14 +9,18 @@ is used, tests/unit/deploy.)"""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
+import time
 
 import pytest
 import yaml
 
 from rapidship.engine import ENGINE
 from support.commands import CPU_VARIANT, invoke
+from support.prometheus import serve_prometheus
 
 pytestmark = pytest.mark.docker
 GiB = 2**30
@@ -98,51 +102,79 @@ def test_the_stack_with_its_prometheus_is_a_valid_compose_file(tmp_path):
     assert refused.returncode == 2 and "--prometheus-image: applies to --target compose only" in refused.stderr
 
 
+def scrape_targets(prom, project: str, path) -> None:
+    """The stack's containers as file_sd targets of a real Prometheus, at their current addresses."""
+    from rapidship.smoke.scrape import targets_file
+
+    targets = {}
+    for service, role, port in ((f"{project}-scheduler", "scheduler", 8787), (f"{project}-worker-0", "worker", 8788),
+                                (f"{project}-worker-1", "worker", 8788)):
+        cid = compose(project, path, "ps", "-q", service).stdout.split()[0]
+        info = ENGINE.inspect_container(cid)
+        (net,) = info["NetworkSettings"]["Networks"].values()
+        targets[info["Name"].lstrip("/")] = (role, f"{net['IPAddress']}:{port}")
+    targets_file(prom.targets, project, targets)
+
+
 def test_a_worker_killed_mid_job_restarts_and_the_job_ends_with_one_clear_verdict(cpu_image, tmp_path, unique_name):
     """The kernel's OOM kill of a worker container's main process, as SIGKILL to its pid from the
     host (a `docker kill` would be a stop the restart policy honours): the job either finishes with
     the exact result or fails saying why, never a wrong answer; the worker comes back under its name
-    (`restart: on-failure`) and the scheduler has both workers again."""
-    import os
-    import signal
-    import time
-
+    (`restart: on-failure`), the scheduler has both workers again, and a real Prometheus with the
+    shipped rules, scraping the stack, fires WorkerRestarted for that worker."""
     project = unique_name.replace("-", "")[:20]
     invoke("deploy", "--variant", CPU_VARIANT, "--image", cpu_image.image_id, "--memory", "1g", "--name", project,
            "--out", str(tmp_path))
     path = tmp_path / "compose.yaml"
-    try:
-        assert compose(project, path, "up", "-d").returncode == 0
-        job = subprocess.Popen(["docker-compose", "-p", project, "-f", str(path), "--profile", "check", "run", "--rm",
-                                f"{project}-job"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(12)  # the job is spilling and shuffling by now
-        victim = compose(project, path, "ps", "-q", f"{project}-worker-0").stdout.split()[0]
-        os.kill(ENGINE.inspect_container(victim)["State"]["Pid"], signal.SIGKILL)
-        out, err = job.communicate(timeout=600)
-        if job.returncode == 0:
-            report = json.loads(out)
-            assert report["verdict"] == "PASS" and report["result_ok"], report
-        else:  # failed: said in the report or on one line, and not as a result that passed unchecked
-            said = out.strip() or err.strip().splitlines()[-1]
-            assert said and "Traceback" not in err, err[-3000:]
-            if out.strip().startswith("{"):
-                report = json.loads(out)
-                assert report["verdict"] != "PASS" and report["problems"], report
-        for _ in range(120):
-            state = ENGINE.inspect_container(victim)
-            if state["State"]["Running"] and state["RestartCount"] >= 1:
-                break
-            time.sleep(0.5)
-        assert state["RestartCount"] >= 1 and state["State"]["Running"], state["State"]
-        scheduler = compose(project, path, "ps", "-q", f"{project}-scheduler").stdout.split()[0]
-        code = ("from distributed import Client; c = Client('tcp://127.0.0.1:8786', timeout=20); "
-                "print(sorted(w['name'] for w in c.scheduler_info()['workers'].values()))")
-        for _ in range(60):
-            names = subprocess.run(["docker", "exec", scheduler, "python", "-c", code], capture_output=True, text=True)
-            if f"'{project}-worker-0'" in names.stdout and f"'{project}-worker-1'" in names.stdout:
-                break
-            time.sleep(1)
-        assert f"'{project}-worker-0'" in names.stdout, names.stdout + names.stderr  # back, under its name
-    finally:
-        compose(project, path, "--profile", "check", "down", "-v", "--remove-orphans")
+    (tmp_path / "prometheus").mkdir()
+    with serve_prometheus(tmp_path / "prometheus") as prom:
+        try:
+            _killed_mid_job(project, path, prom)
+        finally:
+            compose(project, path, "--profile", "check", "down", "-v", "--remove-orphans")
     assert left(project) == []
+
+
+def _killed_mid_job(project: str, path, prom) -> None:
+    assert compose(project, path, "up", "-d").returncode == 0
+    scrape_targets(prom, project, path)
+    job = subprocess.Popen(["docker-compose", "-p", project, "-f", str(path), "--profile", "check", "run", "--rm",
+                            f"{project}-job"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(12)  # the job is spilling and shuffling by now
+    victim = compose(project, path, "ps", "-q", f"{project}-worker-0").stdout.split()[0]
+    os.kill(ENGINE.inspect_container(victim)["State"]["Pid"], signal.SIGKILL)
+    out, err = job.communicate(timeout=600)
+    if job.returncode == 0:
+        report = json.loads(out)
+        assert report["verdict"] == "PASS" and report["result_ok"], report
+    else:  # failed: said in the report or on one line, and not as a result that passed unchecked
+        said = out.strip() or err.strip().splitlines()[-1]
+        assert said and "Traceback" not in err, err[-3000:]
+        if out.strip().startswith("{"):
+            report = json.loads(out)
+            assert report["verdict"] != "PASS" and report["problems"], report
+    for _ in range(120):
+        state = ENGINE.inspect_container(victim)
+        if state["State"]["Running"] and state["RestartCount"] >= 1:
+            break
+        time.sleep(0.5)
+    assert state["RestartCount"] >= 1 and state["State"]["Running"], state["State"]
+    scheduler = compose(project, path, "ps", "-q", f"{project}-scheduler").stdout.split()[0]
+    code = ("from distributed import Client; c = Client('tcp://127.0.0.1:8786', timeout=20); "
+            "print(sorted(w['name'] for w in c.scheduler_info()['workers'].values()))")
+    for _ in range(60):
+        names = subprocess.run(["docker", "exec", scheduler, "python", "-c", code], capture_output=True, text=True)
+        if f"'{project}-worker-0'" in names.stdout and f"'{project}-worker-1'" in names.stdout:
+            break
+        time.sleep(1)
+    assert f"'{project}-worker-0'" in names.stdout, names.stdout + names.stderr  # back, under its name
+    scrape_targets(prom, project, path)   # its address may have changed with the restart
+    name = ENGINE.inspect_container(victim)["Name"].lstrip("/")
+    for _ in range(60):
+        fired = [a for a in prom.firing("WorkerRestarted") if a.get("container") == name]
+        if fired:
+            break
+        time.sleep(1)
+    assert fired, prom.query("process_start_time_seconds")
+    others = [a for a in prom.firing("WorkerRestarted") if a.get("container") != name]
+    assert others == [], others   # the worker that was not killed did not restart

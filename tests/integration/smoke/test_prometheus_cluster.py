@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 import urllib.parse
@@ -19,72 +18,24 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
 from rapidship.records import ClusterSmokeRecord, load
 from rapidship.smoke.scrape import OOM_KILLS
-from support.commands import CPU_VARIANT, ROOT, invoke
-from support.registry_fixtures import free_port
+from support.commands import CPU_VARIANT, invoke
+from support.prometheus import MONITORING, Prometheus, serve_prometheus
 
 pytestmark = pytest.mark.docker
 
-MONITORING = ROOT / "monitoring"
 NO_SPILLING = ["--env", "RAPIDS_DOCTOR=off"] + [
     x for k in ("TARGET", "SPILL", "PAUSE", "TERMINATE") for x in ("--env", f"DASK_DISTRIBUTED__WORKER__MEMORY__{k}=False")]
 WINDOW = "30m"
 LIVENESS = {"WorkerDown", "SchedulerDown", "WorkersMissing"}
 
 
-class Prometheus:
-    def __init__(self, url: str, targets: Path) -> None:
-        self.url, self.targets = url, targets
-
-    def query(self, expr: str) -> list[dict]:
-        q = urllib.parse.urlencode({"query": expr})
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?{q}", timeout=10) as resp:
-            body = json.load(resp)
-        assert body["status"] == "success", body
-        return body["data"]["result"]
-
-    def by_worker(self, expr: str) -> dict[str, float]:
-        return {r["metric"]["worker"]: float(r["value"][1]) for r in self.query(expr)}
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory):
-    """The shipped rules and the shipped worker job, pointed at the smoke's file_sd file; scrape and
-    rule evaluation every second (the shipped 15 s would see a 30 s run twice)."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.fail("prometheus is not installed: scripts/setup installs Debian's prometheus package")
-    d = tmp_path_factory.mktemp("prometheus")
-    shutil.copy(MONITORING / "alerts.yml", d / "alerts.yml")
-    shipped = yaml.safe_load((MONITORING / "prometheus.yml").read_text())
-    (job,) = [j for j in shipped["scrape_configs"] if j["job_name"] == "dask-workers"]
-    job["file_sd_configs"] = [{"files": [str(d / "targets.json")], "refresh_interval": "1s"}]
-    config = {**shipped, "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
-              "scrape_configs": [job]}
-    (d / "prometheus.yml").write_text(yaml.safe_dump(config))
-    subprocess.run(["promtool", "check", "config", str(d / "prometheus.yml")], check=True, capture_output=True)
-    port = free_port()
-    log = open(d / "prometheus.log", "w")
-    proc = subprocess.Popen([binary, f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={d / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(60):
-            try:
-                urllib.request.urlopen(f"{url}/-/ready", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail(f"prometheus did not become ready: {(d / 'prometheus.log').read_text()[-2000:]}")
-        yield Prometheus(url, d / "targets.json")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+    with serve_prometheus(tmp_path_factory.mktemp("prometheus")) as prom:
+        yield prom
 
 
 def cluster(prom: Prometheus, out: Path, *args) -> tuple[subprocess.CompletedProcess, ClusterSmokeRecord]:

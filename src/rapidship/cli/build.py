@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import task
+from rapidship.cli.options import task
 
 from rapidship import console
 from rapidship.cli.options import VARIANTS_HELP, arch_flag, arches_flag, int_flag

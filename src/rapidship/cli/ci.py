@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import Collection, task
+from invoke import Collection
+
+from rapidship.cli.options import task
 
 from rapidship import console
 from rapidship.cli.options import VARIANTS_HELP, arch_flag

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from invoke import task
+from rapidship.cli.options import task
 
 from rapidship import console
 from rapidship.cli.options import VARIANTS_HELP, arch_flag

@@ -1,6 +1,45 @@
-"""Flag parsing shared by the task collections: variant picks, arches, whole numbers."""
+"""Flag parsing shared by the task collections: variant picks, arches, whole numbers, and the
+one table of short flags every task uses."""
 
 from __future__ import annotations
+
+import invoke
+
+# One short flag per meaning, the same in every task; every other flag is long only. invoke's own
+# choice (the first free letter of each name) gave -h to --prometheus-image and --harbor-config, so
+# `invoke deploy --help` failed, -v meant something else per task, and a name without a free
+# letter got `--` as its short flag.
+SHORT_FLAGS = {"variant": "v", "arch": "a", "out": "o", "json": "j"}
+
+
+class FlagsTask(invoke.Task):
+    """Every parameter is a flag: invoke made each one without a default a positional, which then
+    took `--help` as its value. One that is needed and missing is one error naming it (exit 2)."""
+
+    def __init__(self, body, *args, positional=None, **kwargs):
+        super().__init__(body, *args, positional=positional if positional is not None else [], **kwargs)
+        params = self.argspec(self.body).parameters.values()   # the context already left out
+        self.needed = [p.name for p in params if p.default is p.empty and p.name not in self.positional]
+
+    def __call__(self, *args, **kwargs):
+        missing = [n for n in self.needed if kwargs.get(n) is None]
+        if missing:
+            flags = " ".join(f"--{n.replace('_', '-')} VALUE" for n in missing)
+            raise invoke.Exit(f"error: {', '.join('--' + n.replace('_', '-') for n in missing)}: this task needs "
+                              f"it\n  fix: pass {flags} (the task's --help lists its flags)", code=2)
+        return super().__call__(*args, **kwargs)
+
+    def arg_opts(self, name, default, taken_names):
+        opts = super().arg_opts(name, default, taken_names)
+        long = opts["names"][0]
+        short = SHORT_FLAGS.get(long)
+        opts["names"] = [long, short] if short and short not in taken_names else [long]
+        return opts
+
+
+def task(*args, **kwargs):
+    """invoke's @task (bare or with options), with the short flags of SHORT_FLAGS."""
+    return invoke.task(*args, klass=FlagsTask, **kwargs)
 
 
 VARIANTS_HELP = {"variants-file": "the matrix file (default variants.yaml)"}
@@ -69,6 +108,15 @@ def bad_flags_exit_2(project_root=None) -> None:
         if project_root is not None and Path.cwd().resolve() != Path(project_root).resolve():
             raise Exit(f"error: invoke runs in {Path.cwd()}, not in the project root {project_root}\n"
                        f"  fix: cd {project_root} (the tasks read variants.yaml, templates/ and build/ there)", code=2)
+        tokens = list(self.core.unparsed)
+        if tokens and {"-h", "--help"} & set(tokens[1:]):   # `invoke TASK --help`: a positional took it
+            self.parser = self._make_parser()                # as its value, or a task's -h was another flag
+            if tokens[0] in self.parser.contexts:
+                try:
+                    self.print_task_help(tokens[0])
+                except BrokenPipeError:   # `| head`: the reader has what it wanted
+                    pass
+                raise Exit(code=0)
         try:
             parse(self)
         except ParseError as err:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from invoke import task
+from rapidship.cli.options import task
 
 from rapidship import console
 from rapidship.cli.options import VARIANTS_HELP

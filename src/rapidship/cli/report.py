@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from invoke import task
+from rapidship.cli.options import task
 
 from rapidship import console
 from rapidship.cli.options import VARIANTS_HELP

@@ -1,0 +1,65 @@
+"""Every task answers `--help` (even one with a required value), short flags mean one thing in
+every task and -h is help's alone; a needed flag left out is one error naming it, exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from rapidship.cli.options import SHORT_FLAGS
+from support.commands import ROOT
+
+
+def collection():
+    sys.path.insert(0, str(ROOT))
+    import tasks  # noqa: PLC0415 - the project's own invoke collection
+
+    return tasks.ns
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["invoke", *args], cwd=ROOT, capture_output=True, text=True, check=False, timeout=60)
+
+
+def test_short_flags_are_the_table_s_and_never_h():
+    ns = collection()
+    meaning: dict[str, set[str]] = {}
+    for name in ns.task_names:
+        for arg in ns[name].get_arguments():
+            long, *short = arg.names
+            assert all(len(s) == 1 and s.isalpha() for s in short), (name, arg.names)   # no `--` short flag
+            for s in short:
+                meaning.setdefault(s, set()).add(long)
+    assert "h" not in meaning
+    assert all(len(longs) == 1 for longs in meaning.values()), meaning
+    assert {s: longs.pop() for s, longs in meaning.items()} == {v: k for k, v in SHORT_FLAGS.items()
+                                                                 if v in meaning}
+
+
+def test_every_task_answers_help_in_process(capsys):
+    """`invoke TASK --help` for every task, through invoke's own Program with the project's parse step."""
+    from invoke import Program
+
+    ns = collection()
+    for name in ns.task_names:
+        Program(namespace=ns).run(["invoke", name, "--help"], exit=False)
+        out = capsys.readouterr().out
+        assert out.startswith(f"Usage: invoke [--core-opts] {name}"), (name, out[:300])
+        assert "--=" not in out and "--, " not in out, (name, out)
+
+
+@pytest.mark.parametrize("args", [["deploy", "--help"], ["prune", "--help"], ["push", "-h"],
+                                  ["deploy", "--variant", "cpu-debian12", "--help"]])
+def test_help_works_where_a_value_was_wanted(args):
+    """deploy, push and prune took `--help` as the value of a positional (their variant or path)."""
+    run = invoke(*args)
+    assert run.returncode == 0 and run.stdout.startswith("Usage: inv[oke] [--core-opts] " + args[0]), run.stderr
+
+
+@pytest.mark.parametrize("args,flag", [(["deploy"], "--variant"), (["push"], "--variant"),
+                                       (["ci.build", "--variant", "cpu-debian12"], "--arch")])
+def test_a_needed_flag_left_out_is_named(args, flag):
+    run = invoke(*args)
+    assert run.returncode == 2 and f"error: {flag}: this task needs it" in run.stderr and "Traceback" not in run.stderr

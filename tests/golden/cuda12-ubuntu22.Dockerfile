@@ -97,8 +97,11 @@ COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
 COPY runtime/rapidship-gpu-guard.pth runtime/sitecustomize.py /opt/rapids/lib/python3.11/site-packages/
 # the runtime package compiled, as the env is (its imports at every start cost half as much), and the
-# GPU guard's names: every top-level package of a distribution that ships device code
-RUN /opt/rapids/bin/python -I -m compileall -q --invalidation-mode unchecked-hash /opt/rapidship/rapids_runtime \
+# GPU guard's names: every top-level package of a distribution that ships device code. -S: without
+# it the env's .pth imports the guard first and leaves timestamp .pyc files that compileall keeps
+# (two builds then differ by the sources' mtimes); an env without python (a test variant) skips it
+RUN if [ -x /opt/rapids/bin/python ]; then /opt/rapids/bin/python -I -S -m compileall -q \
+      --invalidation-mode unchecked-hash /opt/rapidship/rapids_runtime; fi \
  && PYTHONPATH=/opt/rapidship /opt/rapids/bin/python -S -m rapids_runtime.gpu_guard /opt/rapids /opt/rapidship/prune.json \
       > /opt/rapidship/guarded.txt
 ENV PATH=/opt/rapids/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

@@ -192,6 +192,11 @@ def test_the_gpu_guard_holds_for_interpreters_that_reach_the_env_through_pythonp
 
 
 def test_the_runtime_package_ships_compiled(cpu_image):
-    proc = run(cpu_image.ref, "--entrypoint", "sh", command=["-c", "ls /opt/rapidship/rapids_runtime/__pycache__"])
-    compiled = {name.split(".")[0] for name in proc.stdout.split()}
-    assert {"gpu_guard", "doctor", "rules", "views"} <= compiled, proc.stdout
+    """Keyed by source hash, as the env is: a timestamp .pyc (the .pth's import at build time left two)
+    would make two builds of the same sources differ by their mtimes."""
+    code = ("import glob, json; print(json.dumps({p.rsplit('/', 1)[1].split('.')[0]: open(p, 'rb').read(8)[4] "
+            "for p in glob.glob('/opt/rapidship/rapids_runtime/__pycache__/*.pyc')}))")
+    proc = run(cpu_image.ref, "--entrypoint", "python", command=["-c", code])
+    flags = json.loads(proc.stdout)
+    assert {"__init__", "gpu_guard", "doctor", "rules", "views"} <= set(flags), proc.stdout
+    assert set(flags.values()) == {1}, flags   # 1: hash-based, unchecked (0 would be a timestamp)

@@ -82,7 +82,7 @@ class LogStatus:
 
     def __exit__(self, kind, value, tb) -> None:
         self._stop.set()
-        self._line(("failed: " + type(value).__name__) if kind else "done")
+        self._line("failed (the error follows)" if kind else "done")   # a class name tells a user nothing
 
 
 def status(text: str, detail=None):

@@ -39,7 +39,12 @@ class Engine:
     def try_inspect(self, ref: str) -> dict | None:
         proc = self.run_cli(["image", "inspect", ref])
         if proc.returncode != 0:
-            return None
+            if any(m in proc.stderr for m in ("No such image", "No such object", "invalid reference format")):
+                return None
+            # not "absent": an engine that cannot be asked would read as "build it first"
+            raise RapidshipError("docker engine", f"cannot inspect {ref}: {proc.stderr.strip()[-300:]}",
+                                 "check that the engine runs (docker info) and that DOCKER_HOST names the one "
+                                 "the image was built on")
         try:
             return json.loads(proc.stdout)[0]
         except (ValueError, IndexError):

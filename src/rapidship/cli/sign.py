@@ -174,4 +174,8 @@ def report(verdicts, what):
                                       "checked": v.checked} for v in verdicts]})
     problems = [p for v in verdicts for p in v.problems]
     if problems:
-        raise GateFailure(f"verify {what}", "\n  ".join(problems), "do not use this image; re-sign only what was built here")
+        wrong_key = all("with key" in p or "no signature by key" in p for p in problems)
+        raise GateFailure(f"verify {what}", "\n  ".join(problems),
+                          "check --key: it must be the public key of the key that signed this release (its "
+                          "fingerprint is in the sign record); if it is, do not use this image" if wrong_key else
+                          "do not use this image; re-sign only what was built here")

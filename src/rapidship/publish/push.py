@@ -36,10 +36,12 @@ from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.config.matrix import Variant
 from rapidship.publish.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, Credentials, Registry, split_repository
 from rapidship.records import ArchImage, PromoteRecord, PushRecord, Workspace, gated_problems
-from rapidship.publish.retrying import RetryPolicy, backoff
+from rapidship.publish.retrying import RetryPolicy, backoff, nothing_listens, refused_on_loopback
 from rapidship.sign import release
 from rapidship.sign.release import Release
 
+# skopeo's words for an engine it cannot reach (the image is read from it)
+_NO_ENGINE = ("Cannot connect to the Docker daemon", "docker.sock", "Is the docker daemon running")
 # skopeo output that no retry can fix.
 _PERMANENT = ("unauthorized", "denied", "authentication required", "invalid username/password",
               "manifest invalid", "no such image", "reference does not exist", "x509", "certificate",
@@ -120,6 +122,15 @@ def _auth_file(tmp: Path, host: str, creds: Credentials | None) -> list[str]:
     return ["--dest-authfile", str(path)]
 
 
+def daemon_host_flags(env=None) -> list[str]:
+    """skopeo's docker-daemon transport reads /var/run/docker.sock unless told: the engine that
+    built the image is the one DOCKER_HOST names, so push reads that one too."""
+    import os
+
+    host = (os.environ if env is None else env).get("DOCKER_HOST")
+    return ["--src-daemon-host", host] if host else []
+
+
 def skopeo_push(ref: str, dest: str, host: str, creds: Credentials | None, ca_bundle: str | None,
                 policy: RetryPolicy, retries: RetryCounter) -> str:
     """Copy one engine image to the registry; returns its manifest digest."""
@@ -130,13 +141,19 @@ def skopeo_push(ref: str, dest: str, host: str, creds: Credentials | None, ca_bu
         tmp.chmod(0o700)
         digest_file = tmp / "digest"
         cmd = ["skopeo", "copy", "--quiet", "--retry-times", str(max(0, policy.attempts // 3)), "--dest-tls-verify=true",
-               *_auth_file(tmp, host, creds), *_cert_dir(tmp, ca_bundle), "--digestfile", str(digest_file),
-               f"docker-daemon:{ref}", f"docker://{dest}"]
+               *_auth_file(tmp, host, creds), *_cert_dir(tmp, ca_bundle), *daemon_host_flags(),
+               "--digestfile", str(digest_file), f"docker-daemon:{ref}", f"docker://{dest}"]
         for attempt in range(1, policy.attempts + 1):
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode == 0:
                 return digest_file.read_text().strip()
             err = _skopeo_error(proc.stderr) or f"exit {proc.returncode}"
+            if any(m in err for m in _NO_ENGINE):
+                raise RapidshipError(f"push {dest}", f"skopeo cannot read the image from the engine: {err}",
+                                     "push reads the engine DOCKER_HOST names, as build did; check that it runs "
+                                     "and that DOCKER_HOST is the same as for the build")
+            if refused_on_loopback(err, host.rsplit(":", 1)[0]):
+                raise nothing_listens(f"push {dest}", host)
             if any(p in err.lower() for p in _PERMANENT) or attempt == policy.attempts:
                 hint = ("the registry or the network is failing persistently: check it, then run again"
                         if attempt == policy.attempts else "check the credentials, the CA and the image")
@@ -190,7 +207,8 @@ def push(variant: Variant, target: str, ws: Workspace, creds: Credentials | None
     problems = check_gates(ws, variant, ids)
     if problems and not skip_gates:
         raise GateFailure(f"push {variant.id}", "gates did not pass for every arch:\n  " + "\n  ".join(problems),
-                          "run the gates (invoke gate) and fix what fails; nothing was pushed")
+                          f"run the gates (invoke gates --variant {variant.id} --arch ARCH for each arch named) and fix what "
+                          "fails; nothing was pushed")
     if skip_gates:
         log("[bold red]WARNING: --skip-gates: pushing WITHOUT gate results"
             + (f" ({'; '.join(problems)})" if problems else "") + ". The record says so; promote will refuse it.[/]")

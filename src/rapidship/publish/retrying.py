@@ -2,7 +2,8 @@
 
 Retried: HTTP 429 and 5xx, dropped or refused connections, timeouts. Never retried: 4xx other
 than 429 (the request is wrong; repeating it cannot help), a host name DNS says does not exist,
-and a plain-HTTP answer to HTTPS (each one error at once, naming the cause). A request that is not idempotent
+a plain-HTTP answer to HTTPS, and a refused connection on this machine (nothing listens there;
+each one error at once, naming the cause). A request that is not idempotent
 (a POST that creates something) is only retried when the server said it did not take it (429,
 503); a dropped connection could hide a success, so it ends with an error instead of a duplicate.
 `Retry-After` is honoured up to `max_delay`. The last fault ends as ONE RapidshipError.
@@ -27,6 +28,20 @@ _DROPPED = (requests.ConnectionError, requests.Timeout, requests.exceptions.Chun
 # "temporary failure", which may), and an HTTP server answering an HTTPS client
 NO_SUCH_HOST = ("Name or service not known", "No address associated with hostname", "nodename nor servname")
 PLAIN_HTTP = ("WRONG_VERSION_NUMBER", "wrong version number", "record layer failure", "http request")
+# a refused connection to this machine: nothing listens on that port, and waiting will not start it
+# (elsewhere a refusal may be a registry restarting behind its balancer: retried)
+REFUSED = ("Connection refused", "connection refused", "[Errno 111]")
+LOOPBACK = ("localhost", "127.", "::1", "[::1]")
+
+
+def refused_on_loopback(text: str, host: str | None) -> bool:
+    return bool(host) and str(host).startswith(LOOPBACK) and any(m in text for m in REFUSED)
+
+
+def nothing_listens(what: str, netloc: str) -> RapidshipError:
+    return RapidshipError(what, f"nothing listens on {netloc} (connection refused on this machine)",
+                          "start the registry (`invoke registry.up` for the loopback one) or check the host and "
+                          "port the flags or variables name")
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,8 @@ def send(session: requests.Session, method: str, url: str, *, policy: RetryPolic
             raise RapidshipError(what, f"TLS verification failed for {host}: {_reason(err)}",
                                  "pass the CA bundle that signs its certificate (--ca-cert or the *_CA variable)") from None
         except _DROPPED as err:
+            if refused_on_loopback(str(err), urlsplit(url).hostname):
+                raise nothing_listens(what, urlsplit(url).netloc) from None
             if any(m in str(err) for m in NO_SUCH_HOST):  # DNS says the name does not exist: no retry heals that
                 raise RapidshipError(what, f"no such host: {urlsplit(url).hostname} does not resolve",
                                      "check the registry's name (the flag, harbor/harbor.yaml, or the variable "

@@ -136,6 +136,49 @@ def test_push_makes_a_manifest_list_that_pulls_per_arch(registry, tiny, env, tmp
         assert tar.extractfile("arch.txt").read() == b"built for arm64\n"
 
 
+def test_push_reads_the_engine_docker_host_names(registry, tiny, env, tmp_path):
+    """skopeo's docker-daemon transport read /var/run/docker.sock whatever DOCKER_HOST said: with
+    the engine elsewhere, build and gates worked and push failed after its retries, blaming the
+    registry. Here, in a mount namespace of its own, the default socket is masked and the engine is
+    reachable only where DOCKER_HOST points."""
+    variants, _ = tiny
+    build = tmp_path / "build"
+    gates(build, amd64=True, arm64=True)
+    sock = tmp_path / "engine.sock"
+    sock.touch()
+    masked = (f"mount --bind /var/run/docker.sock {sock} && mount --bind /dev/null /var/run/docker.sock "
+              '&& exec "$@"')
+
+    def push_with(docker_host: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["unshare", "-m", "sh", "-c", masked, "sh", "invoke",
+                               *push_args(variants, f"{registry.host}/{project()}", build)],
+                              cwd=ROOT, env={**env, "DOCKER_HOST": docker_host}, capture_output=True, text=True,
+                              timeout=300)
+
+    ok = push_with(f"unix://{sock}")
+    assert ok.returncode == 0, ok.stderr
+    gone = push_with(f"unix://{tmp_path / 'no-engine.sock'}")
+    assert gone.returncode != 0 and "Traceback" not in gone.stderr and "retry" not in gone.stderr, gone.stderr
+    assert "no-engine.sock" in gone.stderr, gone.stderr   # the engine it could not reach, named
+
+
+def test_a_refused_connection_on_this_machine_fails_at_once(tiny, env, tmp_path):
+    """Nothing listens on the port: six retries (68 s with the default backoff) cannot start it."""
+    import time
+
+    from support.registry_fixtures import free_port
+
+    variants, _ = tiny
+    build = tmp_path / "build"
+    gates(build, amd64=True, arm64=True)
+    start = time.monotonic()
+    proc = run({**env, "RAPIDSHIP_RETRY_BASE_DELAY": "2"},
+               *push_args(variants, f"127.0.0.1:{free_port()}/{project()}", build))
+    took = time.monotonic() - start
+    assert proc.returncode != 0 and "nothing listens on 127.0.0.1:" in proc.stderr, proc.stderr
+    assert "retry" not in proc.stderr and took < 15, (took, proc.stderr)
+
+
 def test_gates_fail_closed_and_skip_is_loud(registry, tiny, env, tmp_path):
     variants, name = tiny
     build = tmp_path / "build"
@@ -145,6 +188,7 @@ def test_gates_fail_closed_and_skip_is_loud(registry, tiny, env, tmp_path):
     gates(build, amd64=True)  # arm64 has no gate record
     proc = run(env, *push_args(variants, target, build))
     assert proc.returncode == 1 and "gates-arm64.json: no gate record" in proc.stderr and "Traceback" not in proc.stderr
+    assert "invoke gates --variant cpu-debian12" in proc.stderr   # the task that exists (was `invoke gate`)
     gates(build, amd64=True, arm64=False)
     proc = run(env, *push_args(variants, target, build))
     assert proc.returncode == 1 and "gates-arm64.json: passed is false" in proc.stderr

@@ -168,6 +168,7 @@ def test_verify_refuses_another_key_and_a_missing_key(registry, signed, keypairs
     _, record, _ = signed
     proc = invoke(env_for(registry), "verify", "--image", ref_of(record), "--key", str(keypairs["other"] / "cosign.pub"))
     assert proc.returncode == 1 and "signature does not verify with key" in proc.stderr
+    assert "fix: check --key" in proc.stderr   # the likely cause first: the wrong public key
     proc = invoke(env_for(registry), "verify", "--image", ref_of(record))
     assert proc.returncode == 2 and "--key" in proc.stderr
 

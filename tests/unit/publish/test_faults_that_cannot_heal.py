@@ -1,5 +1,5 @@
-"""A DNS "no such host" and an HTTP answer to an HTTPS client fail at once, naming the cause; the
-faults that may heal are still retried (tests/integration/publish)."""
+"""A DNS "no such host", an HTTP answer to an HTTPS client and a refused connection on this machine
+fail at once, naming the cause; the faults that may heal are still retried (tests/integration/publish)."""
 
 from __future__ import annotations
 
@@ -56,14 +56,30 @@ def test_an_http_server_answering_https_fails_at_once_naming_the_fix():
         server.shutdown()
 
 
-def test_a_refused_connection_is_still_retried():
+def test_a_refused_connection_on_this_machine_fails_at_once():
+    """Nothing listens on that loopback port: no wait starts it (it cost 68 s of retries)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     session = requests.Session()
     session.trust_env = False
     retried = []
+    t0 = time.monotonic()
+    with pytest.raises(RapidshipError, match=f"nothing listens on 127.0.0.1:{port}") as err:
+        send(session, "GET", f"https://127.0.0.1:{port}/v2/", policy=POLICY, what="registry",
+             on_retry=lambda *a: retried.append(a))
+    assert retried == [] and time.monotonic() - t0 < 1 and "invoke registry.up" in err.value.fix
+
+
+def test_a_refused_connection_elsewhere_is_still_retried(monkeypatch):
+    """A registry behind a balancer refuses while it restarts: that may heal."""
+    def refused(*args, **kwargs):
+        raise requests.ConnectionError("HTTPSConnectionPool(host='harbor.example', port=443): Max retries exceeded "
+                                       "(Caused by NewConnectionError('[Errno 111] Connection refused'))")
+    session = requests.Session()
+    monkeypatch.setattr(session, "request", refused)
+    retried = []
     with pytest.raises(RapidshipError, match="gave up after 2 attempts"):
-        send(session, "GET", f"https://127.0.0.1:{port}/v2/", policy=RetryPolicy(attempts=2, base_delay=0.01),
+        send(session, "GET", "https://harbor.example/v2/", policy=RetryPolicy(attempts=2, base_delay=0.01),
              what="registry", on_retry=lambda *a: retried.append(a))
     assert len(retried) == 1

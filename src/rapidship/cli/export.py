@@ -135,7 +135,7 @@ def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, wo
                   [(x.where, x.image_id + (f" (DOWNGRADE from {x.downgraded_from})" if x.downgraded_from else ""))
                    for x in loaded])
     console.print_json({"export_id": checked.export_id, **_verification(trust), "releases": _releases(plan),
-                        "loaded": [vars(x) for x in loaded]})
+                        "loaded": [x.report() for x in loaded]})
 
 
 @task(name="export-verify", iterable=["from_"],
@@ -159,4 +159,4 @@ def export_verify(c, from_=None, work=None, key=None, no_verify=False):
     console.table(f"export {checked.export_id}: verified", ["image", "id", "source id"],
                   [(x.ref, x.image_id, x.expected_id) for x in loaded])
     console.print_json({"export_id": checked.export_id, "volumes": len(checked.volumes), **_verification(trust),
-                        "releases": _releases(plan), "verified": [vars(x) for x in loaded]})
+                        "releases": _releases(plan), "verified": [x.report() for x in loaded]})

@@ -53,6 +53,11 @@ class Loaded:
     def ok(self) -> bool:
         return self.image_id == self.expected_id
 
+    def report(self) -> dict:
+        """For the JSON output: the fields that say something for this load (an engine load has no
+        registry digest, a load that moved no name forward no older release)."""
+        return {k: v for k, v in vars(self).items() if v != "" or k not in ("manifest_digest", "downgraded_from")}
+
 
 def _feed(checked: Checked, sink, on_bytes: Callable[[int], None]) -> None:
     """Write every part, in order, into `sink` (a pipe)."""

@@ -49,8 +49,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node, deep=False):  # noqa: D401 - PyYAML hook
-        # Merge keys (`<<: *base`, `<<: [*a, *b]`) are ordinary YAML: flatten them first, as PyYAML
-        # does, then refuse any key that arrives twice, through a merge or directly.
+        # Merge keys (`<<: *base`, `<<: [*a, *b]`) are ordinary YAML, read as the merge spec says: a
+        # key written in this mapping overrides a merged one, an earlier merged mapping a later one
+        # (PyYAML's flattening puts them in that order, last wins). Only a key written twice in the
+        # mapping itself is refused.
         if isinstance(node, yaml.MappingNode):
             direct = sum(1 for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge")
             self.flatten_mapping(node)
@@ -66,8 +68,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             except TypeError:
                 raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a plain value",
                                                         key_node.start_mark) from None
-            if first is not None:
-                raise _DuplicateKey(key, key_node.start_mark.line + 1, first[0], first[1] or i < merged)
+            if first is not None and not first[1] and i >= merged:
+                raise _DuplicateKey(key, key_node.start_mark.line + 1, first[0])
+            if first is not None:   # merged, then merged again or written here: the later one wins
+                seen[key] = (key_node.start_mark.line + 1, i < merged)
         return super().construct_mapping(node, deep)
 
 
@@ -77,8 +81,8 @@ class _TooManyAliases(Exception):
 
 
 class _DuplicateKey(Exception):
-    def __init__(self, key: Any, line: int, first_line: int = 0, merged: bool = False) -> None:
-        self.key, self.line, self.first_line, self.merged = key, line, first_line, merged
+    def __init__(self, key: Any, line: int, first_line: int = 0) -> None:
+        self.key, self.line, self.first_line = key, line, first_line
 
 
 def read_config(path: Path, missing_fix: str) -> str:
@@ -105,12 +109,7 @@ def load_yaml(text: str, source: str) -> Any:
         raise ConfigError(f"{source} line {many.line}", f"more than {MAX_ALIASES} YAML aliases (*name)",
                           "write the values out; so many aliases multiply the document (an alias bomb?)") from None
     except _DuplicateKey as dup:
-        if dup.merged:
-            raise ConfigError(f"{source} line {dup.line}", f"duplicate key {dup.key!r}: at lines {dup.first_line} and "
-                              f"{dup.line}, one of them merged in through <<",
-                              "each key may appear once: leave it out of the anchored mapping or out of this one"
-                              ) from None
-        raise ConfigError(f"{source} line {dup.line}", f"duplicate key {dup.key!r}",
+        raise ConfigError(f"{source} line {dup.line}", f"duplicate key {dup.key!r} (first at line {dup.first_line})",
                           "each key may appear once: merge the two entries") from None
     except ValueError:  # PyYAML builds dates itself: 2027-13-45 raises from datetime
         raise unbuildable_value(text, source) from None

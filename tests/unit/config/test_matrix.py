@@ -308,11 +308,24 @@ def test_yaml_merge_keys_are_ordinary_yaml():
     assert set(merged.variants) == set(written.variants)
 
 
-def test_a_key_given_through_a_merge_and_again_is_named():
+def test_a_key_written_beside_a_merge_overrides_the_merged_one():
+    """The YAML merge spec: keys of the mapping itself override merged ones (refused as duplicates
+    before, which made merges useless for variants); an earlier merged mapping wins over a later."""
+    by_os = {v.os: v for v in parse_matrix(_with_merge(), "variants.yaml").variants.values()}
+    assert by_os["ubuntu24"].os_version == "24.04"       # written here, over the anchor's 22.04
+    assert by_os["ubuntu24"].arches == by_os["ubuntu22"].arches   # the rest still merged
+    from rapidship.config.yamlconf import load_yaml
+
+    assert load_yaml("a: &a {k: 1, j: 1}\nb: &b {k: 2, m: 2}\nc:\n  <<: [*a, *b]\n", "x.yaml")["c"] == \
+        {"k": 1, "j": 1, "m": 2}
+
+
+def test_a_key_written_twice_in_one_mapping_is_still_named():
+    from rapidship.config.yamlconf import load_yaml
+
     with pytest.raises(ConfigError) as caught:
-        parse_matrix(_with_merge(), "variants.yaml")
-    assert "duplicate key 'version': at lines" in caught.value.problem and "merged in through <<" in caught.value.problem
-    assert caught.value.where.startswith("variants.yaml line ")
+        load_yaml("base: &b {k: 0}\nv:\n  <<: *b\n  k: 1\n  k: 2\n", "variants.yaml")
+    assert caught.value.problem == "duplicate key 'k' (first at line 4)" and caught.value.where == "variants.yaml line 5"
 
 
 def test_a_fleet_per_arch_gives_each_arch_its_own_list():

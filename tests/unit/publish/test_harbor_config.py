@@ -52,6 +52,10 @@ def test_shipped_config_is_least_privilege():
     ("projects.yaml", "auto_scan: true\n    prevent_vul: {severity: high}",
      "auto_scan: true\n    prevent_vulnerable: true", "projects.release.prevent_vulnerable", "unknown key"),
     ("projects.yaml", 'schedule: "0 0 3 * * 0"', 'schedule: "weekly"', "retention.schedule", "six-field cron"),
+    ("projects.yaml", 'schedule: "0 0 3 * * 0"', 'schedule: "a b c d e f"', "retention.schedule",
+     "second 'a': not a value"),          # six tokens are not yet a cron (they were accepted)
+    ("projects.yaml", 'schedule: "0 0 3 * * 0"', 'schedule: "0 0 24 * * 0"', "retention.schedule", "hour '24'"),
+    ("projects.yaml", 'schedule: "0 0 3 * * 0"', 'schedule: "0 0 3 * * 7"', "retention.schedule", "within 0-6"),
     ("projects.yaml", "require_cosign: true", 'require_cosign: "true"', "projects.release.require_cosign",
      "expected a bool"),
     ("projects.yaml", "require_cosign: true", "require_cosign: sometimes", "projects.release.require_cosign",

@@ -37,7 +37,36 @@ RETENTION_TEMPLATES = {"latestPushedK": "count", "latestPulledN": "count",
 _CVE_RE = re.compile(r"^(CVE-\d{4}-\d{4,}|GHSA(-[23456789cfghjmpqrvwx]{4}){3})$")
 _NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,254}$"
 # Harbor's five-field-plus-seconds cron: "sec min hour day month weekday".
-_CRON_RE = re.compile(r"^(\S+\s+){5}\S+$")
+# Harbor's schedules are six-field crons (robfig/cron with seconds): each field a value, `*`, a
+# range a-b, a step */n or a-b/n, or a list of those; names for months and weekdays; `?` for either day
+_CRON_FIELDS = (("second", 0, 59, ()), ("minute", 0, 59, ()), ("hour", 0, 23, ()), ("day of month", 1, 31, ()),
+                ("month", 1, 12, ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")),
+                ("day of week", 0, 6, ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")))
+
+
+def cron_problem(value: str) -> str | None:
+    """None for a six-field cron Harbor accepts, else what is wrong with it."""
+    fields = value.split()
+    if len(fields) != 6:
+        return f"has {len(fields)} fields, not six (sec min hour day month weekday)"
+    for text, (what, low, high, names) in zip(fields, _CRON_FIELDS):
+        def number(token: str) -> int | None:
+            if token.upper() in names:
+                return names.index(token.upper()) + low
+            return int(token) if token.isdigit() else None
+
+        for part in text.split(","):
+            base, _, step = part.partition("/")
+            if step and (not step.isdigit() or int(step) == 0):
+                return f"{what} {text!r}: the step after / must be a whole number above 0"
+            if base in ("*", "?") and (base == "*" or what.startswith("day")):
+                continue
+            first, _, last = base.partition("-")
+            bounds = [number(first), number(last) if last else number(first)]
+            if None in bounds or not all(low <= b <= high for b in bounds) or bounds[0] > bounds[1]:
+                return f"{what} {text!r}: not a value, range or list within {low}-{high}"
+    return None
+
 
 
 
@@ -121,8 +150,9 @@ class Retention(StrictConfig):
     @field_validator("schedule")
     @classmethod
     def _cron(cls, value: str) -> str:
-        if not _CRON_RE.match(value):
-            raise ValueError(f"{value!r} is not a six-field cron (sec min hour day month weekday), e.g. '0 0 3 * * 0'")
+        problem = cron_problem(value)
+        if problem:
+            raise ValueError(f"{value!r} is not a six-field cron: {problem}; e.g. '0 0 3 * * 0' (Sundays 03:00)")
         return value
 
     @field_validator("rules", mode="before")

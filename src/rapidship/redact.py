@@ -77,7 +77,26 @@ def secret_forms(value: str) -> list[tuple[str, str]]:
                                                  (unquote(url.username), unquote(url.password)))):
                 forms.append(("base64 user:password, as in a docker config",
                               base64.b64encode(f"{user}:{password}".encode()).decode()))
-    return forms
+    # a password given alone may still sit in a docker config's auth, base64("<any user>:<it>"): the
+    # characters its own bytes decide, at each of the three offsets it can start at
+    for what, text in list(forms):
+        if what in ("", "password part") and "://" not in text:
+            forms += [("base64 inside user:password, any user", inner) for inner in base64_inner(text)]
+    return list(dict.fromkeys(forms))
+
+
+def base64_inner(value: str, least: int = 8) -> list[str]:
+    """The base64 characters that depend on `value`'s bytes alone when it is encoded after 0, 1 or 2
+    bytes of anything else (whole 4-character groups inside it); those of at least `least` characters."""
+    raw = value.encode()
+    out = []
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode()
+        first, last = -(-shift // 3), (shift + len(raw)) // 3   # the groups of 3 bytes that are all its own
+        inner = encoded[4 * first:4 * last]
+        if len(inner) >= least:
+            out.append(inner)
+    return out
 
 
 def scrub(text: str, values: list[str]) -> str:

@@ -104,6 +104,22 @@ def test_credential_encodings_are_needles():
     assert b"glpat-onlytoken1" in token_only  # what a .netrc `login` would hold
 
 
+@pytest.mark.parametrize("user", ["a", "ci", "robot$rapids+ci", "x" * 40])
+def test_a_password_given_alone_is_found_in_a_docker_config_auth_of_any_user(user):
+    """Only RAPIDSHIP_REGISTRY_PASSWORD given: a docker config written with the user's name holds
+    base64("<user>:<password>"), which neither the password nor any fixed encoding of it matched."""
+    import base64
+    import io
+    import json
+
+    password = "Harb0r-r0bot-s3cret"
+    config = json.dumps({"auths": {"harbor.example": {"auth": base64.b64encode(f"{user}:{password}".encode()).decode()}}})
+    needles = value_needles({"RAPIDSHIP_REGISTRY_PASSWORD": password})
+    assert found_in_stream(io.BytesIO(config.encode()), needles)
+    other = json.dumps({"auths": {"h": {"auth": base64.b64encode(f"{user}:Another-passw0rd-here".encode()).decode()}}})
+    assert not found_in_stream(io.BytesIO(other.encode()), needles)   # another password is not it
+
+
 def test_a_decision_goes_only_into_its_own_variants_folder(tmp_path):
     """`invoke gate --variant X --out build/Y/scan-amd64` wrote X's decision where Y's is read."""
     import json

@@ -30,14 +30,27 @@ def print_json(value: Any) -> None:
     print(json.dumps(as_jsonable(value), indent=2, default=str))
 
 
-def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> None:
-    err.print(f"[bold]{title}[/]")  # a title above, not in, the table: long image refs would wrap
+def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]], stdout: bool = False) -> None:
+    """A table for people: boxed in a terminal; outside one (a pipe, a CI log) one tab-separated
+    line per row under a header, which neither folds a long id into a tall cell nor runs 200
+    columns wide, and which grep, cut and less read. `stdout`: the table is the task's output (no
+    JSON beside it), so `| less` shows it."""
+    stream = sys.stdout if stdout else sys.stderr
+    rows = [[str(c) for c in row] for row in rows]
+    if not stream.isatty():
+        print(f"# {title}", file=stream)
+        for line in ([list(columns)] + rows):
+            print("\t".join(cell.replace("\t", " ").replace("\n", " ") for cell in line), file=stream)
+        stream.flush()
+        return
+    console = Console() if stdout else err
+    console.print(f"[bold]{title}[/]")  # a title above, not in, the table: long image refs would wrap
     tab = Table()
     for column in columns:
         tab.add_column(column, overflow="fold")  # a long id wraps onto the next line, never cut to "…"
     for row in rows:
-        tab.add_row(*(str(c) for c in row))
-    err.print(tab)
+        tab.add_row(*row)
+    console.print(tab)
 
 
 class LogStatus:

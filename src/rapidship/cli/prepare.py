@@ -23,7 +23,7 @@ def matrix(c, json=False, variants_file="variants.yaml"):
     console.table("variants", ["id", "rapids", "cuda", "gpu_archs", "python", "os", "arches", "flavour", "image"],
                   [(v.id, v.rapids, v.cuda or "-", v.gpu_archs_label(), v.python,
                     f"{v.distro} {v.os_version} ({v.family})", ",".join(a.value for a in v.arches),
-                    v.flavour.value, v.ref()) for v in m.variants.values()])
+                    v.flavour.value, v.ref()) for v in m.variants.values()], stdout=True)
 
 
 @task(iterable=["variant"], help={"variant": "variant id (repeatable)", "all": "every variant", **VARIANTS_HELP})

@@ -167,9 +167,14 @@ def test_invoke_matrix_shows_gpu_archs():
     proc = subprocess.run(["invoke", "matrix", "--json"], cwd=ROOT, capture_output=True, text=True, check=True)
     data = json.loads(proc.stdout)
     assert data["cuda12-ubuntu22"]["gpu_archs"] == [80, 90] and data["cpu-debian12"]["gpu_archs"] is None
-    proc = subprocess.run(["invoke", "matrix"], cwd=ROOT, capture_output=True, text=True, check=True,
-                          env={**os.environ, "COLUMNS": "240"})
-    assert "gpu_archs" in proc.stderr and "80,90" in proc.stderr          # the table goes to stderr
+    proc = subprocess.run(["invoke", "matrix"], cwd=ROOT, capture_output=True, text=True, check=True)
+    # the table is the output: on stdout (`| less` showed nothing), one line per variant in a pipe
+    header, *rows = proc.stdout.splitlines()[1:]
+    assert header.split("\t")[:4] == ["id", "rapids", "cuda", "gpu_archs"] and proc.stderr == ""
+    by_id = {r.split("\t")[0]: r.split("\t") for r in rows}
+    assert set(by_id) == set(data) and by_id["cuda12-ubuntu22"][3] == "80,90"
+    assert by_id["cpu-debian12"][-1] == data["cpu-debian12"]["tag"] or by_id["cpu-debian12"][-1].endswith(
+        data["cpu-debian12"]["tag"])                                      # a long ref whole, not folded
 
 
 def test_duplicate_yaml_key_is_reported_with_its_line():

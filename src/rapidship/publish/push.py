@@ -122,12 +122,10 @@ def _auth_file(tmp: Path, host: str, creds: Credentials | None) -> list[str]:
     return ["--dest-authfile", str(path)]
 
 
-def daemon_host_flags(env=None) -> list[str]:
+def daemon_host_flags() -> list[str]:
     """skopeo's docker-daemon transport reads /var/run/docker.sock unless told: the engine that
     built the image is the one DOCKER_HOST names, so push reads that one too."""
-    import os
-
-    host = (os.environ if env is None else env).get("DOCKER_HOST")
+    host = os.environ.get("DOCKER_HOST")
     return ["--src-daemon-host", host] if host else []
 
 

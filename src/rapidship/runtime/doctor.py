@@ -45,14 +45,14 @@ FATAL_EXIT = 3
 
 def diagnose(f: Facts, n_workers: int = 1, intent: Intent | None = None) -> dict:
     """Pure: the whole report as JSON-ready data. `warnings` are what --preflight prints besides a
-    FATAL: what stops a disk spill where the command needs none."""
+    FATAL: what stops a disk spill where the command needs none, and limits that do not hold."""
     intent = intent or Intent()
     d = derive(f, n_workers)
     findings = findings_for(f, d, intent)
     return {"facts": asdict(f), "derived": asdict(d), "intent": asdict(intent),
             "findings": [asdict(x) for x in findings],
             "fatal": [x.message for x in findings if x.level == "FATAL"],
-            "warnings": [x.message for x in findings if x.level == "WARNING" and x.disk_spill],
+            "warnings": [x.message for x in findings if x.said_at_preflight],
             "ok": not any(x.level == "FATAL" for x in findings)}
 
 
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     parser.add_argument("--preflight", action="store_true",
                         help="quiet unless something is fatal (or would stop a disk spill the command does "
-                             "not need: one WARNING line each)")
+                             "not need, or unlimited swap makes the memory cap no cap: one WARNING line each)")
     parser.add_argument("--workers", type=int, default=int(os.environ.get("RAPIDS_WORKERS", "1")),
                         help="dask workers that share the container's memory (default 1)")
     parser.add_argument("--disk-spill", choices=DISK_SPILL_CHOICES, default=None,

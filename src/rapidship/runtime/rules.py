@@ -60,6 +60,13 @@ class Finding:
     # the finding means nothing can spill to disk: FATAL where disk spill is required, otherwise a
     # WARNING that --preflight still prints (once, on stderr)
     disk_spill: bool = False
+    # a WARNING the quiet --preflight prints too, whatever the command: the limits do not hold
+    preflight: bool = False
+
+    @property
+    def said_at_preflight(self) -> bool:
+        """What --preflight prints besides its one FATAL line (the report's `warnings`)."""
+        return self.level == "WARNING" and (self.disk_spill or self.preflight)
 
 
 def headroom(cap: int) -> int:
@@ -268,7 +275,7 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
     if cg.swap_unlimited:
         out.append(Finding("WARNING", "memory", f"swap is unlimited (--memory-swap -1): beyond the {_b(cg.limit)} cap "
                            "the container swaps without bound instead of spilling, and the cap is no cap "
-                           "(--memory-swap = --memory)"))
+                           "(--memory-swap = --memory)", preflight=True))
     if cg.limit and cg.swap_limit and cg.version == 1 and cg.swap_limit > cg.limit:
         out.append(Finding("WARNING", "memory", f"memory+swap limit {_b(cg.swap_limit)} exceeds the memory limit "
                            f"{_b(cg.limit)}: the container swaps instead of spilling (--memory-swap = --memory)"))

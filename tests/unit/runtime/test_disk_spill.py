@@ -14,7 +14,7 @@ import pytest
 from support.doctor_facts import facts
 
 from rapidship.runtime import doctor
-from rapidship.runtime.doctor import (Facts, Intent, SpillConfig, SpillDir, classify, dask_memory_limit, derive,
+from rapidship.runtime.doctor import (CgroupMemory, Facts, Intent, SpillConfig, SpillDir, classify, dask_memory_limit, derive,
                                       diagnose, findings_for, intent_for)
 
 GiB, MiB = 2**30, 2**20
@@ -145,6 +145,19 @@ def test_preflight_of_a_worker_or_with_required_still_refuses(monkeypatch, capsy
     assert code == 0
     code, _ = run_preflight(monkeypatch, capsys, facts(spill_dir=READ_ONLY), ["--preflight"])   # no command
     assert code == doctor.FATAL_EXIT
+
+
+@pytest.mark.parametrize("command", [["python", "job.py"], ["dask", "worker", "tcp://s:8786"], []])
+def test_preflight_says_unlimited_swap_in_the_tables_words(monkeypatch, capsys, command):
+    """--memory-swap -1 makes the cap no cap: the quiet preflight says so too, the same line from the same rule."""
+    f = facts(cgroup=CgroupMemory(1, GiB, None, None, swap_unlimited=True))
+    swap = [x.message for x in findings_for(f, derive(f)) if x.message.startswith("swap is unlimited")]
+    assert len(swap) == 1
+    code, out = run_preflight(monkeypatch, capsys, f, ["--preflight", "--", *command] if command else ["--preflight"])
+    assert code == 0 and out.out == ""
+    assert out.err.strip().splitlines() == [f"rapids-doctor: WARNING: {swap[0]}"]
+    code, out = run_preflight(monkeypatch, capsys, f, [])
+    assert f"WARNING: [memory] {swap[0]}" in out.out.splitlines()
 
 
 # ---- the entrypoint hands the doctor the command it is about to run ----

@@ -76,8 +76,8 @@ def test_the_pth_line_installs_the_guard_and_costs_little(tmp_path):
     site_dir = tmp_path / "site"
     pkg = tmp_path / "opt" / "rapids_runtime"
     pkg.mkdir(parents=True)
-    for name in ("__init__.py", "gpu_guard.py", "doctor.py", "views.py", "command.py", "rules.py", "cuda_rule.py"):
-        (pkg / name).write_text((ROOT / "src" / "rapidship" / "runtime" / name).read_text())
+    for src in (ROOT / "src" / "rapidship" / "runtime").glob("*.py"):   # the package as the image copies it
+        (pkg / src.name).write_text(src.read_text())
     site_dir.mkdir()
     (site_dir / PTH_NAME).write_text(PTH_LINE.replace("/opt/rapidship", str(tmp_path / "opt")))
     code = f"import site; site.addsitedir({str(site_dir)!r}); import sys; " \

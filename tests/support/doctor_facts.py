@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rapidship.runtime.doctor import CgroupMemory, Facts, GpuView, SpillConfig, SpillDir
+from rapidship.runtime.cgroup_view import CgroupMemory
+from rapidship.runtime.gpu_view import GpuView
+from rapidship.runtime.spill_view import SpillConfig, SpillDir
+from rapidship.runtime.views import Facts
 
 GiB, MiB = 2**30, 2**20
 

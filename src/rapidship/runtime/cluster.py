@@ -35,16 +35,17 @@ import time
 import traceback
 from pathlib import Path
 
-from . import doctor
-from .smoke import INT64_MAX, _device_tiers, _host_tiers, bounded, dir_usage, parse_bytes, wait_for_workers, \
-    wait_held, Unfinished, finish
+from .cgroup_view import read_cgroup
+from .session import DEFAULT_WORKER_TIMEOUT, Unfinished, bounded, finish, wait_for_workers, wait_held
+from .smoke_verdict import INT64_MAX
+from .spill_view import dir_usage
+from .units import MiB, parse_bytes
+from .worker_probes import device_tiers, host_tiers
 
 FAIL_EXIT = 1
-MiB = 2**20
 PHASE = "rapids-cluster: phase "          # progress marker lines the host side waits for
 DEFAULT_CHUNK = 32 * MiB
 DEFAULT_TIMEOUT = 300.0
-DEFAULT_WORKER_TIMEOUT = 60.0
 
 
 # ---- the shape and the closed forms (pure) ----
@@ -143,7 +144,7 @@ def _concat(pieces: list):
 def cgroup_oom_kills(root: Path = Path("/sys/fs/cgroup")) -> int | None:
     """OOM kills the memory cgroup of this process saw (v2 memory.events, v1 memory.oom_control);
     None where neither can be read."""
-    cg = doctor.read_cgroup(root)
+    cg = read_cgroup(root)
     if not cg.path:
         return None
     for name in ("memory.events", "memory.oom_control"):
@@ -161,7 +162,7 @@ def cgroup_oom_kills(root: Path = Path("/sys/fs/cgroup")) -> int | None:
 def worker_view(dask_worker) -> dict:
     """Inside a worker: its tiers, spill files, bytes sent to peers, peak RSS and OOM kills."""
     device = hasattr(dask_worker.data, "device")
-    view = _device_tiers(dask_worker) if device else _host_tiers(dask_worker)
+    view = device_tiers(dask_worker) if device else host_tiers(dask_worker)
     if device:   # one host-memory tier for the report; the device tier stays under its own name
         view["memory"] = view.pop("host")
     files, nbytes = dir_usage(dask_worker.local_directory, only_storage=False)

@@ -10,7 +10,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from .views import parse_bytes
+from .units import parse_bytes
 
 
 DISK_SPILL_ENV = "RAPIDS_DISK_SPILL"

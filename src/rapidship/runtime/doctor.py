@@ -30,15 +30,14 @@ import shlex
 import sys
 from dataclasses import asdict, replace
 
-# The doctor is the program over the shared parts (views -> command -> rules); they are re-exported
-# here, so `rapids_runtime.doctor.X` (the smoke, the cluster job, earlier callers) keeps working.
+# The doctor is one program over the shared parts (views -> command -> rules); their users import
+# them from where they live.
 from . import gpu_guard
-from .command import *  # noqa: F401,F403
+from .cgroup_view import available_cpus
 from .command import DISK_SPILL_CHOICES, DISK_SPILL_ENV, Intent, intent_for
-from .rules import *  # noqa: F401,F403
 from .rules import _sm_list, derive, findings_for
-from .views import *  # noqa: F401,F403
-from .views import Facts, _as_list, _b, available_cpus, collect, parse_bytes  # noqa: F401 - _as_list: the smoke's
+from .units import _b, parse_bytes
+from .views import Facts, collect
 
 FATAL_EXIT = 3
 

@@ -61,9 +61,9 @@ class GuardFinder:
 
 def problem() -> str:
     """The first FATAL of the doctor's architecture check on this machine, or ''."""
-    from . import rules, views  # the same rule and readers as the preflight (rapids_runtime.* in images)
+    from . import gpu_view, rules, views  # the same rule and readers as the preflight (rapids_runtime.* in images)
 
-    found = rules.arch_problems(views.read_prune_record(), views.read_gpus())
+    found = rules.arch_problems(views.read_prune_record(), gpu_view.read_gpus())
     return found[0] if found else ""
 
 

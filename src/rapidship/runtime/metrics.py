@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 
-from . import rules, views
+from . import cgroup_view, gpu_view, rules, spill_view, tier_view, views
 
 LOG = logging.getLogger("rapidship.metrics")
 PREFIX = "rapidship_"
@@ -46,17 +46,17 @@ class Samples:
 
 
 def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_limit: int | None,
-           cg: views.CgroupMemory | None = None, gpus: views.GpuView | None = None,
-           prune: views.PruneRecord | None = None, rmm: views.RmmView | None = None,
+           cg: cgroup_view.CgroupMemory | None = None, gpus: gpu_view.GpuView | None = None,
+           prune: views.PruneRecord | None = None, rmm: tier_view.RmmView | None = None,
            tiers: dict | None = None) -> Samples:
     """Read every view once and turn it into samples (the I/O is the views' readers; `cg`, `gpus`,
     `prune` and `rmm` may be given, as recorded, instead of read). RMM is read only in a process
     that imported it (a dask-cuda worker with --rmm-pool-size, cuDF)."""
     out = Samples(worker)
-    cg = cg if cg is not None else views.read_cgroup()
+    cg = cg if cg is not None else cgroup_view.read_cgroup()
     # every worker sharing a container's cgroup reports it under one `cgroup` label: the alerts sum
     # the workers of a cgroup and key its kills to it, not to a worker name that a restart changes
-    cid = {"cgroup": views.cgroup_id(cg)}
+    cid = {"cgroup": cgroup_view.cgroup_id(cg)}
     if cg.version is None:
         out.absent("cgroup", "no cgroup memory controller visible")
     else:
@@ -66,11 +66,11 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
         out.add("cgroup_memory_current_bytes", "gauge", "memory the cgroup uses now (what the OOM killer compares)",
                 cg.usage, **cid)
         out.add("cgroup_memory_peak_bytes", "gauge", "the most memory the cgroup has used", cg.peak, **cid)
-        stat = views.memory_stat_of(cg)   # once: the working set and the kinds both come from it
+        stat = cgroup_view.memory_stat_of(cg)   # once: the working set and the kinds both come from it
         out.add("cgroup_memory_working_set_bytes", "gauge",
                 "memory.current less inactive page cache: what the kernel cannot reclaim before it kills",
-                views.working_set(cg, stat), **cid)
-        events = views.memory_events(cg)
+                cgroup_view.working_set(cg, stat), **cid)
+        events = cgroup_view.memory_events(cg)
         if events is None or "oom_kill" not in events:
             out.absent("cgroup_memory_events", "the kernel counts no OOM kills for this cgroup (memory.events, "
                        "or memory.oom_control's oom_kill, Linux 4.13 and later): kills show only as restarts", **cid)
@@ -78,21 +78,21 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
             if events and event in events:
                 out.add("cgroup_memory_events_total", "counter", "the cgroup's memory events (memory.events)",
                         events[event], event=event, **cid)
-        kinds = views.memory_kinds(cg, stat)
+        kinds = cgroup_view.memory_kinds(cg, stat)
         if kinds is None:
             out.absent("cgroup_memory_stat", "memory.stat cannot be read")
         for kind, value in (kinds or {}).items():
             out.add("cgroup_memory_stat_bytes", "gauge", "what the cgroup's memory is (anon, file, shmem)", value,
                     kind=kind, **cid)
-        budget, source = rules.memory_budget(cg, views.host_memory()[0], views.declared_limit())
+        budget, source = rules.memory_budget(cg, cgroup_view.host_memory()[0], views.declared_limit())
         if budget is not None:
             out.add("memory_budget_bytes", "gauge", "the doctor's memory budget of this container: the tightest of its "
                     "cgroup limit, memory.high, soft limit, declared limit and host RAM", budget, source=source, **cid)
             out.add("memory_workers_budget_bytes", "gauge", "what the doctor lets this cgroup's workers hold in all: "
                     "the budget less the headroom (rules.headroom)", budget - rules.headroom(budget), **cid)
     if spill_dir and os.path.isdir(spill_dir):
-        files, used = views.dir_usage(spill_dir, only_storage=False)
-        size, free = views.fs_bytes(spill_dir)
+        files, used = spill_view.dir_usage(spill_dir, only_storage=False)
+        size, free = spill_view.fs_bytes(spill_dir)
         out.add("spill_dir_used_bytes", "gauge", "bytes of the files in the spill directory", used)
         out.add("spill_dir_files", "gauge", "non-empty files in the spill directory", files)
         out.add("spill_dir_free_bytes", "gauge", "free bytes on the spill directory's filesystem", free)
@@ -105,7 +105,7 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
         out.add("worker_tier_keys", "gauge", "keys the worker holds in this tier (device, host, disk)", keys, tier=tier)
         out.add("worker_tier_bytes", "gauge", "bytes the worker holds in this tier, as its spilling code counts them",
                 nbytes, tier=tier)
-    used = rmm if rmm is not None else views.read_rmm()
+    used = rmm if rmm is not None else tier_view.read_rmm()
     if used is not None:
         chain = {"resource": " > ".join(used.resources)}
         out.add("rmm_pool_size_bytes", "gauge", "device memory RMM's pool holds (PoolMemoryResource)", used.pool_bytes,
@@ -115,7 +115,7 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
         out.add("rmm_allocated_peak_bytes", "gauge", "the most device memory RMM has handed out at once",
                 used.peak_bytes, **chain)
         out.add("rmm_limit_bytes", "gauge", "RMM's limiting adaptor's allocation limit", used.limit_bytes, **chain)
-    view = gpus if gpus is not None else views.read_gpus()
+    view = gpus if gpus is not None else gpu_view.read_gpus()
     if not view.available:
         out.absent("gpu", view.reason)
     kept = prune if prune is not None else views.read_prune_record()
@@ -143,8 +143,8 @@ class RuntimeCollector:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         try:
-            device = self.device_limit if self.device_limit is not None else views.device_limit(self.data)
-            tiers = views.worker_tiers(self.data) if self.data is not None else None
+            device = self.device_limit if self.device_limit is not None else tier_view.device_limit(self.data)
+            tiers = tier_view.worker_tiers(self.data) if self.data is not None else None
             found = sample(self.worker, self.spill_dir, self.memory_limit, device, tiers=tiers)
         except Exception as err:  # noqa: BLE001 - a broken view must never fail the worker's scrape
             LOG.warning("rapidship metrics: the views could not be read: %s: %s", type(err).__name__, err)

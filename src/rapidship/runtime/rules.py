@@ -10,8 +10,11 @@ from dataclasses import dataclass
 
 from .command import DISK_SPILL_ENV, UCX_MIN_SHM, Intent
 from .cuda_rule import code_runs_on
-from .views import (DECLARED_LIMIT_ENV, PRUNE_RECORD_ENV, RAM_FSTYPES, WARN_FSTYPES, CgroupMemory, Facts, GpuView,
-                    PruneRecord, _b, MiB)
+from .cgroup_view import CgroupMemory
+from .gpu_view import GpuView
+from .spill_view import RAM_FSTYPES, WARN_FSTYPES
+from .units import MiB, _b
+from .views import DECLARED_LIMIT_ENV, PRUNE_RECORD_ENV, Facts, PruneRecord
 
 
 # Memory a worker process may not take: scheduler, client, nanny and the interpreter itself.

@@ -31,9 +31,8 @@ from rapidship.engine import ENGINE
 from rapidship.config.matrix import run_id
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.records import ClusterContainer, ClusterSmokeRecord, ClusterTiers, save
-from rapidship.runtime.doctor import HEADROOM_MIN, MIN_WORKER_MEMORY
-from rapidship.runtime.rules import cap_for_limit, headroom, worker_limit_for
-from rapidship.runtime.smoke import dir_usage
+from rapidship.runtime.rules import HEADROOM_MIN, MIN_WORKER_MEMORY, cap_for_limit, headroom, worker_limit_for
+from rapidship.runtime.spill_view import dir_usage
 from rapidship.smoke import scrape
 from rapidship.smoke.run import OOM_EXIT, _last_json, hardened_flags, make_spill_dir, parse_size
 

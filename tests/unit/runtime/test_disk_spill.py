@@ -14,8 +14,12 @@ import pytest
 from support.doctor_facts import facts
 
 from rapidship.runtime import doctor
-from rapidship.runtime.doctor import (CgroupMemory, Facts, Intent, SpillConfig, SpillDir, classify, dask_memory_limit, derive,
-                                      diagnose, findings_for, intent_for)
+from rapidship.runtime.cgroup_view import CgroupMemory
+from rapidship.runtime.command import Intent, classify, dask_memory_limit, intent_for
+from rapidship.runtime.doctor import diagnose
+from rapidship.runtime.rules import derive, findings_for
+from rapidship.runtime.spill_view import SpillConfig, SpillDir
+from rapidship.runtime.views import Facts
 
 GiB, MiB = 2**30, 2**20
 SRC = Path(__file__).resolve().parents[3] / "src"

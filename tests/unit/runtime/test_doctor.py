@@ -10,10 +10,14 @@ import pytest
 
 from support.doctor_facts import facts
 
-from rapidship.runtime import doctor, views
-from rapidship.runtime.doctor import (CgroupMemory, Facts, Gpu, GpuView, PruneRecord, SpillConfig, SpillDir, derive,
-                                      diagnose, findings_for, intent_for, mount_for, parse_mountinfo, read_cgroup,
-                                      read_meminfo, render_table)
+from rapidship.runtime import doctor, gpu_view, rules, spill_view, views
+from rapidship.runtime.cgroup_view import CgroupMemory, read_cgroup, read_meminfo
+from rapidship.runtime.command import intent_for
+from rapidship.runtime.doctor import diagnose, render_table
+from rapidship.runtime.gpu_view import Gpu, GpuView
+from rapidship.runtime.rules import derive, findings_for
+from rapidship.runtime.spill_view import SpillConfig, SpillDir, mount_for, parse_mountinfo
+from rapidship.runtime.views import Facts, PruneRecord
 
 GiB, MiB = 2**30, 2**20
 
@@ -108,10 +112,10 @@ def test_read_spill_dir_real_directory(tmp_path):
     d.mkdir(mode=0o700)
     d.chmod(0o700)
     mounts = parse_mountinfo(f"1 0 8:1 / / rw - ext4 /dev/sda1 rw\n2 1 0:9 / {tmp_path} rw - tmpfs tmpfs rw\n")
-    sd = doctor.read_spill_dir(str(d), mounts)
+    sd = spill_view.read_spill_dir(str(d), mounts)
     assert sd.exists and sd.writable and sd.mode == 0o700 and sd.fstype == "tmpfs" and sd.free_bytes > 0
-    assert not doctor.read_spill_dir(str(tmp_path / "missing"), mounts).exists
-    assert doctor.read_spill_dir(None).path is None
+    assert not spill_view.read_spill_dir(str(tmp_path / "missing"), mounts).exists
+    assert spill_view.read_spill_dir(None).path is None
 
 
 # ---- derivations and findings ----
@@ -241,7 +245,7 @@ def test_table_shows_both_memory_views_and_the_fatal_line():
 def test_no_gpu_is_reported_not_a_crash():
     text = render_table(diagnose(facts()))
     assert "none (pynvml (nvidia-ml-py) is not installed)" in text
-    view = doctor.read_gpus()
+    view = gpu_view.read_gpus()
     assert isinstance(view, GpuView)                     # on a host without NVML: available False, a reason
     assert view.available or view.reason
 
@@ -285,34 +289,34 @@ def test_json_output(tmp_path, monkeypatch, capsys):
     ([120], (12, 1), True), ([121], (12, 0), False),
 ])
 def test_covered_same_major_and_minor_at_most_the_gpus(keep, cc, want):
-    assert doctor.covered(*cc, keep) is want
+    assert rules.covered(*cc, keep) is want
 
 
 def test_prune_record_missing_null_list_and_corrupt(tmp_path):
-    missing = doctor.read_prune_record(str(tmp_path / "prune.json"))
+    missing = views.read_prune_record(str(tmp_path / "prune.json"))
     assert (missing.present, missing.keep, missing.error) == (False, None, None)
     (tmp_path / "null.json").write_text('{"keep": null}')
-    assert doctor.read_prune_record(str(tmp_path / "null.json")) == PruneRecord(str(tmp_path / "null.json"), True)
+    assert views.read_prune_record(str(tmp_path / "null.json")) == PruneRecord(str(tmp_path / "null.json"), True)
     (tmp_path / "kept.json").write_text('{"keep": [90, 80], "libraries": []}')
-    assert doctor.read_prune_record(str(tmp_path / "kept.json")).keep == [80, 90]
+    assert views.read_prune_record(str(tmp_path / "kept.json")).keep == [80, 90]
     for name, text, words in [("broken.json", '{"keep": [80,', "not valid JSON"),
                               ("list.json", "[80, 90]", "not a JSON object"),
                               ("nokeep.json", '{"libraries": []}', 'no "keep" key'),
                               ("strings.json", '{"keep": ["80"]}', "not a list of compute capabilities"),
                               ("bools.json", '{"keep": [true]}', "not a list of compute capabilities")]:
         (tmp_path / name).write_text(text)
-        rec = doctor.read_prune_record(str(tmp_path / name))
+        rec = views.read_prune_record(str(tmp_path / name))
         assert rec.present and rec.keep is None and words in rec.error, (name, rec)
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe")
-    assert "cannot be read" in doctor.read_prune_record(str(tmp_path / "binary.json")).error
-    assert "cannot be read" in doctor.read_prune_record(str(tmp_path)).error      # a directory
+    assert "cannot be read" in views.read_prune_record(str(tmp_path / "binary.json")).error
+    assert "cannot be read" in views.read_prune_record(str(tmp_path)).error      # a directory
 
 
 def test_prune_record_path_from_env(tmp_path, monkeypatch):
     monkeypatch.delenv("RAPIDSHIP_PRUNE_RECORD", raising=False)
-    assert doctor.prune_record_path() == "/opt/rapidship/prune.json"
+    assert views.prune_record_path() == "/opt/rapidship/prune.json"
     monkeypatch.setenv("RAPIDSHIP_PRUNE_RECORD", str(tmp_path / "p.json"))
-    assert doctor.read_prune_record().path == str(tmp_path / "p.json")
+    assert views.read_prune_record().path == str(tmp_path / "p.json")
 
 
 def h200(index: int = 0, cc: tuple[int | None, int | None] = (9, 0), name: str = "NVIDIA H200") -> Gpu:
@@ -396,7 +400,7 @@ def test_a_cache_a_library_would_create_on_a_read_only_path_is_a_warning(tmp_pat
     caches = [CacheDir("CuPy's kernel cache", "CUPY_CACHE_DIR", "/tmp/.cache/cupy", False),
               CacheDir("the XDG cache", "XDG_CACHE_HOME", "/tmp/.cache", True)]
     f = replace(facts(), caches=caches)
-    found = [x for x in doctor.findings_for(f, derive(f)) if x.topic == "cache"]
+    found = [x for x in rules.findings_for(f, derive(f)) if x.topic == "cache"]
     assert [(x.level, x.message.split(" (")[0]) for x in found] == [("WARNING", "CuPy's kernel cache")]
     assert "CUPY_CACHE_DIR=/tmp/.cache/cupy" in found[0].message and "tmpfs at /tmp" in found[0].message
     # the view: a variable names the place, else the library's own default under the home; unset numba: none

@@ -10,8 +10,11 @@ import pytest
 
 from support.doctor_facts import facts
 
-from rapidship.runtime.doctor import (CgroupMemory, Gpu, GpuView, SpillConfig, classify, dask_nworkers, derive,
-                                      findings_for, intent_for, read_cgroup, visible_gpus)
+from rapidship.runtime.cgroup_view import CgroupMemory, read_cgroup
+from rapidship.runtime.command import classify, dask_nworkers, intent_for
+from rapidship.runtime.gpu_view import Gpu, GpuView, visible_gpus
+from rapidship.runtime.rules import derive, findings_for
+from rapidship.runtime.spill_view import SpillConfig
 
 GiB, MiB = 2**30, 2**20
 UNLIMITED_V1 = "9223372036854771712"
@@ -154,7 +157,7 @@ def test_only_the_visible_gpus_are_judged(visible, names):
 
 
 def test_a_hidden_gpu_the_device_code_does_not_cover_stops_nothing():
-    from rapidship.runtime.doctor import PruneRecord
+    from rapidship.runtime.views import PruneRecord
 
     pruned = PruneRecord("/opt/rapidship/prune.json", True, [90])
     both = facts(gpu=GpuView(True, "", "580", "13.0", [H200, V100]), prune=pruned)

@@ -6,7 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from rapidship.runtime.doctor import (GpuView, findings_for, derive, intent_for, ucx_wanted, classify)
+from rapidship.runtime.command import classify, intent_for, ucx_wanted
+from rapidship.runtime.gpu_view import GpuView
+from rapidship.runtime.rules import derive, findings_for
 from support.doctor_facts import facts
 
 MiB, GiB = 1 << 20, 1 << 30

@@ -13,8 +13,11 @@ import pytest
 
 from support.doctor_facts import facts
 
-from rapidship.runtime import views
-from rapidship.runtime.doctor import CgroupMemory, Gpu, GpuView, derive, findings_for, intent_for
+from rapidship.runtime import gpu_view
+from rapidship.runtime.cgroup_view import CgroupMemory
+from rapidship.runtime.command import intent_for
+from rapidship.runtime.gpu_view import Gpu, GpuView
+from rapidship.runtime.rules import derive, findings_for
 
 GiB = 2**30
 GB10_NVML = '''
@@ -46,14 +49,14 @@ def gb10_nvml(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "pynvml", raising=False)
     meminfo = tmp_path / "meminfo"
     meminfo.write_text(f"MemTotal:       {128 * GiB // 1024} kB\nMemAvailable:   {100 * GiB // 1024} kB\n")
-    real = views.unified_memory
-    monkeypatch.setattr(views, "unified_memory", lambda: real(str(meminfo)))   # the recorded /proc/meminfo
+    real = gpu_view.unified_memory
+    monkeypatch.setattr(gpu_view, "unified_memory", lambda: real(str(meminfo)))   # the recorded /proc/meminfo
     yield
     sys.modules.pop("pynvml", None)
 
 
 def test_a_gpu_without_memory_of_its_own_is_seen_with_the_machines(gb10_nvml):
-    view = views.read_gpus()
+    view = gpu_view.read_gpus()
     assert view.available, view.reason                     # was: "NVML query failed: Not Supported"
     (g,) = view.gpus
     assert (g.name, g.unified, g.total, g.free, g.cc_major, g.cc_minor) == ("NVIDIA GB10", True, 128 * GiB,

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rapidship.runtime import metrics, views
-from rapidship.runtime.views import Gpu, GpuView, PruneRecord, read_cgroup
+from rapidship.runtime import cgroup_view, gpu_view, metrics, tier_view
+from rapidship.runtime.cgroup_view import read_cgroup
+from rapidship.runtime.gpu_view import Gpu, GpuView
+from rapidship.runtime.views import PruneRecord
 
 GiB, MiB = 2**30, 2**20
 
@@ -91,13 +93,13 @@ def test_the_working_set_leaves_out_the_page_cache_a_spilling_worker_fills(tmp_p
     write(v2, "memory.max", str(GiB))
     write(v2, "memory.current", str(900 * MiB))
     write(v2, "memory.stat", f"anon {300 * MiB}\nfile {600 * MiB}\ninactive_file {500 * MiB}\n")
-    assert views.working_set(read_cgroup(v2, proc_cgroup="0::/\n")) == 400 * MiB
+    assert cgroup_view.working_set(read_cgroup(v2, proc_cgroup="0::/\n")) == 400 * MiB
     (v2 / "memory.stat").write_text("anon 1\n")   # no inactive_file: absent, never current as if it were all needed
-    assert views.working_set(read_cgroup(v2, proc_cgroup="0::/\n")) is None
+    assert cgroup_view.working_set(read_cgroup(v2, proc_cgroup="0::/\n")) is None
 
 
 def test_what_cannot_be_read_is_absent_with_a_reason_never_a_zero(tmp_path):
-    found = metrics.sample("w", str(tmp_path / "vanished"), None, None, cg=views.CgroupMemory(None, None),
+    found = metrics.sample("w", str(tmp_path / "vanished"), None, None, cg=cgroup_view.CgroupMemory(None, None),
                            gpus=GpuView(False, "pynvml (nvidia-ml-py) is not installed"))
     assert not any(name.startswith(("rapidship_cgroup", "rapidship_spill", "rapidship_gpu")) for name, *_ in found.rows)
     assert set(found.missing) == {"cgroup", "spill_dir", "gpu"} and "vanished" in found.missing["spill_dir"]
@@ -111,19 +113,19 @@ def test_the_doctors_budgets_are_exported_in_whole_bytes_under_one_cgroup_label(
     compute: caps that are not multiples of 20 (4g, 8g, 48g) read exactly."""
     from rapidship.runtime import rules
 
-    monkeypatch.setattr(views, "host_memory", lambda: (64 * GiB, 60 * GiB))
+    monkeypatch.setattr(cgroup_view, "host_memory", lambda: (64 * GiB, 60 * GiB))
     monkeypatch.delenv("RAPIDS_MEMORY_LIMIT", raising=False)
     for cap in (4 * GiB, 8 * GiB, 48 * GiB, 1_000_000_007):
-        cg = views.CgroupMemory(2, cap, path="/kubepods/pod1/worker")
+        cg = cgroup_view.CgroupMemory(2, cap, path="/kubepods/pod1/worker")
         rows = {name: (labels, value) for name, _, _, labels, value in
                 metrics.sample("w", spill, rules.worker_limit_for(cap), None, cg=cg, gpus=H200).rows}
         labels, budget = rows["rapidship_memory_budget_bytes"]
         assert budget == cap and labels["source"] == "cgroup v2 limit"
         assert rows["rapidship_memory_workers_budget_bytes"][1] == cap - rules.headroom(cap) == rules.worker_limit_for(cap)
         assert rows["rapidship_worker_memory_limit_bytes"][1] <= rows["rapidship_memory_workers_budget_bytes"][1]
-        assert {lab["cgroup"] for lab, _ in rows.values() if "cgroup" in lab} == {views.cgroup_id(cg)}
-    v1_old = views.CgroupMemory(1, GiB)  # a kernel that counts no OOM kills: said, as a series
-    monkeypatch.setattr(views, "memory_events", lambda cg: {"oom": 0})
+        assert {lab["cgroup"] for lab, _ in rows.values() if "cgroup" in lab} == {cgroup_view.cgroup_id(cg)}
+    v1_old = cgroup_view.CgroupMemory(1, GiB)  # a kernel that counts no OOM kills: said, as a series
+    monkeypatch.setattr(cgroup_view, "memory_events", lambda cg: {"oom": 0})
     found = metrics.sample("w", spill, None, None, cg=v1_old, gpus=H200)
     assert "Linux 4.13" in found.missing["cgroup_memory_events"]
 
@@ -131,12 +133,12 @@ def test_the_doctors_budgets_are_exported_in_whole_bytes_under_one_cgroup_label(
 def test_the_collector_speaks_prometheus_exposition(v2, spill, monkeypatch):
     from prometheus_client import CollectorRegistry, generate_latest
 
-    monkeypatch.setattr(views, "read_cgroup", lambda: v2)
-    monkeypatch.setattr(views, "read_gpus", lambda: H200)
+    monkeypatch.setattr(cgroup_view, "read_cgroup", lambda: v2)
+    monkeypatch.setattr(gpu_view, "read_gpus", lambda: H200)
     registry = CollectorRegistry()
     registry.register(metrics.RuntimeCollector("tcp://127.0.0.1:1234", spill, 700 * MiB, None))
     text = generate_latest(registry).decode()
-    cgroup = views.cgroup_id(v2)
+    cgroup = cgroup_view.cgroup_id(v2)
     assert (f'rapidship_cgroup_memory_events_total{{cgroup="{cgroup}",event="oom_kill",worker="tcp://127.0.0.1:1234"}} '
             '1.0') in text
     assert "# TYPE rapidship_cgroup_memory_events_total counter" in text
@@ -144,7 +146,7 @@ def test_the_collector_speaks_prometheus_exposition(v2, spill, monkeypatch):
 
 
 class _Mr:
-    """Stand-ins named as RMM's resources (views.rmm_view goes by class name)."""
+    """Stand-ins named as RMM's resources (tier_view.rmm_view goes by class name)."""
 
     def __init__(self, upstream=None, **answers):
         self.upstream, self.answers = upstream, answers
@@ -165,7 +167,7 @@ def test_rmm_pool_and_statistics_are_read_down_the_resource_chain(spill, v2):
     Stats = _stand_in("StatisticsResourceAdaptor")
     stats = Stats(Pool(Cuda()))
     stats.allocation_counts = SimpleNamespace(current_bytes=3 * GiB, peak_bytes=int(3.5 * GiB))
-    view = views.rmm_view(stats)
+    view = tier_view.rmm_view(stats)
     assert view.resources == ["StatisticsResourceAdaptor", "PoolMemoryResource", "CudaMemoryResource"]
     assert (view.pool_bytes, view.allocated_bytes, view.peak_bytes, view.limit_bytes) == (4 * GiB, 3 * GiB,
                                                                                           int(3.5 * GiB), None)
@@ -177,10 +179,10 @@ def test_rmm_pool_and_statistics_are_read_down_the_resource_chain(spill, v2):
 
 
 def test_rmm_is_read_only_where_the_process_imported_it():
-    assert views.read_rmm(modules={}) is None               # never imported here: no CUDA started for a scrape
+    assert tier_view.read_rmm(modules={}) is None               # never imported here: no CUDA started for a scrape
     Broken = _stand_in("PoolMemoryResource", pool_size=lambda self: 1 / 0)
     rmm = type("M", (), {"mr": type("MR", (), {"get_current_device_resource": staticmethod(lambda: Broken())})})
-    view = views.read_rmm(modules={"rmm": rmm})
+    view = tier_view.read_rmm(modules={"rmm": rmm})
     assert view.resources == ["PoolMemoryResource"] and view.pool_bytes is None   # cannot answer: absent, not 0
 
 
@@ -197,10 +199,10 @@ def test_a_dask_cuda_worker_s_three_tiers_and_device_limit_come_from_its_own_buf
 
     host = SimpleNamespace(fast=_LRU({"h1": 300, "h2": 200}, 3 * GiB), slow={"d1": b"", "d2": b"", "d3": b""})
     data = SimpleNamespace(device_buffer=SimpleNamespace(fast=_LRU({"g1": 2 * GiB}, 2 * 10**9)), host_buffer=host)
-    assert views.worker_tiers(data) == {"device": (1, 2 * GiB), "host": (2, 500), "disk": (3, None)}
-    assert views.device_limit(data) == 2 * 10**9
-    got = values(metrics.sample("w", spill, None, views.device_limit(data), cg=v2, gpus=H200,
-                                tiers=views.worker_tiers(data)))
+    assert tier_view.worker_tiers(data) == {"device": (1, 2 * GiB), "host": (2, 500), "disk": (3, None)}
+    assert tier_view.device_limit(data) == 2 * 10**9
+    got = values(metrics.sample("w", spill, None, tier_view.device_limit(data), cg=v2, gpus=H200,
+                                tiers=tier_view.worker_tiers(data)))
     assert got[("rapidship_worker_tier_bytes", (("tier", "device"),))] == 2 * GiB
     assert got[("rapidship_worker_tier_keys", (("tier", "disk"),))] == 3
     assert ("rapidship_worker_tier_bytes", (("tier", "disk"),)) not in got   # not counted there: absent, not 0
@@ -211,5 +213,5 @@ def test_a_cpu_worker_s_spill_buffer_gives_host_and_disk_and_no_device_limit():
     from types import SimpleNamespace
 
     data = SimpleNamespace(fast=_LRU({"a": 10}, 100), slow={"b": 1}, spilled_total=SimpleNamespace(memory=5, disk=7))
-    assert views.worker_tiers(data) == {"host": (1, 10), "disk": (1, 7)}
-    assert views.device_limit(data) is None and views.worker_tiers({}) == {}
+    assert tier_view.worker_tiers(data) == {"host": (1, 10), "disk": (1, 7)}
+    assert tier_view.device_limit(data) is None and tier_view.worker_tiers({}) == {}

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from rapidship.runtime.smoke import (INT64_MAX, _piece_sum, arange_sum, chunk_bounds, combine, exact_chunk_len,
-                                     exact_partition_rows)
+from rapidship.runtime.smoke_verdict import (INT64_MAX, arange_sum, chunk_bounds, combine, exact_chunk_len,
+                                             exact_partition_rows)
+from rapidship.runtime.worker_probes import piece_sum
 
 MiB = 2**20
 GB = 10**9
@@ -53,7 +54,7 @@ def test_numpy_chunk_sums_at_the_top_of_a_64_gb_range_are_exact():
     length = 2**20
     for start in (0, total // 2, total - length):
         chunk = np.arange(start, start + length, dtype="int64")
-        got = _piece_sum(chunk)
+        got = piece_sum(chunk)
         assert type(got) is int and got == arange_sum(start, start + length)
     # chunk sums as int64 scalars (what workers hand back) are converted before they are added
     sums = np.array([arange_sum(a, b) for a, b in chunk_bounds(total, exact_chunk_len(total, 16 * MiB))],
@@ -81,4 +82,4 @@ def test_dask_cudf_partitions_and_cudf_frames_sum_exactly():
 def test_a_partition_column_is_summed_by_name():
     np = pytest.importorskip("numpy")
     frame = {"a": np.arange(10, 20, dtype="int64"), "b": np.arange(10, dtype="int64") % 7}
-    assert _piece_sum(frame, "a") == arange_sum(10, 20)
+    assert piece_sum(frame, "a") == arange_sum(10, 20)

@@ -15,9 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from rapidship.runtime import doctor, smoke
-from rapidship.runtime.doctor import CgroupMemory, Facts, Gpu, GpuView, SpillConfig, SpillDir
-from rapidship.runtime.smoke import NoWorker, Stage, Tier, cluster_session, wait_for_workers
+from rapidship.runtime import session, smoke, smoke_modes
+from rapidship.runtime.cgroup_view import CgroupMemory
+from rapidship.runtime.gpu_view import Gpu, GpuView
+from rapidship.runtime.session import NoWorker, cluster_session, wait_for_workers
+from rapidship.runtime.smoke_verdict import Stage, Tier
+from rapidship.runtime.spill_view import SpillConfig, SpillDir
+from rapidship.runtime.views import Facts
 
 GiB = 2**30
 SRC = Path(__file__).resolve().parents[3] / "src"
@@ -75,7 +79,7 @@ def test_workers_that_never_drain_are_a_note_and_still_closed():
 
     notes: list[str] = []
     cluster = FakeCluster()
-    smoke.shutdown(Holding(cluster), cluster, 0.3, notes)
+    session.shutdown(Holding(cluster), cluster, 0.3, notes)
     assert len(notes) == 1 and notes[0].startswith("shutdown: 150 key(s) still held after 0.") and cluster.closed == 1
     assert "(--drain-timeout 0.3)" in notes[0]
 
@@ -111,18 +115,18 @@ def test_a_cluster_that_never_finishes_starting_is_no_worker_and_is_closed_when_
     with pytest.raises(NoWorker, match="no worker started within 0.3 s .*still starting its worker"):
         with cluster_session(starting, 1, 0.3, 1, [], make_client=FakeClient):
             pytest.fail("unreachable")
-    assert time.monotonic() - t0 < 3 and "starting the cluster" in smoke._ABANDONED
+    assert time.monotonic() - t0 < 3 and "starting the cluster" in session.ABANDONED
     release.set()
     for _ in range(100):
         if late.closed:
             break
         time.sleep(0.02)
     assert late.closed == 1                                   # the late cluster is not leaked
-    smoke._ABANDONED.clear()
+    session.ABANDONED.clear()
 
 
 def test_a_close_that_hangs_is_bounded(monkeypatch, release):
-    monkeypatch.setattr(smoke, "CLOSE_SLACK", 0.1)
+    monkeypatch.setattr(session, "CLOSE_SLACK", 0.1)
     notes: list[str] = []
     t0 = time.monotonic()
     with cluster_session(lambda: FakeCluster(close_blocks=release), 1, 5, 0.2, notes, make_client=FakeClient):
@@ -130,8 +134,8 @@ def test_a_close_that_hangs_is_bounded(monkeypatch, release):
     assert time.monotonic() - t0 < 3
     assert notes == ["shutdown: closing the cluster did not finish within 0.3 s (--close-timeout); its worker "
                      "processes are stopped before exit"]
-    assert smoke._ABANDONED == ["closing the cluster"]
-    smoke._ABANDONED.clear()
+    assert session.ABANDONED == ["closing the cluster"]
+    session.ABANDONED.clear()
 
 
 def test_wait_for_workers_polls_until_the_deadline():
@@ -169,7 +173,7 @@ def passing_stage(client, name, xp_name, data_bytes, chunk_bytes, limits, spill_
 
 
 def smoke_main(tmp_path, monkeypatch, capsys, *flags: str, facts: Facts | None = None):
-    monkeypatch.setattr(doctor, "collect", lambda spill_path=None: facts or big_host())
+    monkeypatch.setattr(smoke, "collect", lambda spill_path=None: facts or big_host())
     spill = tmp_path / "spill"
     spill.mkdir(exist_ok=True)
     out = tmp_path / "report.json"
@@ -191,9 +195,9 @@ def test_a_cluster_close_that_raises_still_gives_the_report(tmp_path, monkeypatc
         clusters.append(FakeCluster(close_error=TimeoutError(SHUTDOWN_ERROR)))
         return clusters[-1]
 
-    monkeypatch.setattr(smoke, "_cuda_cluster", cuda_cluster)
-    monkeypatch.setattr(smoke, "_client_for", FakeClient)
-    monkeypatch.setattr(smoke, "_array_stage", passing_stage)
+    monkeypatch.setattr(smoke_modes, "_cuda_cluster", cuda_cluster)
+    monkeypatch.setattr(session, "_client_for", FakeClient)
+    monkeypatch.setattr(smoke_modes, "_array_stage", passing_stage)
     code, report, err = smoke_main(tmp_path, monkeypatch, capsys, *GPU)
     assert code == 0 and report["verdict"] == "PASS" and report["problems"] == []
     assert report["notes"] == [f"shutdown: closing the cluster failed: TimeoutError: {SHUTDOWN_ERROR}"]
@@ -202,9 +206,9 @@ def test_a_cluster_close_that_raises_still_gives_the_report(tmp_path, monkeypatc
 
 
 def test_no_worker_fails_the_run_fast_with_a_written_report(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(smoke, "_cuda_cluster", lambda *a: FakeCluster(workers=0))
-    monkeypatch.setattr(smoke, "_client_for", FakeClient)
-    monkeypatch.setattr(smoke, "_array_stage", lambda *a: pytest.fail("no workload without a worker"))
+    monkeypatch.setattr(smoke_modes, "_cuda_cluster", lambda *a: FakeCluster(workers=0))
+    monkeypatch.setattr(session, "_client_for", FakeClient)
+    monkeypatch.setattr(smoke_modes, "_array_stage", lambda *a: pytest.fail("no workload without a worker"))
     t0 = time.monotonic()
     code, report, _ = smoke_main(tmp_path, monkeypatch, capsys, *GPU, "--worker-timeout", "0.3")
     assert time.monotonic() - t0 < 5
@@ -218,14 +222,14 @@ def test_the_worker_timeout_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv(smoke.WORKER_TIMEOUT_ENV, "7.5")
     assert smoke._parser().parse_args(["spill"]).worker_timeout == 7.5
     monkeypatch.delenv(smoke.WORKER_TIMEOUT_ENV)
-    assert smoke._parser().parse_args(["spill"]).worker_timeout == smoke.DEFAULT_WORKER_TIMEOUT
+    assert smoke._parser().parse_args(["spill"]).worker_timeout == session.DEFAULT_WORKER_TIMEOUT
 
 
 def test_a_mode_that_crashes_still_gives_the_report(tmp_path, monkeypatch, capsys):
     def crash(args, limits, notes):
         raise RuntimeError("CUDA driver went away")
 
-    monkeypatch.setitem(smoke.MODES, "cpu", crash)
+    monkeypatch.setitem(smoke_modes.MODES, "cpu", crash)
     code, report, err = smoke_main(tmp_path, monkeypatch, capsys, "--memory-limit", "1GB")
     assert code == smoke.FAIL_EXIT and report["stages"] == []
     assert report["problems"] == ["the smoke itself failed: RuntimeError: CUDA driver went away"]
@@ -238,7 +242,7 @@ def no_run(args, limits, notes):
 
 @pytest.mark.parametrize("mode", [["--mode", "cpu"], ["--mode", "gpu", "--device-memory-limit", "1GB"]])
 def test_a_memory_limit_above_a_1gib_cap_is_refused_before_starting(tmp_path, monkeypatch, capsys, mode):
-    monkeypatch.setitem(smoke.MODES, mode[1], no_run)
+    monkeypatch.setitem(smoke_modes.MODES, mode[1], no_run)
     capped = big_host(cgroup=CgroupMemory(1, GiB, None, GiB), host_total=24 * GiB)
     code, report, err = smoke_main(tmp_path, monkeypatch, capsys, *mode, "--memory-limit", "2GB", facts=capped)
     assert code == smoke.FAIL_EXIT and report["verdict"] == "FAIL" and report["stages"] == []
@@ -249,7 +253,7 @@ def test_a_memory_limit_above_a_1gib_cap_is_refused_before_starting(tmp_path, mo
 
 
 def test_cpu_workers_share_the_budget(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(smoke.MODES, "cpu", no_run)
+    monkeypatch.setitem(smoke_modes.MODES, "cpu", no_run)
     capped = big_host(cgroup=CgroupMemory(1, GiB, None, GiB), host_total=24 * GiB)
     _, report, _ = smoke_main(tmp_path, monkeypatch, capsys, "--workers", "2", "--memory-limit", "600MB", facts=capped)
     assert "x 2 workers = 1200000000 B" in report["problems"][0]
@@ -260,7 +264,7 @@ def test_cpu_workers_share_the_budget(tmp_path, monkeypatch, capsys):
 EXIT_SCRIPT = textwrap.dedent("""
     import multiprocessing, sys, threading, time
     sys.path.insert(0, {src!r})
-    from rapidship.runtime import smoke
+    from rapidship.runtime import session, smoke, smoke_modes
 
     class Cluster:
         def close(self, timeout=None):
@@ -280,8 +284,8 @@ EXIT_SCRIPT = textwrap.dedent("""
         multiprocessing.get_context("fork").Process(target=time.sleep, args=(600,), daemon=False).start()
         return Cluster()
 
-    smoke._cuda_cluster = cuda_cluster
-    smoke._client_for = Client
+    smoke_modes._cuda_cluster = cuda_cluster
+    session._client_for = Client
     if __name__ == "__main__":
         smoke.run(sys.argv[1:])
 """)
@@ -320,8 +324,8 @@ def _never(*_a, **_k):
 ])
 def test_a_run_that_would_prove_nothing_is_refused_before_it_starts(tmp_path, monkeypatch, capsys, facts, flags,
                                                                      words):
-    monkeypatch.setattr(smoke, "_cuda_cluster", _never)
-    monkeypatch.setattr(smoke, "_local_cluster", _never)
+    monkeypatch.setattr(smoke_modes, "_cuda_cluster", _never)
+    monkeypatch.setattr(smoke_modes, "_local_cluster", _never)
     code, report, _ = smoke_main(tmp_path, monkeypatch, capsys, *flags, facts=facts)
     assert code == smoke.FAIL_EXIT and report["verdict"] == "FAIL" and not report["stages"]
     assert any(words in p and p.startswith("refused before starting") for p in report["problems"]), report["problems"]
@@ -329,7 +333,7 @@ def test_a_run_that_would_prove_nothing_is_refused_before_it_starts(tmp_path, mo
 
 def test_jit_unspill_is_refused_with_its_reason(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DASK_JIT_UNSPILL", "True")
-    monkeypatch.setattr(smoke, "_cuda_cluster", _never)
+    monkeypatch.setattr(smoke_modes, "_cuda_cluster", _never)
     code, report, _ = smoke_main(tmp_path, monkeypatch, capsys, *GPU)
     assert code == smoke.FAIL_EXIT and any("JIT-unspill" in p for p in report["problems"])
 
@@ -343,11 +347,11 @@ def test_a_spill_dir_that_fills_up_fails_the_wait_at_once(tmp_path, monkeypatch)
         def scheduler_info(self):
             return {"workers": dict.fromkeys(self.workers)}
 
-    watch = smoke.watcher(Client(["w1"]), {"w1"}, str(tmp_path))
+    watch = session.watcher(Client(["w1"]), {"w1"}, str(tmp_path))
     watch()  # room enough: nothing
-    monkeypatch.setattr(smoke, "spill_room", lambda path: 1024)
-    with pytest.raises(smoke.SpillDiskFull, match=r"is full \(1,024 bytes free\)"):
+    monkeypatch.setattr(session, "spill_room", lambda path: 1024)
+    with pytest.raises(session.SpillDiskFull, match=r"is full \(1,024 bytes free\)"):
         watch()
-    with pytest.raises(smoke.WorkerDied, match="w1 died"):
-        smoke.watcher(Client([]), {"w1"}, str(tmp_path))()
-    assert smoke._describe(smoke.SpillDiskFull("x"), 1).startswith("ENOSPC")
+    with pytest.raises(session.WorkerDied, match="w1 died"):
+        session.watcher(Client([]), {"w1"}, str(tmp_path))()
+    assert session.describe(session.SpillDiskFull("x"), 1).startswith("ENOSPC")

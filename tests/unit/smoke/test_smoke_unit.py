@@ -9,7 +9,10 @@ import pytest
 
 from rapidship.errors import ConfigError
 from rapidship.config.matrix import load_matrix
-from rapidship.runtime.smoke import Stage, Tier, dir_usage, judge, parse_bytes, plan_limits, verdict
+from rapidship.runtime.smoke import plan_limits
+from rapidship.runtime.smoke_verdict import Stage, Tier, judge, verdict
+from rapidship.runtime.spill_view import dir_usage
+from rapidship.runtime.units import parse_bytes
 from rapidship.smoke.run import gpu_flag, judge_run, memlock_for, parse_size, pick_uid, plan_smoke, run_argv
 
 GiB, MiB = 2**30, 2**20

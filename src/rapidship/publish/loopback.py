@@ -96,7 +96,9 @@ def _htpasswd(path: Path, user: str, password: str) -> None:
 
 def up(directory: Path, port: int | None = None) -> Loopback:
     """Start the registry in the background (its own session: it outlives this command); refuse
-    when one of this directory is already running."""
+    when one of this directory is already running. env.sh names absolute paths: it is sourced, and
+    read by jobs, from other directories."""
+    directory = directory.resolve()
     binary = shutil.which("docker-registry")
     if binary is None:
         raise ConfigError("invoke registry.up", "docker-registry is not installed", "apt-get install docker-registry")

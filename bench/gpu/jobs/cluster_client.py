@@ -1,5 +1,5 @@
 """The client of the GPU cluster smoke: N `dask cuda worker` processes (each under its own cgroup
-memory cap, started by bench/gpu_cluster_run.sh) on one scheduler, talking UCX over TCP.
+memory cap, started by the cluster job, cluster.sh) on one scheduler, talking UCX over TCP.
 
 Job: an int64 array of --gb gigabytes made on the workers in row blocks and persisted (more than
 every worker's device + host limits together: each must spill device -> host -> disk), then its
@@ -25,9 +25,10 @@ def make_rows(rows: int, cols: int, block_info=None):
 
 
 def worker_view(dask_worker) -> dict:
-    from rapids_runtime.smoke import _device_tiers, dir_usage
+    from rapids_runtime.spill_view import dir_usage
+    from rapids_runtime.worker_probes import device_tiers
 
-    tiers = _device_tiers(dask_worker)
+    tiers = device_tiers(dask_worker)
     files, disk_bytes = dir_usage(dask_worker.local_directory, only_storage=False)
     received = 0
     for entry in list(getattr(dask_worker, "transfer_incoming_log", []) or []):

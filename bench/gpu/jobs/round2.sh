@@ -1,4 +1,3 @@
-#!/bin/bash
 # Doctor and smoke round 2 on an H200 (no Docker there: a child cgroup v2 with memory.max stands in
 # for `docker run --memory`):
 #  1. the GPU guard at the first CUDA import (the env's .pth, read by site.addsitedir exactly as at
@@ -8,15 +7,8 @@
 #     rapids-smoke), CUDA_VISIBLE_DEVICES honoured
 #  3. the GPU spill smoke, twice, checking that the cluster now closes cleanly (no shutdown note)
 # Wheels: .whl/w/*.whl (docs/gpu-smoke.md lists them; 12 MB). Reports land in $OUT.
-R=$(pwd)
-OUT=${OUT:-$R/gpu-round2-out}; mkdir -p "$OUT"
-exec > >(tee -a "$OUT/logs.txt") 2>&1
-set -u
 ONLY=${ONLY:-123}   # which steps to run (ONLY=1 the guard alone)
-step() { echo; echo "=== $* ($(date +%T))"; }
-
-step assemble
-. "$R/bench/gpu_env.sh"
+versions
 
 if [[ $ONLY == *1* ]]; then
 step "1: the GPU guard"
@@ -66,15 +58,14 @@ done
 unset CUDA_VISIBLE_DEVICES
 
 fi
-. "$R/bench/gpu_cap.sh"  # cap LIMIT CMD...: CMD in a fresh cgroup with memory.max = LIMIT
-smoke() { local name=$1; shift; local t=$(date +%s); rm -rf /var/tmp/spill/*
-  RAPIDSHIP_PRUNE_RECORD=/nonexistent timeout 400 python3 -m rapids_runtime.smoke spill --out "$OUT/$name.json" "$@" > /dev/null
-  echo "== $name rc=$? wall=$(( $(date +%s) - t )) s"
+closes() {  # NAME ARGS...: a GPU smoke run (lib.sh's smoke) and what its report says of the close
+  local name=$1
+  RAPIDSHIP_PRUNE_RECORD=/nonexistent SMOKE_TIMEOUT=400 smoke "$@"
   python3 -c "import json; r = json.load(open('$OUT/$name.json')); s = r['stages'][0]; \
 print('verdict', r['verdict'], '| notes', r['notes'], '| tiers', [(t['name'], t['bytes']) for t in s['tiers']], '| exact', s['result_ok'])"; }
 
 if [[ $ONLY == *3* ]]; then
 step "3: the GPU spill smoke closes cleanly"
-cap 3G smoke gpu-8g --mode gpu --data-bytes 8GB --device-memory-limit 2GB --memory-limit 1GB
-cap 3G smoke gpu-20g --mode gpu --data-bytes 20GB --device-memory-limit 5GB --memory-limit 1GB
+cap 3G closes gpu-8g --mode gpu --data-bytes 8GB --device-memory-limit 2GB --memory-limit 1GB
+cap 3G closes gpu-20g --mode gpu --data-bytes 20GB --device-memory-limit 5GB --memory-limit 1GB
 fi

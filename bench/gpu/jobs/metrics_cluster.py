@@ -1,4 +1,4 @@
-"""The metrics on a real GPU worker (run by bench/gpu_metrics_run.sh on the H200, inside a capped
+"""The metrics on a real GPU worker (run by the metrics job, metrics.sh, on the H200, inside a capped
 cgroup): a dask scheduler and one `dask cuda worker --preload rapids_runtime.metrics` with an RMM
 pool and allocation tracking, a real Prometheus (Debian's binary) scraping both every second with
 the shipped rules, and a CuPy job that holds three times the worker's device limit. Prints and
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 GB = 10**9
 DEVICE_LIMIT, HOST_LIMIT, POOL = 2 * GB, 3 * GB, 4 * GB
 WORKER_HTTP, SCHED_HTTP, PROM = "127.0.0.1:8788", "127.0.0.1:8787", "127.0.0.1:9090"

@@ -1,4 +1,4 @@
-"""Compare the runs of bench/gpu_forms_run.sh: every pruned copy's results against the original's,
+"""Compare the runs of the forms job (forms.sh): every pruned copy's results against the original's,
 bit for bit (sha256 per result), plus errors against the float64 reference; prints JSON."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ pruned and on original libraries can be diffed; `info` (run last) lists the CUDA
 process mapped, so the JSON shows which copies were loaded. Prints one JSON document; exit code
 0 only when every selected step passed.
 
-    python3.12 bench/gpu_prune_proof.py [--only cudf,cuml,cupy,info] [--out proof.json]
+    python3.12 bench/gpu/jobs/prune_proof.py [--only cudf,cuml,cupy,info] [--out proof.json]
         [--scale 1.0] [--seed 0] [--label pruned-sm90]
 """
 
@@ -21,9 +21,13 @@ import sys
 import time
 import traceback
 import zlib
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 # ---- pure helpers (no GPU): comparisons -------------------------------------------------------
 
@@ -85,6 +89,7 @@ def gpu_sync():
 
 def cudf_groupby(rng, scale):
     import cudf
+    import pandas as pd  # at call time: the module imports without pandas (bench/gpu tests)
     n, keys = int(10_000_000 * scale), 1000
     pdf = pd.DataFrame({"k": rng.integers(0, keys, n), "i": rng.integers(-10**6, 10**6, n),
                         "f": rng.standard_normal(n)})
@@ -105,6 +110,7 @@ def cudf_groupby(rng, scale):
 
 def cudf_merge(rng, scale):
     import cudf
+    import pandas as pd
     m = int(3_000_000 * scale)  # left: 4m/3 rows with repeated keys; right: 2m/3 unique keys
     left = pd.DataFrame({"k": rng.integers(0, m, m * 4 // 3), "a": rng.permutation(m * 4 // 3)})
     right = pd.DataFrame({"k": rng.permutation(m)[: m * 2 // 3], "b": rng.standard_normal(m * 2 // 3)})
@@ -204,6 +210,7 @@ LIB_RE = re.compile(r"lib(cudf|cuvs|cuml|raft|nvforest|nvcomp|rmm|kvikio|cublas|
 
 def device(rng, scale):
     import cupy as cp
+    import pandas as pd
     p = cp.cuda.runtime.getDeviceProperties(0)
     name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
     out = {"device": name, "compute_capability": f"{p['major']}.{p['minor']}",

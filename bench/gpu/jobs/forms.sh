@@ -1,51 +1,40 @@
-#!/bin/bash
-# The pruner's newer forms on a real GPU (an sm_90 H200, no network), from the repo root. The
-# machine's own CUDA 13 libraries are copied and pruned by the builder's stage (python -m
-# rapidship.builder.prune, cuobjdump-checked), to sm_90 and, for the negative case, to sm_80 only:
+# The pruner's newer forms on a real GPU (an sm_90 H200, no network). The machine's own CUDA 13
+# libraries are copied and pruned by the builder's stage (python -m rapidship.builder.prune,
+# cuobjdump-checked), to sm_90 and, for the negative case, to sm_80 only:
 #   libcufft     containers in place (no-fleet ones zero-filled)
 #   libcublasLt  containers with code for no listed GPU emptied (lazy and eager module loading)
 #   libnccl      both sections (.nv_fatbin, then __nv_relfatbin): its one-rank reduction kernel, with
-#                one section at a time made useless on sm_90 (bench/gpu_nccl_relabel.py) so the
-#                kernel can only come from the other
-# bench/gpu_forms_job.py runs each copy and prints sha256 per result; reports land in $OUT.
+#                one section at a time made useless on sm_90 (nccl_relabel.py) so the kernel can only
+#                come from the other
+# forms_kernels.py runs each copy and prints sha256 per result; reports land in $OUT.
 #   tree         the machine's whole CUDA 13 library tree and CuPy pruned in place to sm_90 at once
 #                (as a build does, 8 jobs), then cuFFT, cuBLAS(Lt) and NCCL again, compared with
 #                the originals run first (lazy and eager module loading), cuSPARSE through CuPy,
-#                and bench/gpu_prune_proof.py's cuRAND + cuBLAS hashes
+#                and prune_proof.py's cuRAND + cuBLAS hashes
 # Arguments: the parts to run (fft gemm nccl tree; all by default).
-R=$(pwd)
-OUT=${OUT:-$R/gpu-forms-out}; mkdir -p "$OUT"
-exec > >(tee -a "$OUT/logs.txt") 2>&1
-set -u
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv
-SITE=$(python3 -c "import cupy, os; print(os.path.dirname(os.path.dirname(cupy.__file__)))")
+SITE=$(site_packages)
 CUFFT=$(find "$SITE/nvidia" -name 'libcufft.so.*' -size +10M | head -1)
 CUBLASLT=$(find "$SITE/nvidia" -name 'libcublasLt.so.*' -size +10M | head -1)
 NCCL=$(find "$SITE/nvidia" -name 'libnccl.so.2' | head -1)
-CUOBJDUMP=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
+CUOBJDUMP=$(cuobjdump_path)
 for f in "$CUFFT" "$CUBLASLT" "$NCCL"; do echo "$f $(stat -c %s "$f") bytes" | sed "s|$SITE|<site-packages>|"; done
-prune() {  # name keep lib [env...]
-  local name=$1 keep=$2 lib=$3; shift 3
-  mkdir -p /tmp/p/$name && cp "$lib" /tmp/p/$name/
-  env "$@" PYTHONPATH=$R/src python3 -m rapidship.builder.prune --keep $keep --cuobjdump "$CUOBJDUMP" \
-    --record "$OUT/prune-$name.json" /tmp/p/$name/$(basename "$lib") | tail -1
-}
 PARTS=${*:-fft gemm nccl tree}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 job() {  # label what [env...]
   local label=$1 what=$2; shift 2
-  env "$@" timeout 300 python3 bench/gpu_forms_job.py $what --label $label | grep '^{' > "$OUT/run-$label.json"
+  env "$@" timeout 300 python3 "$HERE/jobs/forms_kernels.py" $what --label $label | grep '^{' > "$OUT/run-$label.json"
   echo "$label rc=${PIPESTATUS[0]} $(head -c 300 "$OUT/run-$label.json")"
 }
 export CUDA_CACHE_DISABLE=1   # a PTX fallback shows in the time instead of hiding in the JIT cache
 if part fft; then
-prune cufft-90 90 "$CUFFT"; prune cufft-80 80 "$CUFFT"
+prune_copy cufft-90 90 "$CUFFT"; prune_copy cufft-80 80 "$CUFFT"
 job fft-original fft; job fft-original-again fft
 job fft-90 fft LD_PRELOAD=/tmp/p/cufft-90/$(basename "$CUFFT")
 job fft-80-on-sm90 fft LD_PRELOAD=/tmp/p/cufft-80/$(basename "$CUFFT")
 fi
 if part gemm; then
-prune lt-90 90 "$CUBLASLT"; prune lt-80 80 "$CUBLASLT"
+prune_copy lt-90 90 "$CUBLASLT"; prune_copy lt-80 80 "$CUBLASLT"
 export CUBLAS_DIR=$(dirname "$CUBLASLT")
 LT=$(basename "$CUBLASLT")
 job gemm-original gemm; job gemm-original-again gemm
@@ -54,13 +43,13 @@ job gemm-90-eager gemm LD_PRELOAD=/tmp/p/lt-90/$LT CUDA_MODULE_LOADING=EAGER
 job gemm-80-on-sm90 gemm LD_PRELOAD=/tmp/p/lt-80/$LT
 fi
 if part nccl; then
-prune nccl-90 90 "$NCCL"; prune nccl-80 80 "$NCCL"
+prune_copy nccl-90 90 "$NCCL"; prune_copy nccl-80 80 "$NCCL"
 N90=/tmp/p/nccl-90/libnccl.so.2
 mkdir -p /tmp/p/n
-python3 bench/gpu_nccl_relabel.py $N90 /tmp/p/n/pruned-fatbin-only.so __nv_relfatbin
-python3 bench/gpu_nccl_relabel.py $N90 /tmp/p/n/pruned-relfatbin-only.so .nv_fatbin
-python3 bench/gpu_nccl_relabel.py $N90 /tmp/p/n/pruned-neither.so __nv_relfatbin .nv_fatbin
-python3 bench/gpu_nccl_relabel.py "$NCCL" /tmp/p/n/original-neither.so __nv_relfatbin .nv_fatbin
+python3 "$HERE/jobs/nccl_relabel.py" $N90 /tmp/p/n/pruned-fatbin-only.so __nv_relfatbin
+python3 "$HERE/jobs/nccl_relabel.py" $N90 /tmp/p/n/pruned-relfatbin-only.so .nv_fatbin
+python3 "$HERE/jobs/nccl_relabel.py" $N90 /tmp/p/n/pruned-neither.so __nv_relfatbin .nv_fatbin
+python3 "$HERE/jobs/nccl_relabel.py" "$NCCL" /tmp/p/n/original-neither.so __nv_relfatbin .nv_fatbin
 job nccl-original nccl NCCL_LIB="$NCCL"
 job nccl-90 nccl NCCL_LIB=$N90
 job nccl-90-eager nccl NCCL_LIB=$N90 CUDA_MODULE_LOADING=EAGER
@@ -77,19 +66,18 @@ part fft || job fft-original fft
 part gemm || job gemm-original gemm
 part nccl || job nccl-original nccl NCCL_LIB="$NCCL"
 job sparse-original sparse
-python3 bench/gpu_prune_proof.py --only cupy,info --label tree-original --out "$OUT/proof-tree-original.json" > /dev/null
+python3 "$HERE/jobs/prune_proof.py" --only cupy,info --label tree-original --out "$OUT/proof-tree-original.json" > /dev/null
 cp -a "$SITE/nvidia" /tmp/nvidia-orig && cp -a "$SITE/cupy" /tmp/cupy-orig
-PYTHONPATH=$R/src python3 -m rapidship.builder.prune --keep 90 --cuobjdump "$CUOBJDUMP" --jobs 8 \
-  --record "$OUT/prune-tree-90.json" "$SITE/nvidia" "$SITE/cupy" | tail -1
+prune_in_place --keep 90 --record "$OUT/prune-tree-90.json" "$SITE/nvidia" "$SITE/cupy" | tail -1
 du -sh /tmp/nvidia-orig "$SITE/nvidia"
 job fft-tree-90 fft; job gemm-tree-90 gemm; job sparse-tree-90 sparse; job nccl-tree-90 nccl NCCL_LIB="$NCCL"
 # eager module loading: every registered module of every library (emptied containers too) loads first
 for what in fft gemm sparse; do job $what-tree-90-eager $what CUDA_MODULE_LOADING=EAGER; done
 job nccl-tree-90-eager nccl NCCL_LIB="$NCCL" CUDA_MODULE_LOADING=EAGER
-python3 bench/gpu_prune_proof.py --only cupy,info --label tree-90 --out "$OUT/proof-tree-90.json" > /dev/null
+python3 "$HERE/jobs/prune_proof.py" --only cupy,info --label tree-90 --out "$OUT/proof-tree-90.json" > /dev/null
 echo "proof (cupy) rc=$?"
 rm -rf "$SITE/nvidia" "$SITE/cupy" && mv /tmp/nvidia-orig "$SITE/nvidia" && mv /tmp/cupy-orig "$SITE/cupy"
 fi
-python3 bench/gpu_forms_compare.py "$OUT" | tee "$OUT/summary.json"
+python3 "$HERE/jobs/forms_compare.py" "$OUT" | tee "$OUT/summary.json"
 sed -i "s|$SITE|<site-packages>|g; s|/tmp/p/|<pruned>/|g" "$OUT"/*.json "$OUT/logs.txt"
 tar czf "$OUT/runs.tgz" -C "$OUT" $(cd "$OUT" && ls run-*.json) && rm "$OUT"/run-*.json   # one file back, not dozens

@@ -1,33 +1,17 @@
-#!/bin/bash
 # GPU cluster smoke on a machine without Docker: one scheduler and N `dask cuda worker` processes,
 # each worker in its own cgroup v2 child with memory.max (standing in for `docker run --memory`),
 # spread over the machine's GPUs (all on one with one GPU), talking UCX over TCP (UCX_TLS=tcp,cuda_copy;
 # NVLINK=1 adds NVLink through cuda_ipc). Clients: the image's job (rapids_runtime.cluster --xp cupy)
-# and bench/gpu_cluster_job.py (JOBS="runtime bench").
+# and cluster_client.py (JOBS="runtime bench").
 # Wheels: .whl/p* + .whl/SUM (one tar of the wheels docs/gpu-smoke.md lists), installed with --target.
 # Also: the doctor's view of the field worker command, with and without ucxx importable.
-R=$(pwd)
-OUT=${OUT:-$R/gpu-cluster-out}; mkdir -p "$OUT"
-exec > >(tee -a "$OUT/logs.txt") 2>&1
-set -u
 N=${N:-2}; GB=${GB:-12}; DEV=${DEV:-1GB}; HOST=${HOST:-2GB}; CAP=${CAP:-5G}
-step() { echo; echo "=== $* ($(date +%T))"; }
 PIDS=""; CGS=""
 cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null; done; sleep 2; for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
             for c in $CGS; do echo "cgroup $c: peak $(cat /sys/fs/cgroup/$c/memory.peak 2>/dev/null), \
 $(grep oom_kill /sys/fs/cgroup/$c/memory.events 2>/dev/null | tr '\n' ' ')"; rmdir /sys/fs/cgroup/$c 2>/dev/null; done; }
 trap cleanup EXIT
 
-step assemble
-if [ ! -d /tmp/site ]; then
-  cat .whl/p* > /tmp/wheels.tar && (cd /tmp && sha256sum -c "$R/.whl/SUM" | sed 's/^.*wheels/wheels/') || { echo "SHA256 MISMATCH"; exit 9; }
-  (cd /tmp && tar xf wheels.tar)
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site /tmp/w/*.whl || exit 8
-fi
-rm -rf /tmp/rt && mkdir -p /tmp/rt && cp -r src/rapidship/runtime /tmp/rt/rapids_runtime
-SITE=$(python3 -c "import cupy, os; print(os.path.dirname(os.path.dirname(cupy.__file__)))")
-export PYTHONPATH=/tmp/site:/tmp/rt PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$SITE/nvidia/cu13/lib:/tmp/site/libucx/lib:${LD_LIBRARY_PATH:-}
-export PATH=/tmp/site/bin:$PATH
 GPUS=$(nvidia-smi -L | wc -l)  # worker i on GPU (i-1) mod GPUS; NVLINK=1 adds --enable-nvlink and cuda_ipc
 export UCX_TLS=tcp,cuda_copy,self${NVLINK:+,cuda_ipc} UCX_TCP_CM_REUSEADDR=y NCCL_NVLS_ENABLE=0
 for ns in DASK_DISTRIBUTED__COMM__UCX DASK_DISTRIBUTED_UCXX; do
@@ -73,7 +57,7 @@ fi
 if [[ " ${JOBS:-runtime bench} " == *" bench "* ]]; then
 step "job: $GB GB, persisted, then transposed and summed per column"
 t=$(date +%s)
-timeout 300 python3 bench/gpu_cluster_job.py --scheduler ucx://127.0.0.1:8786 --workers "$N" --gb "$GB" \
+timeout 300 python3 "$HERE/jobs/cluster_client.py" --scheduler ucx://127.0.0.1:8786 --workers "$N" --gb "$GB" \
   --out "$OUT/cluster-gpu.json"; echo "job rc=$? wall=$(( $(date +%s) - t )) s"
 du -sh $SPILL/w* 2>/dev/null
 fi

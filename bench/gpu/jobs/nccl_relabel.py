@@ -3,7 +3,7 @@ header's arch, bit 20 of its flags cleared): the driver then finds no code for a
 The NCCL proof uses it to take away one of the two places a kernel can come from (the device-linked
 module in .nv_fatbin, or __nv_relfatbin, which the runtime links when that module has no code).
 
-  python3 bench/gpu_nccl_relabel.py IN OUT SECTION [SECTION ...]
+  python3 bench/gpu/jobs/nccl_relabel.py IN OUT SECTION [SECTION ...]
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import struct
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src" / "rapidship" / "builder"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "src" / "rapidship" / "builder"))
 from prune import elf as E
 from prune import fatbin as F
 

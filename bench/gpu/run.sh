@@ -1,6 +1,6 @@
 #!/bin/bash
 # The GPU runner, from the repository root on the GPU machine: bash bench/gpu/run.sh JOB [ARGS...]
-# Assembles what JOB needs (bench/gpu/jobs.py says which carried wheels: a tar in parts, a folder of
+# Assembles what JOB needs (bench/gpu/carry.py says which carried wheels: a tar in parts, a folder of
 # wheels, or the machine's own CuPy and CUDA only), then runs its steps, bench/gpu/jobs/JOB.sh.
 # Reports and logs.txt land in $OUT (default gpu-JOB-out). `bash bench/gpu/run.sh --gather` only
 # keeps the wheel parts this call carried, for the call that carries the last one.
@@ -9,8 +9,8 @@ R=$(pwd)
 HERE=$R/bench/gpu
 . "$HERE/lib.sh"
 if [ "${1:-}" = "--gather" ]; then gather_parts; exit 0; fi
-JOB=${1:?usage: bash bench/gpu/run.sh JOB [ARGS...] (python3 bench/gpu/jobs.py lists them)}; shift
-WHEELS=$(python3 "$HERE/jobs.py" wheels "$JOB") || exit 2
+JOB=${1:?usage: bash bench/gpu/run.sh JOB [ARGS...] (python3 bench/gpu/carry.py lists them)}; shift
+WHEELS=$(python3 "$HERE/carry.py" wheels "$JOB") || exit 2
 OUT=${OUT:-$R/gpu-$JOB-out}; mkdir -p "$OUT"; export OUT
 exec > >(tee -a "$OUT/logs.txt") 2>&1
 

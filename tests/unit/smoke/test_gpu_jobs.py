@@ -17,15 +17,15 @@ from support.commands import ROOT
 
 GPU = ROOT / "bench" / "gpu"
 sys.path.insert(0, str(GPU))
-import jobs  # noqa: E402 - bench/gpu/jobs.py, the runner's table
+import carry  # noqa: E402 - bench/gpu/carry.py, the runner's table of jobs
 
 PROGRAMS = sorted((GPU / "jobs").glob("*.py"))
 SHELL = [GPU / "run.sh", GPU / "lib.sh", *sorted((GPU / "jobs").glob("*.sh"))]
 
 
 def test_every_job_has_its_steps_and_every_steps_file_is_a_job():
-    assert {p.stem for p in (GPU / "jobs").glob("*.sh")} == set(jobs.JOBS)
-    assert all(job.steps.is_file() and job.wheels in ("parts", "dir", "none") for job in jobs.JOBS.values())
+    assert {p.stem for p in (GPU / "jobs").glob("*.sh")} == set(carry.JOBS)
+    assert all(job.steps.is_file() and job.wheels in ("parts", "dir", "none") for job in carry.JOBS.values())
 
 
 @pytest.mark.parametrize("script", SHELL, ids=lambda p: p.name)
@@ -60,35 +60,35 @@ def whl(root: Path, *files: tuple[str, int]) -> Path:
 
 def test_wheel_parts_go_one_carry_at_a_time_and_the_job_runs_with_the_last(tmp_path):
     root = whl(tmp_path, ("SUM", 80), ("p00", 60), ("p01", 60), ("p02", 20))
-    calls = jobs.plan(jobs.JOBS["smoke_big"], ["--x"], root, budget=100)
+    calls = carry.plan(carry.JOBS["smoke_big"], ["--x"], root, budget=100)
     assert calls == [{"carry": [".whl/SUM", ".whl/p00"], "command": "bash bench/gpu/run.sh --gather"},
                      {"carry": [".whl/SUM", ".whl/p01", ".whl/p02"], "command": "bash bench/gpu/run.sh smoke_big --x"}]
 
 
 def test_a_folder_of_wheels_and_the_extra_files_go_with_the_job(tmp_path):
     root = whl(tmp_path, ("w/a.whl", 1), ("w/b.whl", 1), ("prometheus.gz", 1), ("prometheus.sha256", 1))
-    assert jobs.plan(jobs.JOBS["metrics"], [], root) == [
+    assert carry.plan(carry.JOBS["metrics"], [], root) == [
         {"carry": [".whl/w/a.whl", ".whl/w/b.whl", ".whl/prometheus.gz", ".whl/prometheus.sha256"],
          "command": "bash bench/gpu/run.sh metrics"}]
-    assert jobs.plan(jobs.JOBS["forms"], ["nccl", "tree"], tmp_path / "bare") == [
+    assert carry.plan(carry.JOBS["forms"], ["nccl", "tree"], tmp_path / "bare") == [
         {"carry": [], "command": "bash bench/gpu/run.sh forms nccl tree"}]
 
 
 def test_nothing_to_carry_is_said_before_any_call(tmp_path):
     with pytest.raises(SystemExit, match=r"prune: nothing to carry at \['.whl/SUM'\]"):
-        jobs.plan(jobs.JOBS["prune"], [], whl(tmp_path, ("p00", 1)))
+        carry.plan(carry.JOBS["prune"], [], whl(tmp_path, ("p00", 1)))
     with pytest.raises(SystemExit, match="round2: nothing to carry"):
-        jobs.plan(jobs.JOBS["round2"], [], tmp_path)
+        carry.plan(carry.JOBS["round2"], [], tmp_path)
 
 
 def test_the_runner_asks_the_table_and_refuses_an_unknown_job():
-    plan = subprocess.run([sys.executable, str(GPU / "jobs.py"), "wheels", "metrics"], capture_output=True,
+    plan = subprocess.run([sys.executable, str(GPU / "carry.py"), "wheels", "metrics"], capture_output=True,
                           text=True, check=True)
     assert plan.stdout == "dir\n"
     unknown = subprocess.run(["bash", "bench/gpu/run.sh", "no-such-job"], cwd=ROOT, capture_output=True,
                              text=True, check=False)
     assert unknown.returncode == 2 and "no GPU job 'no-such-job': one of prune, forms" in unknown.stderr
-    listed = subprocess.run([sys.executable, str(GPU / "jobs.py")], capture_output=True, text=True, check=True)
-    assert [line.split()[0] for line in listed.stdout.splitlines()] == list(jobs.JOBS)
-    assert json.loads(subprocess.run([sys.executable, str(GPU / "jobs.py"), "plan", "nccl"], capture_output=True,
+    listed = subprocess.run([sys.executable, str(GPU / "carry.py")], capture_output=True, text=True, check=True)
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == list(carry.JOBS)
+    assert json.loads(subprocess.run([sys.executable, str(GPU / "carry.py"), "plan", "nccl"], capture_output=True,
                                      text=True, check=True).stdout)["calls"][0]["command"] == "bash bench/gpu/run.sh nccl"

@@ -1,9 +1,9 @@
 """The GPU jobs, one proof each, and what each needs carried to the GPU machine (no network there).
 
-    python3 bench/gpu/jobs.py                    the jobs, one line each
-    python3 bench/gpu/jobs.py plan JOB [ARGS]    JSON: the calls that run JOB, each its carry (paths
+    python3 bench/gpu/carry.py                    the jobs, one line each
+    python3 bench/gpu/carry.py plan JOB [ARGS]    JSON: the calls that run JOB, each its carry (paths
                                                  under the repository root, git-ignored) and command
-    python3 bench/gpu/jobs.py wheels JOB         what bench/gpu/run.sh assembles: parts, dir or none
+    python3 bench/gpu/carry.py wheels JOB         what bench/gpu/run.sh assembles: parts, dir or none
 
 A job's steps are bench/gpu/jobs/JOB.sh (bash, sourced by bench/gpu/run.sh after the shared
 assembly of bench/gpu/lib.sh); the Python programs beside them are what those steps run.

@@ -1,25 +1,28 @@
-"""Every fenced block in the README and docs/ that shows commands says, on the line before its
-fence, whether the test suite runs it:
+"""Every fenced block in the README and docs/ that shows commands is run by a test or says why not.
 
-    <!-- doc-check: run by tests/PATH.py -->        that test runs these commands (every `invoke
-                                                    TASK` of the block appears in it)
-    <!-- doc-check: not run here: REASON -->        why a plain CI machine cannot (a GPU, Harbor,
-                                                    a mirror, the network, ...)
+A runnable block, fenced ```sh / ```bash (commands) or ```console (`$ ` commands and what they
+print), runs as written: tests/support/doc_pages.py's PAGES names the test that runs its page's
+runnable blocks in order in a scratch checkout (and compares a console block's printout with the
+page's). A block the suite cannot run says so on the line before its fence; so does a synopsis
+(options in brackets, placeholders), which no shell can run as written:
 
-A block nobody runs and nobody explains is how a doc goes stale. docs/quickstart.md carries no
-markers: tests/integration/walkthrough/test_quickstart.py runs its blocks as written."""
+    <!-- doc-check: not run here: REASON -->        why a CI machine cannot (a GPU, Harbor, a conda
+                                                    mirror, the network, a site's own files, ...)
+    <!-- doc-check: run by tests/PATH.py -->        a synopsis whose tasks that test runs (every
+                                                    `invoke TASK` of the block appears in it)
+
+A block nobody runs and nobody explains is how a doc goes stale; a literal block behind a `run by`
+marker is one nobody runs as written, so that marker is refused on a block without placeholders."""
 
 from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from support.commands import ROOT
+from support.doc_pages import MARKER, NOT_RUN, PAGES, RUNNABLE, Block, blocks, compare, run_page, runnable
 
-QUICKSTART = "docs/quickstart.md"
-QUICKSTART_TEST = "tests/integration/walkthrough/test_quickstart.py"
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 COMMANDS = {"invoke", "docker", "docker-compose", "sh", "bash", "python", "python3", "curl", "sudo", "promtool",
             "nvidia-smi", "rapids-doctor", "rapids-smoke", "dask", "export", "cd", "git", "pip", "skopeo", "cosign",
@@ -31,37 +34,9 @@ COMMANDS = {"invoke", "docker", "docker-compose", "sh", "bash", "python", "pytho
 COLUMNS = re.compile(r"\S {3,}[^\s#]")
 ARGUMENT = {"export": re.compile(r"-|[A-Za-z_][A-Za-z0-9_]*(=|$)"),
             "dask": re.compile(r"-|(scheduler|worker|cuda|ssh|spec|config|info|docs|mpi)$")}
-OPEN = re.compile(r"^(\s*)(`{3,})([^`\s]*)[^`]*$")
-MARKER = re.compile(r"^<!--\s*doc-check:\s*(.*?)\s*-->$")
 RUN_BY = re.compile(r"run by (tests/\S+\.py)")
-NOT_RUN = re.compile(r"not run here:\s*(.*)", re.S)
-
-
-@dataclass
-class Block:
-    line: int           # 1-based line of the opening fence
-    lang: str
-    body: list[str]
-    before: str         # the non-blank line before the fence, stripped ("" at the top of the file)
-
-
-def blocks(text: str) -> list[Block]:
-    """The fenced blocks of a markdown text (``` fences, indented ones in lists too)."""
-    lines = text.splitlines()
-    found, i = [], 0
-    while i < len(lines):
-        m = OPEN.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        fence = m.group(2)
-        j = i + 1
-        while j < len(lines) and not re.fullmatch(rf"\s*{fence}`*\s*", lines[j]):
-            j += 1
-        before = next((lines[k].strip() for k in range(i - 1, -1, -1) if lines[k].strip()), "")
-        found.append(Block(i + 1, m.group(3), lines[i + 1:j], before))
-        i = j + 1
-    return found
+# what a synopsis shows and a shell cannot run: [options], <names>, a | b, ..., NAMES in capitals
+PLACEHOLDER = re.compile(r"[\[\]<>…]|\.\.\.|\s\|\s|\b[A-Z][A-Z0-9_]*\b(?!=)")
 
 
 def command_lines(block: Block) -> list[str]:
@@ -98,6 +73,11 @@ def invoked_tasks(block: Block, known: set[str] | None = None) -> list[str]:
     return tasks
 
 
+def synopsis(block: Block) -> bool:
+    """The block's commands show placeholders (comments aside): a shell cannot run them as written."""
+    return any(PLACEHOLDER.search(line.split(" #", 1)[0]) for line in command_lines(block))
+
+
 def marker_problem(block: Block, root: Path, known: set[str] | None = None) -> str | None:
     """What is wrong with the block's marker (None: it is fine, or there is none to judge)."""
     m = MARKER.match(block.before)
@@ -109,6 +89,9 @@ def marker_problem(block: Block, root: Path, known: set[str] | None = None) -> s
         test = root / path
         if not test.is_file():
             return f"marker names {path}, which does not exist"
+        if command_lines(block) and not synopsis(block):
+            return (f"a block that runs as written behind 'run by {path}': fence it ```sh (```console with its "
+                    "output) so its page's run runs it, or say why not (not run here: REASON)")
         source = test.read_text()
         missing = [t for t in invoked_tasks(block, known) if f'"{t}"' not in source and f"invoke {t}" not in source]
         if missing:
@@ -123,16 +106,35 @@ def marker_problem(block: Block, root: Path, known: set[str] | None = None) -> s
             "nor 'not run here: REASON'")
 
 
-def problems(name: str, text: str, root: Path = ROOT, known: set[str] | None = None) -> list[str]:
-    """file:line and what is wrong, for each command block without a marker and each bad marker."""
+def page_problem(name: str, root: Path, pages: dict[str, str]) -> str | None:
+    """Why no test runs the page's runnable blocks (None: PAGES names one that runs this page)."""
+    test = pages.get(name)
+    if test is None:
+        return ("a runnable block, and no test runs this page: name its test in PAGES "
+                "(tests/support/doc_pages.py), or say why not (not run here: REASON)")
+    if not (root / test).is_file():
+        return f"PAGES names {test} for this page, which does not exist"
+    if name not in (root / test).read_text():
+        return f"{test}, named in PAGES for this page, never names {name}"
+    return None
+
+
+def problems(name: str, text: str, root: Path = ROOT, known: set[str] | None = None,
+             pages: dict[str, str] = PAGES) -> list[str]:
+    """file:line and what is wrong, for each runnable block no test runs, each command block
+    without a marker and each bad marker."""
     out = []
     for block in blocks(text):
         marked = MARKER.match(block.before) is not None
         if (why := marker_problem(block, root, known)) is not None:
             out.append(f"{name}:{block.line}: {why}")
+        elif not marked and block.lang in RUNNABLE:
+            if (why := page_problem(name, root, pages)) is not None:
+                out.append(f"{name}:{block.line}: {why}")
         elif not marked and (cmds := command_lines(block)):
             out.append(f"{name}:{block.line}: a block of commands ({cmds[0][:60]!r}) without a doc-check marker "
-                       "on the line before its fence (run by tests/PATH.py, or not run here: REASON)")
+                       "on the line before its fence (fence it ```sh to run it as written, or run by "
+                       "tests/PATH.py for a synopsis, or not run here: REASON)")
     return out
 
 
@@ -147,15 +149,14 @@ def test_every_command_block_in_the_docs_is_run_by_a_test_or_says_why_not():
     known = task_names()
     bad = []
     for doc in DOCS:
-        name = doc.relative_to(ROOT).as_posix()
-        if name != QUICKSTART:
-            bad += problems(name, doc.read_text(), ROOT, known)
+        bad += problems(doc.relative_to(ROOT).as_posix(), doc.read_text(), ROOT, known)
     assert bad == [], "command blocks neither run by a test nor explained:\n  " + "\n  ".join(bad)
 
 
-def test_the_quickstart_is_run_as_written():
-    assert (ROOT / QUICKSTART).is_file() and (ROOT / QUICKSTART_TEST).is_file()
-    assert "quickstart.md" in (ROOT / QUICKSTART_TEST).read_text()
+def test_every_page_named_in_pages_has_blocks_its_test_runs():
+    for page, test in PAGES.items():
+        assert runnable(page), f"{page} is in PAGES but has no runnable block left"
+        assert page in (ROOT / test).read_text(), f"{test} never names {page}"
 
 
 def test_the_check_catches_an_unmarked_block_and_a_marker_naming_a_missing_file():
@@ -164,7 +165,7 @@ def test_the_check_catches_an_unmarked_block_and_a_marker_naming_a_missing_file(
         "",
         "<!-- doc-check: run by tests/integration/smoke/test_cluster_docker.py -->",
         "```sh",                                                                           # 4
-        "$ invoke smoke --cluster 2",
+        "$ invoke smoke --cluster N",
         "```",
         "",
         "<!-- doc-check: not run here: needs a GPU and the NVIDIA container toolkit -->",
@@ -189,7 +190,7 @@ def test_the_check_catches_an_unmarked_block_and_a_marker_naming_a_missing_file(
         "",
         "<!-- doc-check: run by tests/integration/smoke/test_cluster_docker.py -->",
         "```sh",                                                                           # 29
-        "invoke export --variant cpu-debian12 --out d",
+        "invoke export --variant cpu-debian12 --out DIR",
         "```",
         "",
         "```",                                                                             # 33
@@ -199,15 +200,58 @@ def test_the_check_catches_an_unmarked_block_and_a_marker_naming_a_missing_file(
         "   dask target/spill/pause/terminate  default/default/default/default",
         "```",
         "",
+        "<!-- doc-check: run by tests/integration/gates/test_scan.py -->",
+        "```",                                                                             # 41
+        "invoke scan --variant cpu-debian12 --arch amd64",
+        "```",
+        "",
+        "```sh",                                                                           # 45
+        "invoke gates --variant cpu-debian12",
+        "```",
+        "",
     ])
-    found = problems("demo.md", text, ROOT, {"smoke", "scan", "export"})
-    assert [p.split(": ", 1)[0] for p in found] == ["demo.md:14", "demo.md:19", "demo.md:24", "demo.md:29"], found
+    found = problems("demo.md", text, ROOT, {"smoke", "scan", "export", "gates"}, pages={})
+    assert [p.split(": ", 1)[0] for p in found] == ["demo.md:14", "demo.md:19", "demo.md:24", "demo.md:29",
+                                                    "demo.md:41", "demo.md:45"], found
     assert "without a doc-check marker" in found[0]
     assert "tests/integration/nowhere/test_missing.py, which does not exist" in found[1]
     assert "at least 3 words" in found[2]
     assert "never runs invoke export" in found[3]
-    assert [len(command_lines(b)) for b in blocks(text)] == [1, 1, 1, 1, 1, 1, 0]
+    assert "runs as written behind 'run by" in found[4]     # a literal block nobody runs as written
+    assert "no test runs this page" in found[5]             # a runnable block no page run reaches
+    this = "tests/unit/test_docs_blocks.py"                  # names demo.md: a test that runs it
+    assert [p.split(": ", 1)[0] for p in problems("demo.md", text, ROOT, {"smoke", "scan", "export", "gates"},
+                                                  pages={"demo.md": this})][-1] == "demo.md:41"
+    elsewhere = "tests/support/commands.py"                  # a file that never names the page
+    assert "never names other.md" in problems("other.md", "```sh\ntrue\n```\n", ROOT, set(),
+                                              {"other.md": elsewhere})[0]
+    assert [len(command_lines(b)) for b in blocks(text)] == [1, 1, 1, 1, 1, 1, 0, 1, 1]
     assert command_lines(blocks("```\nexport A=b\n  dask cuda worker tcp://s:8786   # a GPU\n$ cd x\n```\n")[0]) == [
         "export A=b", "dask cuda worker tcp://s:8786   # a GPU", "$ cd x"]
     assert invoked_tasks(blocks("```\n$ invoke base build --os x && invoke gates \\\n  --variant v\n```\n")[0],
                          {"base", "build", "gates"}) == ["base", "build", "gates"]
+
+
+def test_a_console_block_whose_printout_went_stale_fails(tmp_path):
+    page = "\n".join([
+        "```console",
+        "$ printf 'trivy 0.59.1: rapidship/dask (debian 12.15, 132 packages), policy p.yaml\\n'",
+        "trivy 0.59.1: rapidship/dask (debian 12.15, 131 packages),",
+        "policy p.yaml",
+        "$ printf 'LOW\\t2\\t0\\n'; (exit 1)",
+        "│ LOW      │ 2     │ 0       │",
+        "$ echo $?",
+        "1",
+        "$ printf 'error: scan: 2 finding(s) fail the policy\\n' >&2; false",
+        "error: scan: 2 findings fail the policy",
+        "```",
+    ])
+    (tmp_path / "demo.md").write_text(page)
+    got = runnable("demo.md", tmp_path)
+    proc = run_page(got, tmp_path, {"PATH": "/usr/bin:/bin"}, timeout=30)
+    found = compare("demo.md", got, proc.stdout)
+    assert [f.split(": ", 1)[0] for f in found] == ["demo.md:3", "demo.md:9", "demo.md:10"], found
+    assert "'trivy 0.59.1: rapidship/dask (debian 12.15, 131 packages),'" in found[0]   # the stale figure
+    assert "exited 1" in found[1]                    # a failure the page does not show with `echo $?`
+    assert "2 findings fail the policy" in found[2]  # the stale wording (stderr is compared too)
+    assert not [f for f in found if "LOW" in f or "policy p.yaml'" in f]   # a boxed row = its tab-separated cells

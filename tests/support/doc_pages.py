@@ -27,6 +27,7 @@ PAGES = {
     "docs/deploy.md": "tests/integration/walkthrough/test_after_quickstart.py",
     "docs/scan.md": "tests/integration/walkthrough/test_after_quickstart.py",
     "docs/monitoring.md": "tests/integration/walkthrough/test_after_quickstart.py",
+    "docs/ci.md": "tests/integration/ci/test_ci_local.py",
 }
 # pages run with the page's own image names (no run identity) and fixed names (a compose project,
 # the quickstart's registry) take turns on a machine

@@ -118,6 +118,13 @@ class Profile:
         return tuple(a for a in v.arches if self.arches is None or a in self.arches)
 
 
+def _narrowed(v: Variant, p: Profile) -> str:
+    """push's --arch flags when the profile builds only some of the variant's arches (push
+    otherwise wants every arch of the variant for its manifest list)."""
+    arches = p.arches_of(v)
+    return "" if arches == tuple(v.arches) else "".join(f" --arch {a.value}" for a in arches)
+
+
 def production(builder: Builder = Builder.buildctl) -> Profile:
     if builder is Builder.docker:
         raise ConfigError("--builder", "the production profile builds without a docker daemon",
@@ -167,10 +174,14 @@ class Job:
     description: str
 
 
-def profile_for(name: str, builder: str | None = None, registry: str | None = None) -> Profile:
-    """The --profile / --builder / --registry flags -> a Profile; a flag the profile does not use
-    is an error, never silently ignored."""
+def profile_for(name: str, builder: str | None = None, registry: str | None = None,
+                arches: tuple[Arch, ...] | None = None) -> Profile:
+    """The --profile / --builder / --registry / --arch flags -> a Profile; a flag the profile does
+    not use is an error, never silently ignored."""
     if name == "production":
+        if arches:
+            raise ConfigError("--arch", "the production profile builds every arch of each variant on its runners",
+                              "drop --arch (narrow variants.yaml instead), or use --profile local")
         if registry is not None:
             raise ConfigError("--registry", "the production profile pushes to the Harbor project of harbor/ "
                               "(CI variable RAPIDSHIP_REGISTRY), not to --registry", "drop --registry, or use --profile local")
@@ -182,7 +193,7 @@ def profile_for(name: str, builder: str | None = None, registry: str | None = No
         if builder is not None:
             raise ConfigError("--builder", "the local profile builds with this machine's Docker engine",
                               "drop --builder, or use --profile production")
-        return local(registry or "127.0.0.1:5000/staging")
+        return local(registry or "127.0.0.1:5000/staging", arches)
     raise ConfigError("--profile", f"{name!r} is not production or local", "pass --profile production")
 
 
@@ -342,7 +353,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         "needs": [render, *build_jobs, *gates_jobs, *scan_jobs],
         # --no-sign: signing is the sign job's, the one job that gets the key
         "script": [*(line for arch in p.arches_of(v) for line in _pull(v, arch, p)),
-                   f"invoke push --variant {vid} --registry $RAPIDSHIP_REGISTRY --no-sign"],
+                   f"invoke push --variant {vid} --registry $RAPIDSHIP_REGISTRY --no-sign{_narrowed(v, p)}"],
         "artifacts": {"paths": [str(WS.push(vid))], "expire_in": "30 days"},  # promote reads it
         "resource_group": f"push-{vid}",
     }, f"push {vid} per-arch tags, then the manifest list, to the staging registry"))

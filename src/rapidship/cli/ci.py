@@ -15,19 +15,22 @@ from rapidship.errors import exits_cleanly
 from rapidship.records import Workspace
 
 
-@task(name="generate", iterable=["variant"],
+@task(name="generate", iterable=["variant", "arch"],
       help={"out": "where to write the child pipeline (default build/ci/child-pipeline.yml)",
             "profile": "production (GitLab runners, Harbor) or local (shell executor, loopback registry)",
             "builder": "production profile: buildctl (rootless BuildKit, default) or kaniko",
             "registry": "local profile: loopback registry and project (default 127.0.0.1:5000/staging)",
+            "arch": "local profile: build only this arch (repeatable; default every arch of each variant: "
+                    "a foreign one runs under qemu)",
             "variant": "variant id (repeatable; default: every variant)", **VARIANTS_HELP})
 @exits_cleanly
 def ci_generate(c, out="build/ci/child-pipeline.yml", profile="production", builder=None, registry=None, variant=None,
-                variants_file="variants.yaml"):
+                arch=None, variants_file="variants.yaml"):
     """Write the GitLab child pipeline for the matrix (per variant x arch jobs, a needs: DAG)."""
     from rapidship.ci import pipeline as ci
 
-    chosen = ci.profile_for(profile, builder, registry)
+    arches = tuple(arch_flag(a) for a in arch) if arch else None
+    chosen = ci.profile_for(profile, builder, registry, arches)
     m = load_matrix(variants_file)
     path = ci.write_pipeline(m, chosen, Path(out), variant or None)
     count = len(ci.jobs(m, chosen, variant or None))

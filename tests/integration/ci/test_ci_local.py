@@ -1,12 +1,12 @@
-"""The generated child pipeline for cpu-debian12, run for real under gitlab-ci-local.
-
-A copy of the checkout becomes a git repository with a remote named origin (gitlab-ci-local
-needs one); `invoke ci.generate --profile local` writes the pipeline into it; gitlab-ci-local runs
-every job with the shell executor (`--shell-isolation`) against this machine's dockerd and a
-loopback registry. The GPU smoke has no runner here: it must be listed as skipped (when: never)
-with its reason. Without a signing key, sign and verify are listed as skipped with theirs; the run
-itself signs with a throwaway key pair, handed to the jobs as CI variables the way GitLab does.
-Takes a few minutes: marker `gitlab_local` (see README), run by CI.
+"""docs/ci.md's local pipeline, run as written: the generated child pipeline for cpu-debian12
+under gitlab-ci-local, in a copy of the checkout made a git repository (gitlab-ci-local reads the
+repository; the page adds the origin remote it wants). The page's block starts a loopback registry
+(`invoke registry.up`), makes a throwaway key pair and runs a tag pipeline with every job on the
+shell executor against this machine's dockerd. The suite's run identity reaches the jobs as a
+project variable (.gitlab-ci-local-variables.yml; gitlab-ci-local numbers pipelines from 1 in every
+copy), so two suites on one engine keep their images apart. The GPU smoke has no runner here: it
+must be listed as skipped (when: never) with its reason; without a signing key, sign and verify
+are listed as skipped with theirs. Takes a few minutes: marker `gitlab_local` (see README), run by CI.
 """
 
 from __future__ import annotations
@@ -21,28 +21,17 @@ from pathlib import Path
 import pytest
 
 from rapidship.config.matrix import load_matrix
+from rapidship.publish.oci import Credentials, Registry
+from rapidship.sign.formats import tag_for
+from rapidship.sign.keys import fingerprint, load_public
 
 pytestmark = [pytest.mark.docker, pytest.mark.gitlab_local]
-from support.commands import ROOT  # noqa: E402
+from support.doc_pages import run_page, runnable, scratch_checkout, user_env  # noqa: E402
+
+PAGE = "docs/ci.md"
 VARIANT = "cpu-debian12"
 GCL = shutil.which("gitlab-ci-local")
 PIPELINE = ".gitlab-ci-local-pipeline.yml"
-
-
-def _checkout_copy(dest: Path) -> Path:
-    """The checkout's tracked and unignored files, as a fresh repository with an origin remote."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                            capture_output=True).stdout.decode().split("\0")
-    for rel in filter(None, listed):
-        src = ROOT / rel
-        if src.is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / rel)
-    git = ["git", "-c", "user.name=rapidship-test", "-c", "user.email=test@rapidship.invalid"]
-    for cmd in (["init", "-q", "-b", "main"], ["remote", "add", "origin", "https://gitlab.example.internal/rapidship.git"],
-                ["add", "-A"], ["commit", "-q", "-m", "snapshot for gitlab-ci-local"]):
-        subprocess.run(git + cmd, cwd=dest, check=True, capture_output=True)
-    return dest
 
 
 def _job_file(root: Path, job: str, suffix: str) -> Path:
@@ -55,41 +44,42 @@ def _gcl(repo: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProc
                           timeout=timeout, check=False)
 
 
-@pytest.fixture
-def staging_registry(tmp_path):
-    """The loopback stand-in for Harbor: TLS from a throwaway CA and htpasswd, like the real one."""
-    from support.registry_fixtures import RegistryServer
-
-    directory = tmp_path / "registry"
-    directory.mkdir()
-    server = RegistryServer(directory).start()
-    yield server
-    server.stop()
+def env_sh(repo: Path) -> dict[str, str]:
+    """What registry.up wrote for the page's shell: the registry, its CA and the robot."""
+    return dict(re.findall(r"^export (\w+)=(\S+)$", (repo / "build/registry/env.sh").read_text(), re.M))
 
 
-def _single_arch(repo: Path, arch: str) -> None:
-    """Build cpu-debian12 for one arch only in this copy: the second arch runs under qemu and
-    adds minutes (RAPIDSHIP_CI_LOCAL_ARCHES=all keeps both)."""
-    path = repo / "variants.yaml"
-    text = path.read_text()
-    marker = "  cpu-debian12:\n"
-    assert marker in text
-    path.write_text(text.replace(marker, f"{marker}    arches: [{arch}]\n", 1))
-
-
-def test_cpu_pipeline_runs_green_under_gitlab_ci_local(engine, staging_registry, tmp_path, monkeypatch):
+def test_the_ci_pages_local_pipeline_runs_green_as_written(engine, tmp_path):
     if not GCL:
         pytest.fail("gitlab-ci-local is not installed: npm install -g gitlab-ci-local@4.62.0 (scripts/setup)")
-    repo = _checkout_copy(tmp_path / "repo")
-    if os.environ.get("RAPIDSHIP_CI_LOCAL_ARCHES", "amd64") != "all":
-        _single_arch(repo, "amd64")
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@rapidship.invalid", "commit", "-qam",
-                        "one arch"], cwd=repo, check=True)
-    registry = f"{staging_registry.host}/staging"
-    subprocess.run(["invoke", "ci.generate", "--profile", "local", "--variant", VARIANT,
-                    "--registry", registry, "--out", PIPELINE], cwd=repo, check=True, capture_output=True)
+    repo = scratch_checkout(tmp_path / "repo", git=True)
+    (repo / ".gitlab-ci-local-variables.yml").write_text(f"RAPIDSHIP_RUN_ID: {os.environ['RAPIDSHIP_RUN_ID']}-gcl\n")
+    blocks = runnable(PAGE)
+    assert len(blocks) == 1 and "gitlab-ci-local" in "\n".join(blocks[0].body)
+    all_arches = os.environ.get("RAPIDSHIP_CI_LOCAL_ARCHES", "amd64") == "all"
+    if all_arches:   # by hand: every arch of the variant, arm64 under qemu
+        blocks[0].body = [line.replace(" --arch amd64", "") for line in blocks[0].body]
+    v = load_matrix(repo / "variants.yaml").variants[VARIANT]
+    tmp = tmp_path / "tmp"   # the page's mktemp -d: where its key pair lands
+    tmp.mkdir()
+    try:
+        run = run_page(blocks, repo, user_env(run_scoped=True, TMPDIR=str(tmp)), timeout=1500)
+        results = {job: result for result, job in re.findall(r"^\s*(PASS|FAIL|WARN)\s+(\S+)", run.stdout, re.M)}
+        logs = repo / ".gitlab-ci-local" / "output"
+        failed = {j: _job_file(logs, j, ".log").read_text()[-3000:] if _job_file(logs, j, ".log").is_file() else ""
+                  for j, r in results.items() if r != "PASS"}
+        assert run.returncode == 0 and not failed, f"{PAGE} failed as written:\n{run.stdout[-6000:]}\n{failed}"
+        registry = env_sh(repo)
+        reg = Registry(registry["RAPIDSHIP_REGISTRY"], Credentials(registry["RAPIDSHIP_REGISTRY_USER"],
+                                                                   registry["RAPIDSHIP_REGISTRY_PASSWORD"], "test"),
+                       registry["RAPIDSHIP_REGISTRY_CA"])
+        stored = {project: reg.head_manifest(f"{project}/{v.image}", v.tag()) for project in ("staging", "release")}
+        signatures = {project: m and reg.head_manifest(f"{project}/{v.image}", tag_for(m.digest, "sig"))
+                      for project, m in stored.items()}
+        listed = _gcl(repo, "--list-all", timeout=120)   # as a pipeline without the key's variables sees it
+    finally:
+        subprocess.run(["invoke", "registry.down"], cwd=repo, capture_output=True)
 
-    listed = _gcl(repo, "--list-all", timeout=120)
     assert listed.returncode == 0, listed.stderr
     rows = {line.split()[0]: line for line in listed.stdout.splitlines() if line.strip()}
     smoke = rows[f"smoke:{VARIANT}:amd64"]
@@ -98,30 +88,7 @@ def test_cpu_pipeline_runs_green_under_gitlab_ci_local(engine, staging_registry,
     for job in (f"sign:{VARIANT}", f"verify:{VARIANT}"):              # no key given: left out, loudly
         assert re.search(r"\bnever\b", rows[job]) and "UNSIGNED" in rows[job], rows[job]
 
-    from rapidship.sign.keys import fingerprint, generate, load_public
-
-    keys, password = tmp_path / "keys", "throwaway-signing-password"
-    monkeypatch.setenv("RAPIDSHIP_SIGNING_PASSWORD", password)
-    private, public = generate(keys)  # outside the checkout copy: never an artifact
-    monkeypatch.delenv("RAPIDSHIP_SIGNING_PASSWORD")
-
-    # A tag pipeline (promote and export run on tags only), with the registry's robot and CA as
-    # CI variables, the way GitLab hands them to jobs.
-    # gitlab-ci-local numbers pipelines from 1 in every fresh copy: the suite's run identity instead
-    # of ci$CI_PIPELINE_ID keeps two suites' pipelines on one engine apart
-    run = _gcl(repo, "--shell-isolation", "--variable", "CI_COMMIT_TAG=v0.0.0-local",
-               "--variable", f"RAPIDSHIP_RUN_ID={os.environ['RAPIDSHIP_RUN_ID']}-gcl",
-               "--variable", f"RAPIDSHIP_REGISTRY_USER={staging_registry.user}",
-               "--variable", f"RAPIDSHIP_REGISTRY_PASSWORD={staging_registry.password}",
-               "--variable", f"RAPIDSHIP_REGISTRY_CA={staging_registry.ca}",
-               "--variable", f"RAPIDSHIP_SIGNING_KEY={private}", "--variable", f"RAPIDSHIP_SIGNING_PASSWORD={password}",
-               "--variable", f"RAPIDSHIP_SIGNING_PUBLIC_KEY={public}")
-    results = {job: result for result, job in re.findall(r"^\s*(PASS|FAIL|WARN)\s+(\S+)", run.stdout, re.M)}
-    logs = repo / ".gitlab-ci-local" / "output"
-    failed = {j: _job_file(logs, j, ".log").read_text()[-3000:] if _job_file(logs, j, ".log").is_file() else ""
-              for j, r in results.items() if r != "PASS"}
-    assert run.returncode == 0 and not failed, f"{run.stdout[-4000:]}\n{run.stderr[-2000:]}\n{failed}"
-    arches = ["amd64"] if os.environ.get("RAPIDSHIP_CI_LOCAL_ARCHES", "amd64") != "all" else ["amd64", "arm64"]
+    arches = ["amd64", "arm64"] if all_arches else ["amd64"]
     want = [f"{stage}:{VARIANT}" for stage in ("render", "push", "sign", "verify", "promote", "export")]
     want += [f"{stage}:{VARIANT}:{a}" for stage in ("build", "gates", "scan") for a in arches]
     assert {j: results.get(j) for j in want} == {j: "PASS" for j in want}
@@ -136,24 +103,18 @@ def test_cpu_pipeline_runs_green_under_gitlab_ci_local(engine, staging_registry,
     promoted = json.loads(_job_file(artifacts, f"promote:{VARIANT}", f"/build/{VARIANT}/promote.json").read_text())
     volumes = list(_job_file(artifacts, f"export:{VARIANT}", f"/export/{VARIANT}").glob("rapidship-*.iso"))
     assert volumes, "export left no ISO volume"
-    from rapidship.publish.oci import Credentials, Registry
-
-    reg = Registry(staging_registry.host, Credentials(staging_registry.user, staging_registry.password, "test"),
-                   str(staging_registry.ca))
-    v = load_matrix(repo / "variants.yaml").variants[VARIANT]
-    from rapidship.sign.formats import tag_for
-
+    (private,) = tmp.glob("*/cosign.key")   # the page's throwaway pair
     signed = json.loads(_job_file(artifacts, f"sign:{VARIANT}", f"/build/{VARIANT}/sign.json").read_text())
-    assert signed["key_fingerprint"] == fingerprint(load_public(public)) and set(signed["arches"]) == set(arches)
-    assert signed["index"]["digest"] == push["index_digest"]
+    assert signed["key_fingerprint"] == fingerprint(load_public(private.with_name("cosign.pub")))
+    assert set(signed["arches"]) == set(arches) and signed["index"]["digest"] == push["index_digest"]
     for project in ("staging", "release"):
-        stored = reg.head_manifest(f"{project}/{v.image}", v.tag())
-        assert stored is not None, f"no {project}/{v.image}:{v.tag()}"
-        assert stored.digest == push["index_digest"]
-        assert reg.head_manifest(f"{project}/{v.image}", tag_for(stored.digest, "sig")), f"{project}: no signature"
+        assert stored[project] is not None, f"no {project}/{v.image}:{v.tag()}"
+        assert stored[project].digest == push["index_digest"]
+        assert signatures[project], f"{project}: no signature"
     assert push["tag"] == v.tag() and set(push["arches"]) == set(arches)
     assert promoted
     # the robot's and the key's passwords reached the jobs as variables, and no job log shows them
+    password = re.search(r"RAPIDSHIP_SIGNING_PASSWORD=(\S+)", "\n".join(blocks[0].body)).group(1)
     for log in logs.glob("*.log"):
         text = log.read_text()
-        assert staging_registry.password not in text and password not in text, log.name
+        assert registry["RAPIDSHIP_REGISTRY_PASSWORD"] not in text and password not in text, log.name

@@ -331,6 +331,18 @@ def test_flags_a_profile_does_not_use_are_refused_not_ignored():
         ci.profile_for("staging")
     assert ci.profile_for("production", "kaniko").builder is ci.Builder.kaniko
     assert ci.profile_for("local").registry == "127.0.0.1:5000/staging"
+    with pytest.raises(ConfigError, match="production profile builds every arch"):
+        ci.profile_for("production", arches=(Arch.amd64,))
+
+
+def test_local_arch_builds_one_arch_and_pushes_only_it(matrix):
+    """`invoke ci.generate --profile local --arch amd64` (docs/ci.md): no arm64 job, and push names
+    the arch (it wants every arch of the variant otherwise)."""
+    doc = ci.pipeline(matrix, ci.profile_for("local", arches=(Arch.amd64,)), ["cpu-debian12"])
+    assert not [name for name in doc if name.endswith(":arm64")]
+    assert doc["push:cpu-debian12"]["script"][-1].endswith("--no-sign --arch amd64")
+    every = ci.pipeline(matrix, ci.local(), ["cpu-debian12"])
+    assert "--arch" not in every["push:cpu-debian12"]["script"][-1]
 
 
 # ---- signing ----

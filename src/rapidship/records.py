@@ -89,6 +89,10 @@ class Workspace:
     def harbor_dir(self) -> Path:
         return self.root / "harbor"
 
+    def exports_dir(self) -> Path:
+        """One pointer per export to the --out folder holding its export.json (the report follows them)."""
+        return self.root / "exports"
+
     def built_arches(self, variant: str, arches) -> list:
         """Those of `arches` (Arch values) that have a build record."""
         return [a for a in arches if self.build(variant, getattr(a, "value", a)).is_file()]

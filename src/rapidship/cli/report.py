@@ -17,7 +17,7 @@ from rapidship.records import Workspace
 @task(name="report", iterable=["export"],
       help={"out": "folder for index.html, the PNG charts and report.json (default build/report)",
             "build-dir": "where the records live (default build)",
-            "export": "an export folder or glob holding export.json (repeatable; default <build-dir>/export-* and export/*)",
+            "export": "an export folder or glob holding export.json (repeatable; default <build-dir>/export-*, export/* and every --out invoke export wrote to)",
             "strict": "exit 1 unless every check of every image passed (the page is written either way)",
             **VARIANTS_HELP})
 @exits_cleanly
@@ -25,14 +25,18 @@ def report(c, out="build/report", build_dir="build", export=None, strict=False, 
     """Write the release report: verdicts, sizes, bytes, scan, smoke, signatures, discs, versions (index.html)."""
     from rich.markup import escape
 
-    from rapidship.report.collect import export_dirs
+    from rapidship.report.collect import export_dirs, recorded_exports
     from rapidship.report.model import LABELS
     from rapidship.report.write import report as write_report
 
     variants = list(load_matrix(variants_file).variants.values())
-    patterns = list(export or [f"{build_dir}/export-*", "export/*"])
+    ws = Workspace(build_dir)
+    folders = export_dirs(list(export or [f"{build_dir}/export-*", "export/*"]))
+    if not export:  # and every export's --out, wherever it was (the pointers invoke export leaves)
+        seen = {f.resolve() for f in folders}
+        folders += [f for f in recorded_exports(ws) if f.resolve() not in seen]
     with console.status(f"reading the records under {build_dir}"):
-        written = write_report(Workspace(build_dir), variants, export_dirs(patterns), Path(out))
+        written = write_report(ws, variants, folders, Path(out))
     s = written.summary
     console.table(f"release report of {s.commit}", ["image", "verdict", "checks not passed"],
                   [(f"{r.variant} {r.arch}", LABELS[r.status], _not_passed(r)) for r in s.rows])

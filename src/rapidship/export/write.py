@@ -576,12 +576,24 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
         for volume in range(1, count + 1):
             shutil.rmtree(volume_dir(out, volume))
     save(out / "export.json", record_json(record))
+    record_location(ws, out, record.export_id)
     signed = sum(1 for i in images if i.signed_digest)
     err.print(f"exported {len(images)} image(s) into {count} volume(s) of {media.name}: "
               f"{record.tar_bytes / 1e6:.0f} MB -> {record.archive_bytes / 1e6:.0f} MB zstd; "
               + (f"{signed} signed with {key_fingerprint[:19]}" if signed else "none signed")
               + (f", {len(images) - signed} UNSIGNED" if signed < len(images) else ""))
     return record
+
+
+def record_location(ws: Workspace, out: Path, export_id: str) -> Path:
+    """Leave in the workspace where this export's record is, wherever --out put it (the report reads it
+    from there). Relative to the workspace when inside it, so a copied workspace still finds it."""
+    where = out.resolve()
+    try:
+        named = where.relative_to(ws.root.resolve()).as_posix()
+    except ValueError:
+        named = str(where)
+    return save(ws.exports_dir() / f"{export_id}.json", {"export_id": export_id, "out": named})
 
 
 def _now() -> str:

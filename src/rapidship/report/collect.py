@@ -121,6 +121,23 @@ def collect(ws: Workspace, variants: list[Variant], export_dirs: list[Path]) -> 
                    smoke=smoke, exports=exports, cluster=cluster)
 
 
+def recorded_exports(ws: Workspace) -> list[Path]:
+    """The --out folders `invoke export` left pointers to (build/exports/<id>.json). A pointer that
+    cannot be read, or whose folder is gone, is passed over: the folder, not the pointer, is the record."""
+    import json
+
+    found: list[Path] = []
+    for pointer in sorted(ws.exports_dir().glob("*.json")) if ws.exports_dir().is_dir() else []:
+        try:
+            out = json.loads(pointer.read_text()).get("out")
+        except (OSError, ValueError, AttributeError):
+            continue
+        folder = ws.root / out if isinstance(out, str) and out else None
+        if folder is not None and (folder / EXPORT_RECORD).is_file() and folder not in found:
+            found.append(folder)
+    return found
+
+
 def export_dirs(patterns: list[str]) -> list[Path]:
     """Export folders named by the flags: folders or glob patterns (build/export-*, export/*), each once.
     A folder named outright that holds no export.json is kept (the page shows it as missing)."""

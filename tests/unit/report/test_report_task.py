@@ -43,3 +43,16 @@ def test_strict_exits_1_unless_everything_passed_and_still_writes_the_page(recor
 def test_a_bad_variants_file_is_one_clear_error(tmp_path):
     proc = invoke("report", "--variants-file", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "r"), check=False)
     assert proc.returncode == 2 and "error:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_quickstart_disc_under_build_disc_is_found_without_a_flag(records, tmp_path):
+    from rapidship.export.write import record_location
+    from unit.report.samples import export
+
+    records.put(records.root / "disc" / "export.json", export())
+    record_location(records.ws, records.root / "disc", "0123456789abcdef")
+    out = tmp_path / "report"
+    invoke("report", "--build-dir", str(records.root), "--out", str(out))
+    summary = json.loads((out / "report.json").read_text())
+    assert [(e["export_id"], e["state"]["path"]) for e in summary["exports"]] == [
+        ("0123456789abcdef", str(records.root / "disc" / "export.json"))]

@@ -287,3 +287,23 @@ def test_a_cluster_smoke_with_metrics_shows_what_each_worker_s_metrics_said(reco
     html = render(summary, {})
     assert "what each worker&#39;s /metrics said" in html or "what each worker's /metrics said" in html
     assert "25 (1 failed)" in html and "16.000 GB" in html
+
+
+def test_an_export_written_anywhere_is_found_through_the_workspace_pointer(records, tmp_path):
+    """The quickstart's disc is build/disc: export leaves a pointer in the workspace, report follows it."""
+    from rapidship.export.write import record_location
+    from rapidship.report.collect import recorded_exports
+    from unit.report.samples import export
+
+    disc = records.root / "disc"
+    records.put(disc / "export.json", export())
+    record_location(records.ws, disc, "0123456789abcdef")
+    elsewhere = tmp_path / "media" / "site-a"
+    records.put(elsewhere / "export.json", export())
+    record_location(records.ws, elsewhere, "fedcba9876543210")
+    found = recorded_exports(records.ws)
+    assert sorted(found) == sorted([disc, elsewhere])
+    # the pointer inside the workspace is relative to it: a copied workspace still finds its disc
+    assert json.loads(next(records.ws.exports_dir().glob("0123*.json")).read_text())["out"] == "disc"
+    records.exports.extend(found)
+    assert [e.export_id for e in records.summary().exports] == ["0123456789abcdef", "0123456789abcdef"]

@@ -14,14 +14,17 @@ from rapidship.errors import GateFailure, exits_cleanly
 from rapidship.records import Workspace
 
 
-@task(name="report", iterable=["export"],
+@task(name="report", iterable=["export", "variant", "arch"],
       help={"out": "folder for index.html, the PNG charts and report.json (default build/report)",
             "build-dir": "where the records live (default build)",
             "export": "an export folder or glob holding export.json (repeatable; default <build-dir>/export-*, export/* and every --out invoke export wrote to)",
+            "variant": "a variant the release contains (repeatable; default: the push records, else what was built)",
+            "arch": "an arch the release contains (repeatable; default: every arch of each variant in it)",
             "strict": "exit 1 unless every check of every image passed (the page is written either way)",
             **VARIANTS_HELP})
 @exits_cleanly
-def report(c, out="build/report", build_dir="build", export=None, strict=False, variants_file="variants.yaml"):
+def report(c, out="build/report", build_dir="build", export=None, strict=False, variants_file="variants.yaml",
+           variant=None, arch=None):
     """Write the release report: verdicts, sizes, bytes, scan, smoke, signatures, discs, versions (index.html)."""
     from rich.markup import escape
 
@@ -36,8 +39,13 @@ def report(c, out="build/report", build_dir="build", export=None, strict=False, 
         seen = {f.resolve() for f in folders}
         folders += [f for f in recorded_exports(ws) if f.resolve() not in seen]
     with console.status(f"reading the records under {build_dir}"):
-        written = write_report(ws, variants, folders, Path(out))
+        written = write_report(ws, variants, folders, Path(out), scope=(variant or None, arch or None))
     s = written.summary
+    console.err.print(f"release scope ({s.scope.source}): {', '.join(f'{v} {a}' for v, a in s.scope.images)}",
+                      soft_wrap=True)
+    if s.scope.out_of_scope:
+        console.err.print("not in this release: " + "; ".join(f"{o.variant} {', '.join(o.arches)} ({o.why})"
+                                                               for o in s.scope.out_of_scope), soft_wrap=True)
     console.table(f"release report of {s.commit}", ["image", "verdict", "checks not passed"],
                   [(f"{r.variant} {r.arch}", LABELS[r.status], _not_passed(r)) for r in s.rows])
     for r in s.corrupt:
@@ -46,8 +54,11 @@ def report(c, out="build/report", build_dir="build", export=None, strict=False, 
     if s.missing:
         kinds = ", ".join(f"{n} {what}" for what, n in sorted(Counter(r.what for r in s.missing).items()))
         console.err.print(f"[yellow]not run[/] (no record, shown as NOT RUN): {kinds}", soft_wrap=True)
-    counts = ", ".join(f"{s.count(k)} {LABELS[k]}" for k in ("pass", "fail", "corrupt", "stale", "missing"))
-    verdict = "[green]RELEASABLE[/]" if s.status == "pass" else "[bold red]NOT RELEASABLE[/]"
+    if s.site_checks:
+        console.err.print(f"only a site runs: {', '.join(s.site_checks)}", soft_wrap=True)
+    counts = ", ".join(f"{s.count(k)} {LABELS[k]}" for k in ("pass", "fail", "corrupt", "stale", "missing", "site"))
+    verdict = {"pass": "[green]RELEASABLE[/]", "site": "[yellow]READY FOR THE SITE[/] (not releasable before its checks)"
+               }.get(s.status, "[bold red]NOT RELEASABLE[/]")
     console.err.print(f"{verdict}: {counts} -> {written.index} ({written.page_bytes:,} bytes), "
                       f"{len(written.pngs)} PNG charts, {written.summary_json.name}; {written.seconds}s", soft_wrap=True)
     if strict and s.status != "pass":

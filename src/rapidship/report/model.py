@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 PASS, FAIL, MISSING, CORRUPT, STALE = "pass", "fail", "missing", "corrupt", "stale"
+SITE = "site"  # no record of a check only a site can run (Harbor's scan, a GPU smoke): never a pass either
 # What the page prints for each status (it must read in black and white, without the colours).
-LABELS = {PASS: "PASS", FAIL: "FAIL", MISSING: "NOT RUN", CORRUPT: "CORRUPT", STALE: "STALE"}
-MARKS = {PASS: "\u2713", FAIL: "\u2717", MISSING: "\u2013", CORRUPT: "!", STALE: "~"}
+LABELS = {PASS: "PASS", FAIL: "FAIL", MISSING: "NOT RUN", CORRUPT: "CORRUPT", STALE: "STALE", SITE: "SITE ONLY"}
+MARKS = {PASS: "\u2713", FAIL: "\u2717", MISSING: "\u2013", CORRUPT: "!", STALE: "~", SITE: "\u25c7"}
 # Worst first: a row, a column or the release is as good as its worst cell.
-SEVERITY_OF_STATUS = (FAIL, CORRUPT, STALE, MISSING, PASS)
+SEVERITY_OF_STATUS = (FAIL, CORRUPT, STALE, MISSING, SITE, PASS)
 
 # The matrix columns: the build, the image gates (gates-<arch>.json), trivy, Harbor, smoke, signature.
 IMAGE_GATES = ("size", "labels", "user", "suid", "secrets")
@@ -340,6 +341,24 @@ class VersionRow:
 
 
 @dataclass(frozen=True)
+class OutOfScope:
+    """A variant (or some of its arches) that is not in this release: listed once, with why."""
+
+    variant: str
+    arches: list[str]
+    why: str
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The variants x arches a release contains, and where that came from."""
+
+    source: str                     # "flags", "push records", "build records" or "matrix"
+    images: list[tuple[str, str]]
+    out_of_scope: list[OutOfScope] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class Summary:
     generated_at: str
     today: str
@@ -355,6 +374,7 @@ class Summary:
     exports: list[ExportRow]
     versions: list[VersionRow]
     records: list[RecordState]
+    scope: Scope = Scope("matrix", [])
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.rows for c in r.cells.values() if c.status == status)
@@ -362,6 +382,11 @@ class Summary:
     @property
     def status(self) -> str:
         return worst(r.status for r in self.rows)
+
+    @property
+    def site_checks(self) -> list[str]:
+        """'harbor (cpu-debian12 amd64)': each check without a record that only a site can run."""
+        return [f"{c} ({r.variant} {r.arch})" for r in self.rows for c, cell in r.cells.items() if cell.status == SITE]
 
     @property
     def corrupt(self) -> list[RecordState]:

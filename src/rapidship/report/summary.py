@@ -18,8 +18,9 @@ from rapidship.records import ClusterTiers
 from rapidship.smoke.scrape import OOM_KILLS
 from rapidship.report.collect import Got, ImageRecords, Records, VariantRecords
 from rapidship.smoke.run import negative_markers
+from rapidship.report.scope import release_scope
 from rapidship.report.model import (CORRUPT, FAIL, IMAGE_GATES, MISSING, PASS,
-                                    SEVERITIES, STALE, AllowRow, BaseImage, BytesReport, Cell, ExportImage,
+                                    SEVERITIES, SITE, STALE, AllowRow, BaseImage, BytesReport, Cell, ExportImage,
                                     ExportRow, ExportVolume, ImageRow, ImageVersions, PathBytes, PruneArch,
                                     PruneFile, RecordState, ScanRow, SignedArch, SignRow, SizeRow, ScrapedWorker,
                                     SmokeRun, SmokeStage, Summary, VersionRow)
@@ -108,6 +109,8 @@ def trivy_cell(got: Got) -> Cell:
 
 
 def harbor_cell(arch: str, harbor: Got, push: Got) -> Cell:
+    if harbor.state.state == MISSING:  # Harbor runs nowhere but at the site
+        return Cell(SITE, "Harbor's scan", f"only a site's Harbor runs it: {harbor.state.writer}")
     if not harbor.ok:
         return _unread(harbor)
     record = harbor.value
@@ -123,8 +126,10 @@ def harbor_cell(arch: str, harbor: Got, push: Got) -> Cell:
     return Cell(PASS, f"Harbor scan of {short(scans[0].get('digest', ''))}: passed")
 
 
-def smoke_cell(runs: list[SmokeRun], build: Got) -> Cell:
+def smoke_cell(runs: list[SmokeRun], build: Got, gpu: bool = False) -> Cell:
     runs = [r for r in runs if not r.negative]  # a run meant to fail says nothing about the image
+    if not runs and gpu:
+        return Cell(SITE, "GPU smoke", "a CUDA image's smoke needs a GPU runner: invoke smoke --mode gpu --gpus all")
     if not runs:
         return Cell(MISSING, "", "no smoke run of this image: run invoke smoke")
     corrupt = [r for r in runs if r.state.state == CORRUPT]
@@ -391,20 +396,29 @@ def version_row(v, rec: VariantRecords, images: dict[tuple[str, str], ImageRecor
 
 # ---- all of it -------------------------------------------------------------------------------
 
-def summarize(records: Records, *, today: date, generated_at: str, commit: str) -> Summary:
+def summarize(records: Records, *, today: date, generated_at: str, commit: str,
+              variants: list[str] | None = None, arches: list[str] | None = None) -> Summary:
+    scope = release_scope(records, variants, arches)
     runs = smoke_runs(records)
     rows, sizes, bytes_, scans = [], [], [], []
     states: list[RecordState] = []
+    in_scope = [v for v in records.variants if any(vid == v.id for vid, _ in scope.images)]
     for v in records.variants:
         rec = records.per_variant[v.id]
-        states += [rec.render.state, rec.push.state, rec.promote.state, rec.sign.state, rec.harbor.state]
+        variant_states = [rec.render.state, rec.push.state, rec.promote.state, rec.sign.state, rec.harbor.state]
+        states += variant_states if v in in_scope else [st for st in variant_states if st.state != MISSING]
         for arch in (a.value for a in v.arches):
             img = records.images[(v.id, arch)]
-            states += [img.build.state, img.gates.state, img.content.state, img.decision.state, img.size.state]
+            image_states = [img.build.state, img.gates.state, img.content.state, img.decision.state, img.size.state]
+            if (v.id, arch) not in scope.images:  # out of scope: listed once; only a record that is there is shown
+                states += [st for st in image_states if st.state != MISSING]
+                continue
+            states += image_states
             mine = [r for r in runs if (r.variant, r.arch) == (v.id, arch)]
             cells = {"build": build_cell(img.build), **gate_cells(img.gates, img.build),
                      "trivy": trivy_cell(img.decision), "harbor": harbor_cell(arch, rec.harbor, rec.push),
-                     "smoke": smoke_cell(mine, img.build), "signature": signature_cell(arch, rec.sign, img.build)}
+                     "smoke": smoke_cell(mine, img.build, gpu=bool(v.cuda)),
+                     "signature": signature_cell(arch, rec.sign, img.build)}
             b = img.build.value if img.build.ok else None
             rows.append(ImageRow(v.id, arch, b.ref if b else v.ref(arch), b.image_id if b else "", cells))
             sizes.append(size_row(v.id, arch, v.budget_bytes, img))
@@ -414,7 +428,7 @@ def summarize(records: Records, *, today: date, generated_at: str, commit: str) 
     return Summary(
         generated_at=generated_at, today=today.isoformat(), commit=commit, workspace=records.root,
         rows=rows, sizes=sizes, bytes=bytes_, scans=scans, allowlist=allowlist(records.images, today), smoke=runs,
-        signatures=[sign_row(v.id, records.per_variant[v.id]) for v in records.variants],
+        signatures=[sign_row(v.id, records.per_variant[v.id]) for v in in_scope],
         exports=[export_row(g) for g in records.exports],
-        versions=[version_row(v, records.per_variant[v.id], records.images) for v in records.variants],
-        records=states)
+        versions=[version_row(v, records.per_variant[v.id], records.images) for v in in_scope],
+        records=states, scope=scope)

@@ -50,7 +50,7 @@ def source_commit(cwd: Path | None = None) -> str:
 
 def summary_json(summary: Summary, charts: list[str]) -> dict:
     """report.json: the summary, plus the verdict and counts a script would otherwise recompute."""
-    counts = {s: summary.count(s) for s in ("pass", "fail", "corrupt", "stale", "missing")}
+    counts = {s: summary.count(s) for s in ("pass", "fail", "corrupt", "stale", "missing", "site")}
     return {"verdict": summary.status, "counts": counts, "charts": charts, **asdict(summary)}
 
 
@@ -72,11 +72,12 @@ def write(summary: Summary, out: Path) -> tuple[Path, Path, list[Path]]:
 
 
 def report(ws: Workspace, variants, export_dirs: list[Path], out: Path, today: date | None = None,
-           commit: str | None = None) -> Written:
+           commit: str | None = None, scope: tuple[list[str] | None, list[str] | None] = (None, None)) -> Written:
+    """`scope`: the --variant and --arch flags (None: from the push records, else the builds)."""
     start = time.monotonic()
     now = datetime.now(timezone.utc).replace(microsecond=0)
     records = collect(ws, variants, export_dirs)
     summary = summarize(records, today=today or now.date(), generated_at=now.isoformat(),
-                        commit=commit if commit is not None else source_commit())
+                        commit=commit if commit is not None else source_commit(), variants=scope[0], arches=scope[1])
     index, js, pngs = write(summary, out)
     return Written(summary, index, js, pngs, index.stat().st_size, round(time.monotonic() - start, 2))

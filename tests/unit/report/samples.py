@@ -139,6 +139,6 @@ class Records:
         self.exports.append(out)
         return self
 
-    def summary(self):
+    def summary(self, variants: list[str] | None = None, arches: list[str] | None = None):
         return summarize(collect(self.ws, self.variants, self.exports), today=TODAY,
-                         generated_at="2026-12-01T12:00:00+00:00", commit="0" * 40)
+                         generated_at="2026-12-01T12:00:00+00:00", commit="0" * 40, variants=variants, arches=arches)

@@ -18,7 +18,10 @@ def test_the_task_writes_the_page_pngs_and_summary_and_names_what_is_broken(reco
     err = " ".join(proc.stderr.split())
     assert f"CORRUPT {records.ws.decision(VARIANT, ARCH)}: corrupt scan decision: not JSON" in err
     assert f"fix: run invoke scan --variant {VARIANT} --arch {ARCH}" in err
-    assert "not run (no record, shown as NOT RUN):" in err and "9 build record" in err
+    assert f"release scope (push records): {VARIANT} {ARCH}" in err
+    assert "not in this release: " in err and "cpu-debian12 arm64 (no push record names it)" in err
+    assert "9 build record" not in err
+    assert f"only a site runs: harbor ({VARIANT} {ARCH})" in err
     assert "NOT RELEASABLE" in err and "1 FAIL" in err and str(out / "index.html") in err
     # outside a terminal one tab-separated line per row (no box folding a long cell over lines)
     assert re.search(r"^cpu-debian12 amd64\tFAIL\tFAIL: user; CORRUPT: trivy;", proc.stderr, re.M), proc.stderr

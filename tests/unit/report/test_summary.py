@@ -7,7 +7,7 @@ import json
 
 from unit.report.samples import ARCH, GATES, OTHER_ID, VARIANT, allow, built, decision, gates, sign, smoke
 
-from rapidship.report.model import COLUMNS, CORRUPT, FAIL, MISSING, PASS, STALE
+from rapidship.report.model import COLUMNS, CORRUPT, FAIL, MISSING, PASS, SITE, STALE
 
 
 def row(summary, variant=VARIANT, arch=ARCH):
@@ -20,7 +20,9 @@ def test_every_variant_and_arch_of_the_matrix_has_a_row_even_with_no_record(reco
     assert len(summary.rows) == 10  # every variant on amd64 and arm64
     for r in summary.rows:
         assert set(r.cells) == set(COLUMNS)
-        assert {c.status for c in r.cells.values()} == {MISSING}  # nothing ran: not run, never passed
+        # nothing ran: not run, never passed; what only a site can run says so
+        assert {n: c.status for n, c in r.cells.items() if c.status != MISSING} == (
+            {"harbor": SITE, "smoke": SITE} if r.variant.startswith("cuda") else {"harbor": SITE})
         assert r.status == MISSING
     assert summary.status == MISSING and summary.count(PASS) == 0
     assert all(s.state == MISSING for s in summary.records)
@@ -30,11 +32,13 @@ def test_every_variant_and_arch_of_the_matrix_has_a_row_even_with_no_record(reco
 def test_a_release_where_every_stage_ran_and_passed(records):
     summary = records.full().summary()
     cells = row(summary).cells
-    assert {c: cells[c].status for c in COLUMNS} == {c: PASS for c in COLUMNS} | {"harbor": MISSING}
+    assert {c: cells[c].status for c in COLUMNS} == {c: PASS for c in COLUMNS} | {"harbor": SITE}
     assert "0.25 GB" in cells["build"].detail and "of 4.70 GB" not in cells["build"].detail
     assert "1 run(s) passed, 1 reached disk" == cells["smoke"].detail
     assert cells["signature"].detail.startswith("sha256:ffffffffffff signed with key sha256:1111")
-    other = row(summary, "cpu-debian12", "arm64")
+    # only Harbor's scan is left, and only a site can run it: ready for the site, not yet releasable
+    assert summary.status == SITE and summary.count(SITE) == 1
+    other = row(records.summary(arches=["amd64", "arm64"]), "cpu-debian12", "arm64")
     assert other.cells["build"].status == MISSING and other.cells["signature"].status == MISSING  # not built
 
 
@@ -174,7 +178,7 @@ def test_an_export_folder_without_its_record_is_missing(records):
 def test_a_built_arch_that_sign_json_does_not_sign_fails(records):
     records.full()
     records.put(records.ws.build(VARIANT, "arm64"), built().model_copy(update={"arch": "arm64"}))
-    cell = row(records.summary(), VARIANT, "arm64").cells["signature"]
+    cell = row(records.summary(variants=[VARIANT]), VARIANT, "arm64").cells["signature"]
     assert cell.status == FAIL and cell.detail == "sign.json signs no arm64 image, but one was built"
 
 
@@ -307,3 +311,40 @@ def test_an_export_written_anywhere_is_found_through_the_workspace_pointer(recor
     assert json.loads(next(records.ws.exports_dir().glob("0123*.json")).read_text())["out"] == "disc"
     records.exports.extend(found)
     assert [e.export_id for e in records.summary().exports] == ["0123456789abcdef", "0123456789abcdef"]
+
+
+def test_the_release_scope_comes_from_the_push_records(records, variants):
+    """push.json of cpu-debian12 names amd64: that is the release; the rest is listed once, not as NOT RUN cells."""
+    summary = records.full().summary()
+    assert [(r.variant, r.arch) for r in summary.rows] == [(VARIANT, ARCH)]
+    assert summary.scope.source == "push records"
+    out = {(o.variant, tuple(o.arches)) for o in summary.scope.out_of_scope}
+    assert (VARIANT, ("arm64",)) in out and len(out) == len(variants)  # every other variant once, and arm64
+    assert summary.count(MISSING) == 0
+    assert not [r for r in summary.records if r.state == MISSING and "arm64" in r.path]  # out of scope: not looked for
+    assert {s.variant for s in summary.signatures} == {v.variant for v in summary.versions} == {VARIANT}
+
+
+def test_the_release_scope_from_flags_and_before_any_push_from_the_builds(records):
+    records.put(records.ws.build(VARIANT, ARCH), built())
+    summary = records.summary()
+    assert summary.scope.source == "build records" and [(r.variant, r.arch) for r in summary.rows] == [(VARIANT, ARCH)]
+    summary = records.summary(variants=[VARIANT, "cuda12-debian12"], arches=["amd64"])
+    assert summary.scope.source == "flags"
+    assert sorted((r.variant, r.arch) for r in summary.rows) == [("cpu-debian12", "amd64"), ("cuda12-debian12", "amd64")]
+    cuda = row(summary, "cuda12-debian12", "amd64").cells
+    assert cuda["build"].status == MISSING  # named in the release: not run is not run
+    # checks only a site can run are named so: Harbor's scan, and the GPU smoke of a CUDA image
+    assert cuda["harbor"].status == SITE and cuda["smoke"].status == SITE and "GPU" in cuda["smoke"].note
+    assert row(summary).cells["smoke"].status == MISSING  # a CPU image's smoke runs anywhere
+
+
+def test_a_scope_flag_naming_nothing_of_the_matrix_is_one_clear_error(records):
+    import pytest
+
+    from rapidship.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--variant"):
+        records.summary(variants=["nope"])
+    with pytest.raises(ConfigError, match="--arch"):
+        records.summary(variants=[VARIANT], arches=["s390x"])

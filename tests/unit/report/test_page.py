@@ -80,10 +80,10 @@ def test_a_failing_gate_reads_fail_in_text_and_every_status_has_a_word(records):
     html = page(summary)
     row = re.search(r'<tr id="row-cpu-debian12-amd64".*?</tr>', html, re.S).group(0)
     cells = re.findall(r'<td class="st (\w+)"[^>]*>.*?<b>([A-Z ]+)</b>', row, re.S)
-    assert ("fail", "FAIL") in cells and ("pass", "PASS") in cells and ("missing", "NOT RUN") in cells
+    assert ("fail", "FAIL") in cells and ("pass", "PASS") in cells and ("site", "SITE ONLY") in cells
     assert "/usr/bin/planted has the setuid bit" in row
     assert "NOT RELEASABLE" in html
-    for r in summary.rows:  # every variant x arch has its row
+    for r in summary.rows:  # every variant x arch of the release has its row
         assert f'id="row-{r.variant}-{r.arch}"' in html
 
 
@@ -136,3 +136,22 @@ def test_inline_svg_strips_the_document_parts():
     assert inline_svg(glyphs, "scan") == ('<svg class="chart" role="img" aria-label="scan" ><path id="scan-DejaVuSans-48" '
                                           'd="M 0 0"/><use xlink:href="#scan-DejaVuSans-48"/><g clip-path="url(#p1)"/>'
                                           '<a href="#elsewhere"/></svg>')
+
+
+def test_the_page_names_the_scope_once_and_what_only_a_site_runs(records):
+    html = page(records.full().summary())
+    scope = re.search(r'<div class="scope" id="scope">.*?</div>', html, re.S).group(0)
+    assert "from the push records" in scope and "cpu-debian12 arm64" in scope and "cuda12-ubuntu22" in scope
+    assert html.count("cuda12-ubuntu22") == 1  # listed once, not as a row of NOT RUN cells
+    assert "READY FOR THE SITE" in html and "only a site can run" in html
+    assert re.search(r'<td class="st site"[^>]*>.*?<b>SITE ONLY</b>', html, re.S)
+
+
+def test_the_overall_verdict_is_never_cut_at_1400_px(records):
+    """The layout rule: the overall column comes right after the image, before the ten checks, and
+    the matrix lays out fixed to the page's width (cells wrap; nothing pushes it wider)."""
+    html = page(records.full().summary())
+    head = re.search(r'<table class="matrix">.*?<thead><tr>(.*?)</tr>', html, re.S).group(1)
+    assert re.findall(r"<th[^>]*>([^<]+)</th>", head)[:4] == ["variant", "arch", "image", "overall"]
+    assert re.search(r"table\.matrix \{[^}]*table-layout: fixed", html)
+    assert re.search(r"table\.matrix td, table\.matrix th \{[^}]*overflow-wrap: anywhere", html)

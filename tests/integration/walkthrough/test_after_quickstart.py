@@ -40,6 +40,11 @@ def test_the_deploy_pages_compose_block_runs_against_the_quickstarts_registry(qu
     finally:
         subprocess.run(["docker-compose", "-p", "rapidship", "-f", "build/deploy/compose.yaml", "--profile", "check",
                         "down", "-v", "--remove-orphans"], cwd=work, capture_output=True)
+        compose = work / "build/deploy/compose.yaml"
+        pulled = set(re.findall(r"^\s*image: (127\.0\.0\.1:\d+/\S+@sha256:[0-9a-f]{64})$", compose.read_text(), re.M)
+                     ) if compose.is_file() else set()
+        if pulled:   # the name the pull gave (the loopback registry's port is this run's alone)
+            subprocess.run(["docker", "rmi", *pulled], capture_output=True)
     assert proc.returncode == 0, f"{page} failed as written:\n{proc.stdout[-5000:]}"
     assert re.search(r'"verdict": "PASS"', proc.stdout), proc.stdout[-3000:]
     sizing = re.search(r"`(\d+ worker\(s\) x \d+ MiB \(dask --memory-limit \d+ MiB\), spill \d+ MiB each), image",

@@ -55,6 +55,7 @@ class ImageRecords:
     decision: Got[ScanRecord]
     size: Got[SizeReport]
     content: Got[ContentRecord]
+    sbom: str = ""  # the scan's CycloneDX SBOM where it is now ("" when none is there)
 
 
 @dataclass(frozen=True)
@@ -97,10 +98,11 @@ def collect(ws: Workspace, variants: list[Variant], export_dirs: list[Path]) -> 
         vid = v.id
         for arch in (a.value for a in v.arches):
             flags = f"--variant {vid} --arch {arch}"
+            decision = read(ws.decision(vid, arch), ScanRecord, f"invoke scan {flags}", "scan decision")
             images[(vid, arch)] = ImageRecords(
                 build=read(ws.build(vid, arch), BuiltImage, f"invoke build {flags}", "build record"),
                 gates=read(ws.gates(vid, arch), GatesRecord, f"invoke gates {flags}", "gate record"),
-                decision=read(ws.decision(vid, arch), ScanRecord, f"invoke scan {flags}", "scan decision"),
+                decision=decision, sbom=_sbom(ws.scan_dir(vid, arch), decision),
                 size=read(ws.size(vid, arch), SizeReport, f"invoke size-report {flags}", "size report"),
                 content=read(ws.content(vid, arch), ContentRecord, f"invoke gates {flags}", "content manifest"))
         per_variant[vid] = VariantRecords(
@@ -119,6 +121,15 @@ def collect(ws: Workspace, variants: list[Variant], export_dirs: list[Path]) -> 
                for d in export_dirs]
     return Records(root=str(ws.root), variants=list(variants), images=images, per_variant=per_variant,
                    smoke=smoke, exports=exports, cluster=cluster)
+
+
+def _sbom(scan_dir: Path, decision: Got[ScanRecord]) -> str:
+    """The SBOM beside the decision in this workspace (it may have been copied), else where the scan wrote it."""
+    recorded = (decision.value.outputs.get("sbom") or "") if decision.ok else ""
+    if not recorded:
+        return ""
+    here = scan_dir / Path(recorded).name
+    return str(here) if here.is_file() else recorded if Path(recorded).is_file() else ""
 
 
 def recorded_exports(ws: Workspace) -> list[Path]:

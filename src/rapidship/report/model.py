@@ -160,6 +160,16 @@ class AllowRow:
 
 
 @dataclass(frozen=True)
+class ScanFinding:
+    """One finding of a scan, whatever its outcome (LOW ones below the threshold too)."""
+
+    id: str
+    severity: str
+    what: str       # "gzip 1.12-1 (fixed in 1.12-1+fix1)", or the target and title of a misconfiguration
+    outcome: str
+
+
+@dataclass(frozen=True)
 class ScanRow:
     variant: str
     arch: str
@@ -175,6 +185,8 @@ class ScanRow:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)   # severity -> outcome -> n
     failing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    findings: list[ScanFinding] = field(default_factory=list)
+    sbom: str = ""
 
     @property
     def name(self) -> str:

@@ -22,11 +22,12 @@ from rapidship.report.scope import release_scope
 from rapidship.report.model import (CORRUPT, FAIL, IMAGE_GATES, MISSING, PASS,
                                     SEVERITIES, SITE, STALE, AllowRow, BaseImage, BytesReport, Cell, ExportImage,
                                     ExportRow, ExportVolume, ImageRow, ImageVersions, PathBytes, PruneArch,
-                                    PruneFile, RecordState, ScanRow, SignedArch, SignRow, SizeRow, ScrapedWorker,
+                                    PruneFile, RecordState, ScanFinding, ScanRow, SignedArch, SignRow, SizeRow, ScrapedWorker,
                                     SmokeRun, SmokeStage, Summary, VersionRow)
 
 TOP_PATHS = 10      # largest directories / files shown per image
 TOP_FAILING = 20    # failing findings listed per scan (decision.json keeps all)
+TOP_FINDINGS = 100  # findings of every outcome listed per scan
 LABEL_KEYS = {"rapids": "io.rapidship.rapids.version", "cuda": "io.rapidship.cuda.version",
               "python": "io.rapidship.python.version", "gpu_archs": "io.rapidship.gpu.archs",
               "revision": "org.opencontainers.image.revision", "created": "org.opencontainers.image.created"}
@@ -94,10 +95,13 @@ def _gate_detail(name: str, details: dict) -> str:
     return ""
 
 
-def trivy_cell(got: Got) -> Cell:
+def trivy_cell(got: Got, build: Got | None = None) -> Cell:
     if not got.ok:
         return _unread(got)
     rec = got.value
+    if build is not None and build.ok and rec.image_id and rec.image_id != build.value.image_id:
+        return Cell(STALE, f"{'PASS' if rec.passed else 'FAIL'} for {short(rec.image_id)}, built {short(build.value.image_id)}",
+                    "the scan decision is of another image than the build record: run invoke scan again")
     fails = sum(c.get("fail", 0) for c in rec.counts.values())
     allowed = sum(c.get("allowlisted", 0) for c in rec.counts.values())
     found = sum(sum(c.values()) for c in rec.counts.values())
@@ -296,8 +300,9 @@ def bytes_report(vid: str, arch: str, got: Got) -> BytesReport:
                      for f in (prune.get("files") or [])[:TOP_PATHS] if isinstance(f, dict)])
 
 
-def scan_row(vid: str, arch: str, got: Got) -> ScanRow:
-    cell = trivy_cell(got)
+def scan_row(vid: str, arch: str, img: ImageRecords) -> ScanRow:
+    got = img.decision
+    cell = trivy_cell(got, img.build)
     if not got.ok:
         return ScanRow(vid, arch, cell)
     r = got.value
@@ -309,7 +314,21 @@ def scan_row(vid: str, arch: str, got: Got) -> ScanRow:
                    db_updated=str((r.db or {}).get("UpdatedAt", "")), decided_on=r.decided_on,
                    threshold=str(r.policy.get("threshold", "")), policy_source=str(r.policy.get("source", "")),
                    os=r.os, packages=r.packages, counts=counts, failing=(problems + failing)[:TOP_FAILING],
-                   notes=list(r.notes))
+                   notes=list(r.notes), findings=findings(r.verdicts), sbom=img.sbom)
+
+
+def findings(verdicts: list[dict]) -> list[ScanFinding]:
+    """Every finding with its id, worst severity first (decision.json keeps them all)."""
+    def what(v: dict) -> str:
+        if v.get("package"):
+            fixed = f" (fixed in {v['fixed']})" if v.get("fixed") else ""
+            return f"{v['package']} {v.get('installed', '')}".strip() + fixed
+        return ": ".join(str(v[k]) for k in ("target", "title") if v.get(k))
+
+    rank = {sev: n for n, sev in enumerate(SEVERITIES)}
+    rows = [ScanFinding(str(v.get("id", "")), str(v.get("severity", "UNKNOWN")), what(v), str(v.get("outcome", "")))
+            for v in verdicts]
+    return sorted(rows, key=lambda f: rank.get(f.severity, len(rank)))[:TOP_FINDINGS]
 
 
 def allowlist(images: dict[tuple[str, str], ImageRecords], today: date) -> list[AllowRow]:
@@ -416,14 +435,14 @@ def summarize(records: Records, *, today: date, generated_at: str, commit: str,
             states += image_states
             mine = [r for r in runs if (r.variant, r.arch) == (v.id, arch)]
             cells = {"build": build_cell(img.build), **gate_cells(img.gates, img.build),
-                     "trivy": trivy_cell(img.decision), "harbor": harbor_cell(arch, rec.harbor, rec.push),
+                     "trivy": trivy_cell(img.decision, img.build), "harbor": harbor_cell(arch, rec.harbor, rec.push),
                      "smoke": smoke_cell(mine, img.build, gpu=bool(v.cuda)),
                      "signature": signature_cell(arch, rec.sign, img.build)}
             b = img.build.value if img.build.ok else None
             rows.append(ImageRow(v.id, arch, b.ref if b else v.ref(arch), b.image_id if b else "", cells))
             sizes.append(size_row(v.id, arch, v.budget_bytes, img))
             bytes_.append(bytes_report(v.id, arch, img.size))
-            scans.append(scan_row(v.id, arch, img.decision))
+            scans.append(scan_row(v.id, arch, img))
     states += [g.state for g in (*records.smoke, *records.cluster, *records.exports)]
     return Summary(
         generated_at=generated_at, today=today.isoformat(), commit=commit, workspace=records.root,

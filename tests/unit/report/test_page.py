@@ -155,3 +155,14 @@ def test_the_overall_verdict_is_never_cut_at_1400_px(records):
     assert re.findall(r"<th[^>]*>([^<]+)</th>", head)[:4] == ["variant", "arch", "image", "overall"]
     assert re.search(r"table\.matrix \{[^}]*table-layout: fixed", html)
     assert re.search(r"table\.matrix td, table\.matrix th \{[^}]*overflow-wrap: anywhere", html)
+
+
+def test_the_scan_section_lists_every_finding_by_id_and_the_sbom(records):
+    low = [{"outcome": "below-threshold", "reason": "below", "id": "DS026", "severity": "LOW", "target": "Dockerfile",
+            "title": "No HEALTHCHECK defined", "kind": "misconfiguration"}]
+    records.full(decision=decision(verdicts=low).model_copy(update={"outputs": {"sbom": "x/sbom.cdx.json"}}))
+    (records.ws.scan_dir("cpu-debian12", "amd64") / "sbom.cdx.json").write_text("{}")
+    html = page(records.summary())
+    found = re.search(r'<table class="findings".*?</table>', html, re.S).group(0)
+    assert "<code>DS026</code>" in found and "LOW" in found and "No HEALTHCHECK defined" in found
+    assert "cpu-debian12/scan-amd64/sbom.cdx.json</code>" in html

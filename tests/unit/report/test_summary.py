@@ -348,3 +348,27 @@ def test_a_scope_flag_naming_nothing_of_the_matrix_is_one_clear_error(records):
         records.summary(variants=["nope"])
     with pytest.raises(ConfigError, match="--arch"):
         records.summary(variants=[VARIANT], arches=["s390x"])
+
+
+def test_a_scan_of_another_build_is_stale_with_both_ids_side_by_side(records):
+    records.full(decision=decision().model_copy(update={"image_id": OTHER_ID}))
+    cell = row(records.summary()).cells["trivy"]
+    assert cell.status == STALE
+    assert cell.detail == f"PASS for {OTHER_ID[:19]}, built {'sha256:' + 'a' * 12}"
+    records.put(records.ws.decision(VARIANT, ARCH), decision().model_copy(update={"image_id": ""}))
+    assert row(records.summary()).cells["trivy"].status == PASS  # an older record that names no image: judged as is
+
+
+def test_every_finding_is_listed_with_its_id_and_the_sbom_path(records):
+    low = [{"outcome": "below-threshold", "reason": "LOW is below MEDIUM", "kind": "vulnerability", "id": "CVE-2099-2001",
+            "severity": "LOW", "target": "debian", "package": "gzip", "installed": "1.12-1", "fixed": "1.12-1+fix1"},
+           {"outcome": "below-threshold", "reason": "LOW is below MEDIUM", "kind": "misconfiguration", "id": "DS026",
+            "severity": "LOW", "target": "Dockerfile", "title": "No HEALTHCHECK defined"}]
+    sbom = records.ws.scan_dir(VARIANT, ARCH) / "sbom.cdx.json"
+    records.full(decision=decision(verdicts=low).model_copy(update={"outputs": {"sbom": "elsewhere/sbom.cdx.json"}}))
+    sbom.write_text("{}")
+    scan = next(s for s in records.summary().scans if (s.variant, s.arch) == (VARIANT, ARCH))
+    assert [(f.id, f.severity, f.what, f.outcome) for f in scan.findings] == [
+        ("CVE-2099-2001", "LOW", "gzip 1.12-1 (fixed in 1.12-1+fix1)", "below-threshold"),
+        ("DS026", "LOW", "Dockerfile: No HEALTHCHECK defined", "below-threshold")]
+    assert scan.sbom == str(sbom)  # found beside the decision, in this workspace

@@ -291,6 +291,7 @@ class ExportImage:
     size_bytes: int
     signed_digest: str
     variant: str
+    stale: str = ""  # the build record names another image: both ids, side by side
 
 
 @dataclass(frozen=True)

@@ -374,14 +374,22 @@ def sign_row(vid: str, rec: VariantRecords) -> SignRow:
     return SignRow(vid, rec.sign.state, rec.push.state, rec.promote.state, **row)
 
 
-def export_row(got: Got) -> ExportRow:
+def export_row(got: Got, built: dict[tuple[str, str], str] | None = None) -> ExportRow:
+    """`built`: the image id of each (variant, arch) build record, to flag a disc of another build."""
     if not got.ok:
         return ExportRow(got.state)
     r = got.value
+    built = built or {}
+
+    def stale(i) -> str:
+        now = built.get((i.variant, i.arch))
+        return f"on the disc {short(i.image_id)}, built {short(now)}" if now and i.variant and now != i.image_id else ""
+
     return ExportRow(got.state, export_id=r.export_id, created=r.created, media=r.media.name, media_bytes=r.media.bytes,
                      tar_bytes=r.tar_bytes, archive_bytes=r.archive_bytes, archive_sha256=r.archive_sha256,
                      key_fingerprint=r.signing_key_fingerprint,
-                     images=[ExportImage(i.ref, i.arch, i.image_id, i.size_bytes, i.signed_digest, i.variant) for i in r.images],
+                     images=[ExportImage(i.ref, i.arch, i.image_id, i.size_bytes, i.signed_digest, i.variant, stale(i))
+                             for i in r.images],
                      volumes=[ExportVolume(v.number, v.iso, v.iso_bytes, v.iso_sha256) for v in r.volumes])
 
 
@@ -448,6 +456,7 @@ def summarize(records: Records, *, today: date, generated_at: str, commit: str,
         generated_at=generated_at, today=today.isoformat(), commit=commit, workspace=records.root,
         rows=rows, sizes=sizes, bytes=bytes_, scans=scans, allowlist=allowlist(records.images, today), smoke=runs,
         signatures=[sign_row(v.id, records.per_variant[v.id]) for v in in_scope],
-        exports=[export_row(g) for g in records.exports],
+        exports=[export_row(g, {k: i.build.value.image_id for k, i in records.images.items() if i.build.ok})
+                 for g in records.exports],
         versions=[version_row(v, records.per_variant[v.id], records.images) for v in in_scope],
         records=states, scope=scope)

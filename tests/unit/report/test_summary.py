@@ -372,3 +372,15 @@ def test_every_finding_is_listed_with_its_id_and_the_sbom_path(records):
         ("CVE-2099-2001", "LOW", "gzip 1.12-1 (fixed in 1.12-1+fix1)", "below-threshold"),
         ("DS026", "LOW", "Dockerfile: No HEALTHCHECK defined", "below-threshold")]
     assert scan.sbom == str(sbom)  # found beside the decision, in this workspace
+
+
+def test_a_disc_carrying_another_build_of_an_image_is_stale_side_by_side(records):
+    from unit.report.samples import export
+
+    records.full(build=built(image_id=OTHER_ID))  # rebuilt after the disc was written
+    (disc,) = records.summary(variants=[VARIANT]).exports
+    (image,) = disc.images
+    assert image.stale == f"on the disc {'sha256:' + 'a' * 12}, built {OTHER_ID[:19]}"
+    records.put(records.ws.build(VARIANT, ARCH), built())
+    assert records.summary().exports[0].images[0].stale == ""
+    assert export().images[0].image_id == built().image_id

@@ -17,7 +17,8 @@ from rapidship.records import Workspace
 @task(name="report", iterable=["export", "variant", "arch"],
       help={"out": "folder for index.html, the PNG charts and report.json (default build/report)",
             "build-dir": "where the records live (default build)",
-            "export": "an export folder or glob holding export.json (repeatable; default <build-dir>/export-*, export/* and every --out invoke export wrote to)",
+            "export": "an export folder or glob holding export.json (repeatable; default <build-dir>/export-*, "
+                      "export/* and every --out invoke export wrote to)",
             "variant": "a variant the release contains (repeatable; default: the push records, else what was built)",
             "arch": "an arch the release contains (repeatable; default: every arch of each variant in it)",
             "strict": "exit 1 unless every check of every image passed (the page is written either way)",

@@ -51,7 +51,8 @@ def source_commit(cwd: Path | None = None) -> str:
 def summary_json(summary: Summary, charts: list[str]) -> dict:
     """report.json: the summary, plus the verdict and counts a script would otherwise recompute."""
     counts = {s: summary.count(s) for s in ("pass", "fail", "corrupt", "stale", "missing", "site")}
-    return {"verdict": summary.status, "counts": counts, "charts": charts, **asdict(summary)}
+    return {"verdict": summary.status, "counts": counts, "site_checks": summary.site_checks, "charts": charts,
+            **asdict(summary)}
 
 
 def write(summary: Summary, out: Path) -> tuple[Path, Path, list[Path]]:

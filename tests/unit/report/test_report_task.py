@@ -59,3 +59,19 @@ def test_the_quickstart_disc_under_build_disc_is_found_without_a_flag(records, t
     summary = json.loads((out / "report.json").read_text())
     assert [(e["export_id"], e["state"]["path"]) for e in summary["exports"]] == [
         ("0123456789abcdef", str(records.root / "disc" / "export.json"))]
+
+
+def test_report_json_carries_the_scope_the_site_checks_and_the_findings(records, tmp_path):
+    records.full()
+    out = tmp_path / "report"
+    invoke("report", "--build-dir", str(records.root), "--out", str(out), "-v", VARIANT, "-a", ARCH)
+    summary = json.loads((out / "report.json").read_text())
+    assert summary["verdict"] == "site" and summary["counts"]["site"] == 1
+    assert summary["scope"]["source"] == "flags" and summary["scope"]["images"] == [[VARIANT, ARCH]]
+    assert {o["variant"] for o in summary["scope"]["out_of_scope"]} >= {"cuda12-ubuntu22", VARIANT}
+    assert summary["site_checks"] == [f"harbor ({VARIANT} {ARCH})"]
+    (scan,) = summary["scans"]
+    assert "findings" in scan and "sbom" in scan
+    bad = invoke("report", "--build-dir", str(records.root), "--out", str(out), "--variant", "nope", check=False)
+    assert bad.returncode == 2 and "--variant: unknown variant 'nope'" in " ".join(bad.stderr.split())
+    assert "Traceback" not in bad.stderr

@@ -99,8 +99,9 @@ def trivy_cell(got: Got, build: Got | None = None) -> Cell:
     if not got.ok:
         return _unread(got)
     rec = got.value
-    if build is not None and build.ok and rec.image_id and rec.image_id != build.value.image_id:
-        return Cell(STALE, f"{'PASS' if rec.passed else 'FAIL'} for {short(rec.image_id)}, built {short(build.value.image_id)}",
+    if build is not None and build.ok and rec.image_id != build.value.image_id:  # as push reads it: "" vouches for none
+        return Cell(STALE, f"{'PASS' if rec.passed else 'FAIL'} for {short(rec.image_id or '(no image id)')}, "
+                           f"built {short(build.value.image_id)}",
                     "the scan decision is of another image than the build record: run invoke scan again")
     fails = sum(c.get("fail", 0) for c in rec.counts.values())
     allowed = sum(c.get("allowlisted", 0) for c in rec.counts.values())

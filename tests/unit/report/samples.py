@@ -48,7 +48,8 @@ def decision(passed: bool = True, allowlist: list[dict] | None = None, reasons: 
               "UNKNOWN": {}}
     if not passed:
         counts["HIGH"] = {"fail": 1}
-    return ScanRecord(artifact="rapidship/dask:x", variant=VARIANT, arch=ARCH, passed=passed, reasons=reasons or [],
+    return ScanRecord(artifact="rapidship/dask:x", image_id=IMAGE_ID, variant=VARIANT, arch=ARCH, passed=passed,
+                      reasons=reasons or [],
                       notes=[], counts=counts, policy={"source": "policy/trivy.yaml", "threshold": "MEDIUM",
                                                        "allowlist": allowlist or []},
                       os="debian 12.12", packages=91, trivy_version="0.59.1", db={"UpdatedAt": "2026-11-30T00:00:00Z"},

@@ -181,7 +181,7 @@ def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Pat
     sign_record = json.loads((build / VARIANT / "sign.json").read_text())
     out = work / "export"
     record = json.loads(ok(run(env, "export", "--variant", VARIANT, "--variants-file", variants, "--build-dir",
-                               str(build), "--media", str(MEDIA), "--out", str(out), "--keep-dirs")).stdout)
+                               str(build), "--media", str(MEDIA), "--out", str(out), "--keep-dirs", "--json")).stdout)
     return Disc(work=work, env=env, refs=refs, ids=ids, pub=keys / "cosign.pub", other=other / "cosign.pub",
                 fingerprint=fingerprint, other_fingerprint=_fingerprint(other / "cosign.pub"), build=build, saved=saved,
                 sign=sign_record, out=out, record=record,

@@ -33,12 +33,13 @@ TARGETS = ("compose", "k8s")
             "tls-secret": "k8s: dask's comms over TLS with the certificates of this Secret (ca.crt, tls.crt, "
                           "tls.key; the site CA's), plain tcp:// refused",
             "image": "an image by digest or id instead of the push record's (repo@sha256:..., sha256:...; never a tag)",
-            "out": "where the files go (default build/<variant>/deploy-<target>)", **VARIANTS_HELP})
+            "out": "where the files go (default build/<variant>/deploy-<target>)",
+            "json": "print the plan and the files written as JSON on stdout", **VARIANTS_HELP})
 @exits_cleanly
 def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=None, gpus=None, spill_size=None,
            arch=None, uid=None, name="rapidship", pull_secret=None, image=None, out=None,
            variants_file="variants.yaml", prometheus_image=None, spill_storage_class=None,
-           tls_secret=None):
+           tls_secret=None, json=False):
     """Write a Compose stack or Kubernetes manifests for a pushed variant, sized by the doctor's rules."""
     from rapidship.deploy import write
 
@@ -68,7 +69,8 @@ def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=
         console.err.print(f"wrote {path}")
     console.err.print(f"{plan.workers} worker(s) x {plan.memory_bytes // 2**20} MiB (dask --memory-limit "
                       f"{plan.memory_limit // 2**20} MiB), spill {plan.spill_bytes // 2**20} MiB each, image {plan.image}")
-    console.print_json({"plan": plan.__dict__, "files": [str(p) for p in files]})
+    if json:
+        console.print_json({"plan": plan.__dict__, "files": [str(p) for p in files]})
 
 
 @task(name="deploy-check", iterable=["file"],

@@ -34,10 +34,11 @@ def _progress():
             "out": "output directory, new or empty (default build/export-<time>)",
             "keep-dirs": "keep the volume-NN/ directories next to the ISO images",
             "unsigned": "also export images that have no signature in the build dir (LOUD; MANIFEST.json says so)",
-            "build-dir": "where build/<variant>/ records and signatures (invoke sign) live", **VARIANTS_HELP})
+            "build-dir": "where build/<variant>/ records and signatures (invoke sign) live",
+            "json": "print the record (export.json) on stdout too", **VARIANTS_HELP})
 @exits_cleanly
 def export_images(c, variant=None, arch=None, image=None, media="dvd", out=None, keep_dirs=False, unsigned=False,
-                  build_dir="build", variants_file="variants.yaml"):
+                  build_dir="build", variants_file="variants.yaml", json=False):
     """Save signed images into media-sized ISO volumes (zstd, signatures, SHA256SUMS, MANIFEST.json, install.sh)."""
     import time
 
@@ -52,7 +53,9 @@ def export_images(c, variant=None, arch=None, image=None, media="dvd", out=None,
         record = export(images, disc, target, keep_dirs=keep_dirs, progress=progress, ws=ws, unsigned=unsigned)
     console.table(f"export {record.export_id} -> {target}", ["volume", "ISO", "bytes", "sha256"],
                   [(v.number, v.iso, f"{v.iso_bytes:,}", v.iso_sha256[:16]) for v in record.volumes])
-    console.print_json(record_json(record))
+    console.err.print(f"record: {target / 'export.json'} (--json prints it)")
+    if json:
+        console.print_json(record_json(record))
 
 
 def _checked_volumes(sources, progress):
@@ -109,10 +112,11 @@ def _releases(plan) -> dict:
             "ca-cert": "PEM CA bundle that signs the --registry's certificate (default $RAPIDSHIP_REGISTRY_CA)",
             "work": "directory for the temporary archive with --registry (default $TMPDIR)",
             "allow-downgrade": "let an older release replace the newer one a name points at now (LOUD; recorded in "
-                               "the output as downgraded_from)", **KEY_HELP})
+                               "the output as downgraded_from)", **KEY_HELP,
+            "json": "print what was loaded as JSON on stdout (ids, verification, releases)"})
 @exits_cleanly
 def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, work=None, key=None, no_verify=False,
-                  allow_downgrade=False):
+                  allow_downgrade=False, json=False):
     """Check every volume, verify every image against --key, then load the images and compare their ids.
     With --registry, credentials come from RAPIDSHIP_REGISTRY_USER / _PASSWORD or the docker auth file."""
     from rapidship.export.load import docker_load, registry_push
@@ -134,15 +138,17 @@ def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, wo
     console.table(f"export {checked.export_id}", ["image", "id"],
                   [(x.where, x.image_id + (f" (DOWNGRADE from {x.downgraded_from})" if x.downgraded_from else ""))
                    for x in loaded])
-    console.print_json({"export_id": checked.export_id, **_verification(trust), "releases": _releases(plan),
-                        "loaded": [x.report() for x in loaded]})
+    if json:
+        console.print_json({"export_id": checked.export_id, **_verification(trust), "releases": _releases(plan),
+                            "loaded": [x.report() for x in loaded]})
 
 
 @task(name="export-verify", iterable=["from_"],
       help={"from": "a volume: directory or ISO file (repeatable; pass every volume of the export)",
-            "work": "directory for the scratch registry and the temporary archive (default $TMPDIR)", **KEY_HELP})
+            "work": "directory for the scratch registry and the temporary archive (default $TMPDIR)", **KEY_HELP,
+            "json": "print what was verified as JSON on stdout (ids, verification, releases)"})
 @exits_cleanly
-def export_verify(c, from_=None, work=None, key=None, no_verify=False):
+def export_verify(c, from_=None, work=None, key=None, no_verify=False, json=False):
     """Checksums, completeness and signatures, then the archive import would load, pushed into a scratch registry
     on 127.0.0.1 by the same code; compares ids."""
     from rapidship.export.load import registry_push, scratch_registry
@@ -158,5 +164,6 @@ def export_verify(c, from_=None, work=None, key=None, no_verify=False):
                                    lambda n: progress.advance(loading, n))
     console.table(f"export {checked.export_id}: verified", ["image", "id", "source id"],
                   [(x.ref, x.image_id, x.expected_id) for x in loaded])
-    console.print_json({"export_id": checked.export_id, "volumes": len(checked.volumes), **_verification(trust),
-                        "releases": _releases(plan), "verified": [x.report() for x in loaded]})
+    if json:
+        console.print_json({"export_id": checked.export_id, "volumes": len(checked.volumes), **_verification(trust),
+                            "releases": _releases(plan), "verified": [x.report() for x in loaded]})

@@ -120,7 +120,21 @@ def bad_flags_exit_2(project_root=None) -> None:
         try:
             parse(self)
         except ParseError as err:
-            raise Exit(f"error: {err}\n  fix: see `invoke --help TASK` for its flags", code=2) from None
+            raise Exit(f"error: {err}\n  fix: {_parse_fix(err)}", code=2) from None
 
     parse_tasks.bad_flags_exit_2 = True
     program.Program.parse_tasks = parse_tasks
+
+
+def _parse_fix(err) -> str:
+    """The fix for a flag invoke could not parse: the closest flag of that task, and its help by name."""
+    import difflib
+    import re
+
+    context = getattr(err, "context", None)
+    name = getattr(context, "name", None)
+    helps = f"`invoke {name} --help` lists its flags" if name else "`invoke --list` lists the tasks"
+    word = re.search(r"'(-[^']*)'", str(err))
+    flags = [f for f in getattr(context, "flags", {}) if f.startswith("--")]
+    close = difflib.get_close_matches(word.group(1), flags, n=1) if word and flags else []
+    return f"did you mean {close[0]}? ({helps})" if close else helps

@@ -54,7 +54,7 @@ def images(engine, tmp_path_factory):
 
 def _export(out: Path, *refs: str, extra=()) -> dict:
     proc = invoke("export", *[a for r in refs for a in ("--image", r)], "--unsigned", "--media", str(MEDIA), "--out",
-                  str(out), *extra)
+                  str(out), "--json", *extra)
     return json.loads(proc.stdout)
 
 
@@ -121,7 +121,7 @@ def test_export_shares_layers_and_spans_volumes_that_fit_the_medium(images, expo
 
 def test_round_trip_from_iso_files_restores_identical_images(images, exported, absent):
     out, record = exported
-    proc = invoke("import", *[a for iso in _isos(out, record) for a in ("--from", str(iso))], "--no-verify")
+    proc = invoke("import", *[a for iso in _isos(out, record) for a in ("--from", str(iso))], "--no-verify", "--json")
     report = json.loads(proc.stdout)
     assert report["export_id"] == record["export_id"] and report["verification"] == "skipped"
     assert {x["ref"]: x["image_id"] for x in report["loaded"]} == {absent["b"]: images["ids"]["b"], absent["c"]: images["ids"]["c"]}
@@ -136,7 +136,7 @@ def test_round_trip_from_iso_files_restores_identical_images(images, exported, a
 def test_export_verify_loads_into_a_scratch_registry_and_compares_digests(images, exported, form):
     out, record = exported
     sources = [str(iso) for iso in _isos(out, record)] if form == "each ISO" else [str(out)]
-    proc = invoke("export-verify", *[a for s in sources for a in ("--from", s)], "--no-verify")
+    proc = invoke("export-verify", *[a for s in sources for a in ("--from", s)], "--no-verify", "--json")
     report = json.loads(proc.stdout)
     assert report["volumes"] == record["volume_count"]
     by_ref = {x["ref"]: x for x in report["verified"]}
@@ -185,7 +185,7 @@ def test_import_pushes_to_a_registry_with_a_private_ca_and_credentials(images, e
             "DOCKER_CONFIG": str(tmp_path / "no-docker-config"), "TMPDIR": str(tmp_path)}
 
     def run(*extra, environ=env):
-        return subprocess.run(["invoke", "import", *isos, "--no-verify", "--registry", dest, *extra], cwd=ROOT,
+        return subprocess.run(["invoke", "import", *isos, "--no-verify", "--json", "--registry", dest, *extra], cwd=ROOT,
                               env=environ, capture_output=True, text=True, timeout=600)
 
     proc = run("--ca-cert", str(registry.ca))
@@ -237,7 +237,7 @@ def test_volumes_read_from_block_devices_like_discs_in_a_drive(images, exported)
                     pytest.fail(f"losetup failed in CI: {proc.stderr.strip()}")
                 pytest.skip(f"no loop devices here ({proc.stderr.strip()}); the ISO-file tests cover the same reader")
             devices.append(proc.stdout.strip())
-        report = json.loads(invoke("export-verify", *[a for d in devices for a in ("--from", d)], "--no-verify").stdout)
+        report = json.loads(invoke("export-verify", *[a for d in devices for a in ("--from", d)], "--no-verify", "--json").stdout)
         assert {x["image_id"] for x in report["verified"]} == {images["ids"]["b"], images["ids"]["c"]}
     finally:
         for dev in devices:

@@ -63,12 +63,12 @@ def test_both_arches_one_signed_index_one_dvd(engine, tmp_path):
         record = json.loads((disc / "export.json").read_text())
         assert sorted(i["arch"] for i in record["images"]) == list(ARCHES) and record["signing_key_fingerprint"]
         _, seconds["export-verify"] = sh(env, f"invoke export-verify --from {volumes[0]} --key {keys}/cosign.pub")
-        loaded, seconds["import (docker load)"] = sh(env, f"invoke import --from {volumes[0]} --key {keys}/cosign.pub")
+        loaded, seconds["import (docker load)"] = sh(env, f"invoke import --from {volumes[0]} --key {keys}/cosign.pub --json")
         ids = {i["arch"]: i["image_id"] for i in record["images"]}
         for proc, where in ((loaded, "engine"), (None, "registry")):
             if proc is None:
                 proc, seconds["import --registry"] = sh(
-                    env, f'invoke import --from {volumes[0]} --key {keys}/cosign.pub --registry "$RAPIDSHIP_REGISTRY/site"')
+                    env, f'invoke import --from {volumes[0]} --key {keys}/cosign.pub --json --registry "$RAPIDSHIP_REGISTRY/site"')
             report = json.loads(proc.stdout[proc.stdout.rindex('{\n  "export_id"'):])
             got = sorted((x["ref"].rsplit("-", 1)[-1], x["image_id"]) for x in report["loaded"])
             assert got == sorted(ids.items()), (where, got)  # both arches, each by its own tag, ids as exported

@@ -134,7 +134,7 @@ CASES = ["blobs-symlink", "repotags-lower-case", "repotag-long-s", "nested-objec
 @pytest.mark.parametrize("case", CASES)
 def test_invoke_import_loads_exactly_the_signed_images_whatever_the_archive_says(signed, site, absent, case, tmp_path):
     dirs = forge(signed, tricks(signed, site)[case], tmp_path)
-    proc = run(signed.env, "import", *from_args(dirs), "--key", str(signed.pub))
+    proc = run(signed.env, "import", *from_args(dirs), "--key", str(signed.pub), "--json")
     assert engine_state(signed, site) == expected(signed, site), proc.stderr[-2000:]
     reported = {x["ref"]: x["image_id"] for x in json.loads(ok(proc).stdout)["loaded"]}
     assert reported == {signed.refs[a]: signed.ids[a] for a in ARCHES}
@@ -170,7 +170,7 @@ def test_a_registry_gets_exactly_the_signed_images_from_both_importers(signed, s
     want = {signed.refs["amd64"].rsplit(":", 1)[0]: sorted(r.rsplit(":", 1)[1] for r in signed.refs.values())}
     with scratch_registry(tmp_path) as registry:
         proc = ok(run(signed.env, "import", *from_args(dirs), "--key", str(signed.pub), "--registry", registry,
-                      "--insecure", "--work", str(tmp_path)))
+                      "--insecure", "--work", str(tmp_path), "--json"))
         assert {x["image_id"] for x in json.loads(proc.stdout)["loaded"]} == set(signed.ids.values())
         assert tags_in(registry) == want
     with scratch_registry(tmp_path) as registry:
@@ -182,7 +182,7 @@ def test_a_registry_gets_exactly_the_signed_images_from_both_importers(signed, s
 def test_export_verify_checks_what_import_loads_and_a_refused_disc_changes_nothing(signed, site, absent, tmp_path):
     dirs = forge(signed, tricks(signed, site)["blobs-symlink"], tmp_path / "ok")
     report = json.loads(ok(run(signed.env, "export-verify", *from_args(dirs), "--key", str(signed.pub),
-                               "--work", str(tmp_path))).stdout)
+                               "--work", str(tmp_path), "--json")).stdout)
     assert {x["image_id"] for x in report["verified"]} == set(signed.ids.values())
     # the courier's archive without the genuine arm64 image: refused by both, and the engine unchanged
     genuine = members_of(signed.saved.read_bytes())

@@ -55,7 +55,8 @@ def names(disc) -> dict[str, str | None]:
 
 def test_the_older_disc_is_refused_by_both_importers_once_the_newer_is_in_place(clean, tmp_path):
     old, new = clean
-    ok(run(new.env, "import", *from_args(new.isos), "--key", str(new.pub)))
+    first = ok(run(new.env, "import", *from_args(new.isos), "--key", str(new.pub)))
+    assert first.stdout == "" and all(new.ids[a] in first.stderr for a in ARCHES)  # JSON only with --json
     before = names(new)
     assert before == {new.refs[a]: new.ids[a] for a in ARCHES}
     proc = run(old.env, "import", *from_args(old.isos), "--key", str(old.pub))
@@ -77,7 +78,7 @@ def test_the_older_disc_is_refused_by_both_importers_once_the_newer_is_in_place(
 def test_allow_downgrade_loads_the_older_release_loudly_and_records_it(clean):
     old, new = clean
     ok(run(new.env, "import", *from_args(new.isos), "--key", str(new.pub)))
-    proc = ok(run(old.env, "import", *from_args(old.isos), "--key", str(old.pub), "--allow-downgrade"))
+    proc = ok(run(old.env, "import", *from_args(old.isos), "--key", str(old.pub), "--allow-downgrade", "--json"))
     assert "WARNING: --allow-downgrade" in proc.stderr
     loaded = {x["ref"]: x for x in json.loads(proc.stdout)["loaded"]}
     for arch in ARCHES:

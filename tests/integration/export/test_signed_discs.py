@@ -83,7 +83,7 @@ def test_an_unsigned_image_is_refused_unless_unsigned_is_passed(signed, present,
     assert proc.returncode == 2 and f"no signature for {ref}" in message and "--unsigned" in message
     assert not (tmp_path / "a").exists() or not any((tmp_path / "a").iterdir())
     proc = ok(run(env, "export", "--image", ref, "--image", signed["refs"]["amd64"], "--unsigned", "--build-dir",
-                  str(signed["build"]), "--out", str(tmp_path / "b"), "--keep-dirs"))
+                  str(signed["build"]), "--out", str(tmp_path / "b"), "--keep-dirs", "--json"))
     assert "WARNING: --unsigned" in proc.stderr and ref in proc.stderr
     images = {i["ref"]: i for i in json.loads(proc.stdout)["images"]}
     assert images[ref]["unsigned"] and not images[ref]["signed_digest"]
@@ -96,7 +96,7 @@ def test_an_unsigned_image_is_refused_unless_unsigned_is_passed(signed, present,
 # ---- invoke import -------------------------------------------------------------------------------
 
 def test_import_with_the_key_verifies_then_loads_identical_images(signed, absent):
-    proc = ok(run(signed["env"], "import", *from_args(signed["isos"]), "--key", str(signed["pub"])))
+    proc = ok(run(signed["env"], "import", *from_args(signed["isos"]), "--key", str(signed["pub"]), "--json"))
     report = json.loads(proc.stdout)
     assert report["verified_with"] == signed["fingerprint"] and report["verification"] == "signatures"
     assert {x["ref"]: x["image_id"] for x in report["loaded"]} == {signed["refs"][a]: signed["ids"][a] for a in ARCHES}
@@ -112,7 +112,7 @@ def test_import_without_a_key_is_refused_before_reading_anything(signed, absent)
 
 
 def test_no_verify_loads_and_says_what_it_skipped(signed, absent):
-    proc = ok(run(signed["env"], "import", *from_args(signed["dirs"]), "--no-verify"))
+    proc = ok(run(signed["env"], "import", *from_args(signed["dirs"]), "--no-verify", "--json"))
     report = json.loads(proc.stdout)
     assert report["verification"] == "skipped" and report["verified_with"] == ""
     assert "WARNING: --no-verify" in proc.stderr and "NOT checked" in proc.stderr
@@ -181,7 +181,7 @@ def test_a_swapped_signature_is_refused(signed, absent, tmp_path):
 
 def test_export_verify_takes_the_key_the_same_way(signed):
     report = json.loads(ok(run(signed["env"], "export-verify", "--from", str(signed["out"]), "--key",
-                               str(signed["pub"]))).stdout)
+                               str(signed["pub"]), "--json")).stdout)
     assert report["verified_with"] == signed["fingerprint"]
     assert {x["image_id"] for x in report["verified"]} == set(signed["ids"].values())
     proc = run(signed["env"], "export-verify", "--from", str(signed["out"]))

@@ -63,3 +63,24 @@ def test_help_works_where_a_value_was_wanted(args):
 def test_a_needed_flag_left_out_is_named(args, flag):
     run = invoke(*args)
     assert run.returncode == 2 and f"error: {flag}: this task needs it" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_misspelt_flag_is_answered_with_the_closest_flag_of_that_task():
+    proc = invoke("build", "--varient", "cpu-debian12")
+    assert proc.returncode == 2
+    assert "did you mean --variant?" in proc.stderr and "`invoke build --help`" in proc.stderr
+    assert "TASK" not in proc.stderr
+    far = invoke("matrix", "--zzz")
+    assert far.returncode == 2 and "did you mean" not in far.stderr and "`invoke matrix --help`" in far.stderr
+
+
+def test_deploy_prints_its_json_only_with_json(tmp_path):
+    import json
+
+    args = ["deploy", "--variant", "cpu-debian12", "--image", "sha256:" + "d" * 64, "--memory", "1g"]
+    quiet = invoke(*args, "--out", str(tmp_path / "a"))
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == "" and "wrote " in quiet.stderr and "worker(s) x 1024 MiB" in quiet.stderr
+    loud = invoke(*args, "--out", str(tmp_path / "b"), "--json")
+    assert loud.returncode == 0, loud.stderr
+    assert json.loads(loud.stdout)["plan"]["memory_bytes"] == 2**30

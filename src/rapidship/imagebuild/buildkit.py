@@ -165,7 +165,7 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
     if code != 0:
         tail = "".join(log_path.read_text().splitlines(keepends=True)[-15:])
         raise RapidshipError(f"build {plan.ref}", f"docker build failed (exit {code}); last lines:\n{tail}",
-                             f"full log: {log_path}")
+                             failed_build_fix(tail, plan, log_path))
     seconds = round(time.monotonic() - start, 1)
     info = inspect_image(plan.ref)
     return BuiltImage(variant=plan.variant, arch=plan.arch, ref=plan.ref, name=plan.name, image_id=info["Id"],
@@ -177,6 +177,15 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
                       extra={"gpu_archs": variant.gpu_archs_label(plan.arch), "bases": base_digests(variant, plan),
                              "build_args": dict(plan.base_args), "secret_ids": list(plan.secret_ids),
                              "target": plan.target})
+
+
+def failed_build_fix(tail: str, plan: BuildPlan, log_path: Path) -> str:
+    """What to do about a failed build: the engine's own words where they name a cause the user can
+    fix here (an engine started without its default bridge gives RUN steps no network), else the log."""
+    if "network bridge not found" in tail and plan.network in (None, "default"):
+        return (f"this engine has no default bridge network (dockerd --bridge none): pass --network host (RUN steps "
+                f"share this machine's network) or --network none; full log: {log_path}")
+    return f"full log: {log_path}"
 
 
 def base_digests(variant: Variant, plan: BuildPlan) -> dict[str, dict]:

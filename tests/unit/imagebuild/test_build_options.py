@@ -53,3 +53,16 @@ def test_a_bad_build_flag_is_named_before_any_base_is_looked_for(flags, where):
 
     run = subprocess.run(["invoke", "build", *flags], cwd=ROOT, capture_output=True, text=True, check=False)
     assert run.returncode == 2 and where in run.stderr and "base" not in run.stderr.split("fix:")[0]
+
+
+def test_a_build_on_an_engine_without_its_default_bridge_names_the_network_flag(tmp_path):
+    """The engine's words (dockerd --bridge none; such an engine cannot run in the suite: starting
+    one deletes the host's docker0), then what to do about them."""
+    from rapidship.imagebuild.buildkit import failed_build_fix
+
+    tail = "#5 ERROR: network bridge not found\n------\nfailed to solve: network bridge not found\n"
+    log = tmp_path / "build.log"
+    fix = failed_build_fix(tail, _plan(None)[0], log)
+    assert "--network host" in fix and "no default bridge" in fix and str(log) in fix
+    assert failed_build_fix(tail, _plan("host")[0], log) == f"full log: {log}"    # the flag given: nothing to add
+    assert failed_build_fix("ERROR: pip failed\n", _plan(None)[0], log) == f"full log: {log}"

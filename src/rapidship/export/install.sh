@@ -1,7 +1,8 @@
 #!/bin/sh
 # Load the images of one rapidship export on a host with no network.
 #
-#   sh install.sh --key cosign.pub [--registry HOST[:PORT][/PREFIX]] [--insecure] [--tmp DIR] [--allow-downgrade] VOLUME_DIR...
+#   sh install.sh --key cosign.pub [--registry HOST[:PORT][/PREFIX] [--ca-cert FILE | --insecure]] [--tmp DIR]
+#                 [--allow-downgrade] VOLUME_DIR...
 #   sh install.sh --no-verify [...] VOLUME_DIR...
 #
 # VOLUME_DIR: one directory per volume (a mounted disc or a copy of it); default: this script's
@@ -18,12 +19,17 @@
 # Every image id is then compared with the one recorded at export time. --no-verify skips the key and
 # signature checks (and says so). Needs: sh, sha256sum, zstd, GNU tar, openssl (with --key), and docker
 # (or skopeo with --registry); free space under --tmp (default $TMPDIR or /var/tmp) for the images.
+# --registry: --ca-cert (default $RAPIDSHIP_REGISTRY_CA) is the PEM CA that signs its certificate; the
+# credential comes from RAPIDSHIP_REGISTRY_USER / _PASSWORD (into a 0600 file of --tmp, never on a
+# command line) or else skopeo's own auth file.
 set -eu
 
 # @EXPORT_DATA@
 
 REGISTRY=""
 TLS_VERIFY=true
+CA_CERT="${RAPIDSHIP_REGISTRY_CA:-}"
+CA_FLAG=""
 TMP_ROOT="${TMPDIR:-/var/tmp}"
 DIRS=""
 KEY=""
@@ -39,12 +45,14 @@ while [ $# -gt 0 ]; do
     --registry) [ $# -ge 2 ] || usage "--registry needs HOST[:PORT][/PREFIX]"; REGISTRY="$2"; shift 2 ;;
     --registry=*) REGISTRY="${1#--registry=}"; shift ;;
     --insecure) TLS_VERIFY=false; shift ;;
+    --ca-cert) [ $# -ge 2 ] || usage "--ca-cert needs the PEM CA file of the --registry"; CA_CERT="$2"; CA_FLAG=1; shift 2 ;;
+    --ca-cert=*) CA_CERT="${1#--ca-cert=}"; CA_FLAG=1; shift ;;
     --tmp) [ $# -ge 2 ] || usage "--tmp needs a directory"; TMP_ROOT="$2"; shift 2 ;;
     --key) [ $# -ge 2 ] || usage "--key needs the public key file (cosign.pub)"; KEY="$2"; shift 2 ;;
     --key=*) KEY="${1#--key=}"; shift ;;
     --no-verify) NO_VERIFY=1; shift ;;
     --allow-downgrade) ALLOW_DOWNGRADE=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
     -*) usage "unknown option $1 (see: sh install.sh --help)" ;;
     *) DIRS="$DIRS
 $1"; shift ;;
@@ -58,6 +66,13 @@ if [ -z "$KEY" ] && [ -z "$NO_VERIFY" ]; then
   --no-verify loads without checking signatures. Nothing was loaded."
 fi
 [ -z "$KEY" ] || [ -f "$KEY" ] || usage "--key $KEY: no such file"
+if [ "$TLS_VERIFY" = false ]; then
+  [ -z "$CA_FLAG" ] || usage "--ca-cert and --insecure: pass one of them"
+  CA_CERT=""   # $RAPIDSHIP_REGISTRY_CA does not apply to a registry reached without TLS checks
+fi
+if [ -n "$REGISTRY" ] && [ -n "$CA_CERT" ]; then
+  [ -f "$CA_CERT" ] || usage "--ca-cert $CA_CERT: no such file (the PEM CA that signs the registry's certificate)"
+fi
 
 need sha256sum "install coreutils"
 need zstd "install the zstd package (Debian/Ubuntu: apt-get install zstd; RPM: dnf install zstd)"
@@ -111,6 +126,23 @@ done
 
 WORK=$(mktemp -d "$TMP_ROOT/rapidship-install.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT INT TERM
+if [ -n "$REGISTRY" ]; then  # skopeo's view of the site registry: its CA, and a credential file only this user reads
+  if [ -n "$CA_CERT" ]; then mkdir "$WORK/certs" && cp "$CA_CERT" "$WORK/certs/ca.crt"; fi
+  if [ -n "${RAPIDSHIP_REGISTRY_USER:-}" ] && [ -n "${RAPIDSHIP_REGISTRY_PASSWORD:-}" ]; then
+    need base64 "install coreutils"
+    auth=$(printf '%s:%s' "$RAPIDSHIP_REGISTRY_USER" "$RAPIDSHIP_REGISTRY_PASSWORD" | base64 | tr -d '\n')
+    (umask 077 && printf '{"auths": {"%s": {"auth": "%s"}}}\n' "${REGISTRY%%/*}" "$auth" > "$WORK/auth.json")
+  fi
+fi
+# skopeo with the registry's TLS and auth options: `registry inspect|copy ARGS...`
+registry() {
+  verb=$1; shift
+  side=""; [ "$verb" != copy ] || side=dest-   # copy names the destination's options --dest-*
+  [ ! -d "$WORK/certs" ] || set -- "--${side}cert-dir=$WORK/certs" "$@"
+  [ ! -f "$WORK/auth.json" ] || set -- "--${side}authfile=$WORK/auth.json" "$@"
+  set -- "--${side}tls-verify=$TLS_VERIFY" "$@"
+  skopeo "$verb" "$@"
+}
 # Status files stand in for `pipefail`, which POSIX sh lacks.
 cat_parts() {
   echo "$PARTS" | while read -r name vol bytes; do
@@ -242,10 +274,10 @@ current_created() {  # REF -> "ID CREATED" of what the name points at now, or no
   if [ -z "$REGISTRY" ]; then
     docker image inspect --format '{{.Id}} {{index .Config.Labels "org.opencontainers.image.created"}}' "$1" 2>/dev/null || true
   else
-    if skopeo inspect --config --raw --tls-verify="$TLS_VERIFY" "docker://$(dest_of "$1")" > "$WORK/current.json" 2>"$WORK/current.err"; then
+    if registry inspect --config --raw "docker://$(dest_of "$1")" > "$WORK/current.json" 2>"$WORK/current.err"; then
       echo "sha256:$(hash_of "$WORK/current.json") $(created_of "$WORK/current.json")"
     elif grep -Eq 'manifest unknown|name unknown|not found|NOT_FOUND' "$WORK/current.err"; then :
-    else die "skopeo cannot read $(dest_of "$1") to compare its release: $(tail -n 1 "$WORK/current.err")"; fi
+    else die "skopeo cannot read $(dest_of "$1") to compare its release: $(tail -n 1 "$WORK/current.err") (a private CA: --ca-cert; a credential: RAPIDSHIP_REGISTRY_USER / _PASSWORD; nothing was loaded)"; fi
   fi
 }
 dest_of() {
@@ -290,9 +322,9 @@ status=0
       where="$ref"
     else
       where=$(dest_of "$ref")
-      skopeo copy --quiet --dest-tls-verify="$TLS_VERIFY" "docker-archive:$WORK/images.tar:$ref" "docker://$where" >&2 \
-        || die "skopeo copy $ref -> $where failed"
-      got=sha256:$(skopeo inspect --config --raw --tls-verify="$TLS_VERIFY" "docker://$where" | sha256sum | cut -d' ' -f1)
+      registry copy --quiet "docker-archive:$WORK/images.tar:$ref" "docker://$where" >&2 \
+        || die "skopeo copy $ref -> $where failed (a private CA: --ca-cert; a credential: RAPIDSHIP_REGISTRY_USER / _PASSWORD)"
+      got=sha256:$(registry inspect --config --raw "docker://$where" | sha256sum | cut -d' ' -f1)
     fi
     was=""
     if [ -f "$WORK/downgrades" ]; then

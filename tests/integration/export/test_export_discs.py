@@ -203,6 +203,36 @@ def test_import_pushes_to_a_registry_with_a_private_ca_and_credentials(images, e
     assert not list(tmp_path.glob("rapidship-import-*"))  # the temp dir with the auth file is gone
 
 
+def test_install_sh_pushes_to_a_registry_with_a_private_ca_and_credentials(images, exported, registry, tmp_path):
+    """install.sh as invoke import: the CA with --ca-cert, the credential from the environment into a
+    0600 file of --tmp (never on skopeo's command line), and gone with it."""
+    out, record = exported
+    dirs = _dirs(out, record)
+    dest = f"{registry.host}/site-sh"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAPIDSHIP_REGISTRY")}
+    env |= {"RAPIDSHIP_REGISTRY_USER": registry.user, "RAPIDSHIP_REGISTRY_PASSWORD": registry.password,
+            "DOCKER_CONFIG": str(tmp_path / "no-docker-config"), "REGISTRY_AUTH_FILE": str(tmp_path / "none.json")}
+
+    def install(*extra, environ=env):
+        return subprocess.run(["sh", str(dirs[0] / "install.sh"), "--no-verify", "--registry", dest, "--tmp",
+                               str(tmp_path), *extra, *map(str, dirs)], env=environ, capture_output=True, text=True,
+                              timeout=600)
+
+    proc = install("--ca-cert", str(registry.ca))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for key in ("b", "c"):
+        assert f"loaded {dest}/{images['refs'][key]} {images['ids'][key]}" in proc.stdout
+    assert registry.password not in proc.stdout + proc.stderr
+    assert not list(tmp_path.glob("rapidship-install.*"))  # the work dir with the auth file is gone
+    unknown_ca = install()
+    assert unknown_ca.returncode == 1 and ("x509" in unknown_ca.stderr or "certificate" in unknown_ca.stderr)
+    no_creds = install("--ca-cert", str(registry.ca), environ={k: v for k, v in env.items() if "RAPIDSHIP_REG" not in k})
+    assert no_creds.returncode == 1 and "RAPIDSHIP_REGISTRY_USER" in no_creds.stderr
+    assert "unauthorized" in no_creds.stderr.lower() or "authentication" in no_creds.stderr.lower()
+    both = install("--ca-cert", str(registry.ca), "--insecure")
+    assert both.returncode == 2 and "--ca-cert and --insecure" in both.stderr
+
+
 def test_several_parts_per_volume_install_like_a_full_dvd(images, exported, tmp_path):
     """A full DVD volume holds two parts (parts stay below 4 GiB); here parts of 300 kB on 1 MB volumes."""
     from rapidship.export.write import export, image_record, parse_media

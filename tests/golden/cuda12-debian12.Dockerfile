@@ -18,7 +18,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && apt-get install -y --no-install-recommends python3.11 python3.11-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY lock/ /tmp/lock/
-COPY builder/measure_trims.py builder/dedupe.py /tmp/builder/
+COPY builder/measure_trims.py builder/dedupe.py builder/target_layout.py /tmp/builder/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
@@ -33,8 +33,7 @@ RUN --mount=type=secret,id=cacert,required=false \
  && /opt/rapids/bin/pip install --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
       --no-compile --implementation cp --python-version 3.11 "${platforms[@]}" \
       --target /opt/rapids/lib/python3.11/site-packages -r "/tmp/lock/requirements-${TARGETARCH}.txt" \
- && if [ -d /opt/rapids/lib/python3.11/site-packages/bin ]; then cp -a /opt/rapids/lib/python3.11/site-packages/bin/. /opt/rapids/bin/ \
-      && rm -rf /opt/rapids/lib/python3.11/site-packages/bin; fi \
+ && python3.11 /tmp/builder/target_layout.py --site /opt/rapids/lib/python3.11/site-packages --prefix /opt/rapids \
  && /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
  && python3.11 /tmp/builder/measure_trims.py --prefix /opt/rapids --style find \
       --pattern '*/site-packages/*/tests' \

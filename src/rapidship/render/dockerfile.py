@@ -33,7 +33,7 @@ PRUNER_SRC = BUILDER_SRC / "prune"
 PRUNER_FILES = ("__init__.py", "__main__.py", "core.py", "elf.py", "fatbin.py", "files.py", "inplace.py",
                 "cuda_rule.py")  # stdlib only
 # Builder-side programs (stdlib, plus py-rattler for the installer), copied into the context's builder/.
-BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "measure_trims.py"), Flavour.pip: ("measure_trims.py", "dedupe.py")}
+BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "measure_trims.py"), Flavour.pip: ("measure_trims.py", "dedupe.py", "target_layout.py")}
 
 PREFIX = "/opt/rapids"
 CONTEXT_DIRS = ("lock", "builder", "runtime")  # remade by every render

@@ -31,17 +31,16 @@ def big_report(n: int) -> dict:
 
 def test_a_200k_finding_report_prints_a_bounded_summary_and_records_everything(tmp_path):
     # Measured on the 2-core development machine: 49.5 s and 15 MB of stderr (one FAIL line per
-    # finding) before the cap; about 10 s and 3.5 KB after, most of it writing decision.json.
+    # finding) before the cap; about 10 s and 3.5 KB after, most of it writing decision.json. The
+    # bound is on what is printed (the cause), not on seconds, which a loaded CI machine stretches
+    # past any fixed limit (30 s was seen at 31-39 s beside a parallel build).
     report = tmp_path / "trivy.json"
     report.write_text(json.dumps(big_report(N)))
     policy = tmp_path / "trivy.yaml"
     policy.write_text("defaults:\n  max_allowlist_days: 30000\n  allowlist:\n" + "".join(
         f"    - {{id: CVE-2099-{i}, reason: accepted for this test, expires: 2099-01-01}}\n" for i in range(1, 5001, 100)))
-    start = time.monotonic()
     proc = invoke("gate", "--report", str(report), "--policy", str(policy), "--out", str(tmp_path / "out"), check=False)
-    seconds = time.monotonic() - start
     assert proc.returncode == 1, proc.stderr[-2000:]
-    assert seconds < 30, f"invoke gate took {seconds:.1f}s on {N} findings"
     printed = proc.stdout + proc.stderr
     assert len(printed.encode()) < 5000, f"{len(printed.encode())} bytes printed"
     shown = [line for line in printed.splitlines() if line.startswith("FAIL CVE-")]

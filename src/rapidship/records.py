@@ -70,6 +70,9 @@ class Workspace:
     def content(self, variant: str, arch: str) -> Path:
         return self.variant_dir(variant) / f"content-{arch}.json"
 
+    def reproduce(self, variant: str, arch: str) -> Path:
+        return self.variant_dir(variant) / f"reproduce-{arch}.json"
+
     def sign(self, variant: str) -> Path:
         return self.variant_dir(variant) / "sign.json"
 
@@ -148,6 +151,20 @@ class BuiltImage(Record):
     @property
     def release_name(self) -> str:
         return self.name or self.ref
+
+
+class Reproduction(Record):
+    """build/<variant>/reproduce-<arch>.json: an image rebuilt from its recorded inputs, and the verdict."""
+
+    variant: str
+    arch: str
+    digest: str          # the image id asked about
+    rebuilt_id: str
+    reproduced: bool
+    source_date_epoch: int
+    revision: str
+    seconds: float
+    differences: list[str] = []
 
 
 class StagedImage(Record):

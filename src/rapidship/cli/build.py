@@ -57,6 +57,7 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
           no_cache=False, variants_file="variants.yaml"):
     """Render and build a variant with BuildKit; writes build/<variant>/build-<arch>.json."""
     from rapidship.imagebuild.buildkit import BuildSecrets, build as build_image, local_base_args, plan_build, write_record
+    from rapidship.imagebuild.normalise import source_date_epoch
     from dataclasses import replace
 
     from rapidship.render.dockerfile import check_locks, render as render_variant
@@ -66,9 +67,10 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
     check_locks(v, m)
     secrets = BuildSecrets.from_flags(ca_bundle, pip_index, conda_channel)
     rendered = render_variant(v)
-    revision = c.run("git rev-parse --short HEAD", hide=True, warn=True).stdout.strip()
+    revision = c.run("git rev-parse HEAD", hide=True, warn=True).stdout.strip()
+    epoch = source_date_epoch(Path.cwd())
     arches = arches_flag(v, arch)
-    plans = [plan_build(v, a, rendered, secrets, revision, no_cache=no_cache, network=network)
+    plans = [plan_build(v, a, rendered, secrets, revision, no_cache=no_cache, network=network, epoch=epoch)
              for a in arches]  # flags first
     for a, plan in zip(arches, plans):
         plan = replace(plan, base_args=local_base_args(v, a))  # then the bases, which may be missing
@@ -78,7 +80,84 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
         record = write_record(Workspace(), built)
         console.err.print(f"built {built.ref} (docker build {built.seconds}s): {built.size_bytes / 1e6:.0f} MB, "
                           f"zstd {built.zstd_bytes / 1e6:.0f} MB, {built.layers} layers, "
-                          f"{built.cached_steps}/{built.total_steps} steps cached -> {record}")
+                          f"{built.cached_steps}/{built.total_steps} steps cached; image id {built.image_id[:19]} "
+                          f"(SOURCE_DATE_EPOCH={epoch}) -> {record}")
+
+
+@task(iterable=["conda_channel"],
+      help={"variant": "variant id", "digest": "the image id to reproduce, sha256:<64 hex> (a disc's record, the "
+                                               "config a signed manifest names, docker images --no-trunc)",
+            "arch": "amd64 or arm64 (default: this machine's arch)",
+            "record": "the build record naming the inputs (default build/<variant>/build-<arch>.json)",
+            "keep": "keep the rebuilt image in the engine (default: removed after the comparison)",
+            "ca-bundle": "as for build", "pip-index": "as for build", "conda-channel": "as for build",
+            "network": "as for build", **VARIANTS_HELP})
+@exits_cleanly
+def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=None, pip_index=None,
+              conda_channel=None, network=None, variants_file="variants.yaml"):
+    """Rebuild an image from its recorded inputs (commit, SOURCE_DATE_EPOCH, lock, bases), without cache,
+    and say "reproduced" or name each config field and file that differs; writes reproduce-<arch>.json."""
+    import time
+    from dataclasses import replace
+
+    from rapidship.engine import ENGINE
+    from rapidship.errors import ConfigError
+    from rapidship.imagebuild.base import host_arch
+    from rapidship.imagebuild.buildkit import BuildSecrets, build as build_image, plan_build, read_record
+    from rapidship.imagebuild.reproduce import DIGEST, differences, input_problems, listing
+    from rapidship.records import BuiltImage, Reproduction
+    from rapidship.render.dockerfile import render as render_variant
+
+    if not DIGEST.match(digest or ""):
+        raise ConfigError("--digest", f"{digest!r} is not sha256:<64 hex>", "pass the image id (config digest) to check")
+    v = load_matrix(variants_file).get(variant)
+    a = arch_flag(arch or host_arch())
+    ws = Workspace()
+    source = Path(record) if record else ws.build(v.id, a.value)
+    rec = ws.load(source, BuiltImage, f"invoke build --variant {v.id} --arch {a.value}", "build record") if record \
+        else read_record(ws, v.id, a.value)
+    if (rec.variant, rec.arch) != (v.id, a.value):
+        raise ConfigError("--record", f"{source} is the build record of {rec.variant} {rec.arch}",
+                          f"pass the record of {v.id} {a.value}")
+    rendered = render_variant(v)
+    head = c.run("git rev-parse HEAD", hide=True, warn=True).stdout.strip()
+    dirty = bool(c.run("git status --porcelain --untracked-files=no", hide=True, warn=True).stdout.strip())
+    bases = {key: (ENGINE.try_inspect(used.get("ref", "")) or {}).get("Id", "")
+             for key, used in (rec.extra.get("bases") or {}).items()}
+    if problems := input_problems(rec, head, dirty, rendered.lock_sha256, bases):
+        raise ConfigError(str(source), "cannot rebuild from the recorded inputs: " + "; ".join(problems),
+                          "bring each input named back, then run invoke reproduce again")
+    secrets = BuildSecrets.from_flags(ca_bundle, pip_index, conda_channel)
+    plan = plan_build(v, a, rendered, secrets, rec.extra["revision"], no_cache=True, network=network,
+                      epoch=rec.extra["source_date_epoch"])
+    plan = replace(plan, ref=f"{plan.ref}-reproduce", base_args=dict(rec.extra.get("build_args") or {}))
+    log = ws.variant_dir(v.id) / f"reproduce-{a.value}.log"
+    start = time.monotonic()
+    try:
+        with console.status(f"rebuilding {plan.ref} without cache (log: {log})",
+                            detail=lambda: console.last_line(log)) as status:
+            rebuilt = build_image(plan, secrets, v, log, on_step=lambda s: status.update(f"{plan.ref}: {s}"))
+            found: list[str] = []
+            if rebuilt.image_id != digest:
+                status.update(f"listing what differs between {digest[:19]} and {rebuilt.image_id[:19]}")
+                found = differences(listing(digest), listing(plan.ref)) if ENGINE.try_inspect(digest) else [
+                    f"the image {digest[:19]} is not in this engine: load it (docker load, invoke import) and run "
+                    "again to list each field and file that differs"]
+    finally:
+        if not keep:
+            ENGINE.remove_images(plan.ref)
+    result = Reproduction(variant=v.id, arch=a.value, digest=digest, rebuilt_id=rebuilt.image_id,
+                          reproduced=rebuilt.image_id == digest, source_date_epoch=plan.epoch, revision=plan.revision,
+                          seconds=round(time.monotonic() - start, 1), differences=found)
+    path = ws.save(ws.reproduce(v.id, a.value), result)
+    if result.reproduced:
+        console.err.print(f"reproduced: {digest} ({v.id} {a.value}, commit {plan.revision[:12]}, "
+                          f"SOURCE_DATE_EPOCH={plan.epoch}, {result.seconds}s) -> {path}")
+        return
+    console.table(f"{digest[:19]} (shipped) vs {rebuilt.image_id[:19]} (rebuilt)", ["what differs"],
+                  [(line,) for line in found])
+    raise GateFailure(f"reproduce {v.id} {a.value}", f"not reproduced: rebuilt {rebuilt.image_id}, not {digest}",
+                      f"each difference is listed above and in {path}")
 
 
 @task(help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",

@@ -44,7 +44,10 @@ def ci_build(c, variant, arch, variants_file="variants.yaml"):
     """CI runners without a daemon: build with $RAPIDSHIP_BUILDER (buildctl|kaniko), push a candidate tag."""
     import os
 
+    from pathlib import Path
+
     from rapidship.imagebuild.buildkit import BuildSecrets, plan_build
+    from rapidship.imagebuild.normalise import source_date_epoch
     from rapidship.imagebuild.daemonless import build_staged, cache_refs, candidate_ref, write_staged
     from rapidship.render.dockerfile import render as render_variant
 
@@ -52,8 +55,8 @@ def ci_build(c, variant, arch, variants_file="variants.yaml"):
     a = arch_flag(arch)
     secrets = BuildSecrets.from_flags(None, None, None)
     rendered = render_variant(v)
-    revision = os.environ.get("CI_COMMIT_SHORT_SHA", "")
-    plan = plan_build(v, a, rendered, secrets, revision)
+    revision = os.environ.get("CI_COMMIT_SHA", "")
+    plan = plan_build(v, a, rendered, secrets, revision, epoch=source_date_epoch(Path.cwd()))
     push_ref = candidate_ref(v, a, os.environ.get("RAPIDSHIP_REGISTRY", ""), os.environ.get("RAPIDSHIP_CANDIDATE_SUFFIX", ""))
     builder = os.environ.get("RAPIDSHIP_BUILDER", "buildctl")
     log = Workspace().build_log(v.id, a.value)

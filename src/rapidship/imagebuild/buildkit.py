@@ -13,11 +13,11 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 from rapidship.imagebuild.base import host_arch, resolve_local_base
+from rapidship.imagebuild.normalise import EPOCH_LABEL, created_label, normalise
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Flavour, Variant, run_id
@@ -63,6 +63,8 @@ class BuildPlan:
     target: str = "runtime"
     no_cache: bool = False  # rebuild every step (cache mounts such as pip's download cache stay)
     network: str | None = None  # "host": RUN steps reach mirrors on the build machine's loopback
+    epoch: int = 0  # SOURCE_DATE_EPOCH: the image's created time and every layer's latest mtime
+    revision: str = ""  # the source commit (full), recorded for `invoke reproduce`
 
 
 
@@ -70,8 +72,11 @@ NETWORKS = ("default", "host", "none")
 
 
 def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildSecrets, revision: str = "",
-               no_cache: bool = False, base_args: dict[str, str] | None = None, network: str | None = None) -> BuildPlan:
-    """Pure: what to build, under which tag, with which labels and secret ids."""
+               no_cache: bool = False, base_args: dict[str, str] | None = None, network: str | None = None,
+               *, epoch: int) -> BuildPlan:
+    """Pure: what to build, under which tag, with which labels and secret ids. `epoch` (the source's
+    SOURCE_DATE_EPOCH, normalise.source_date_epoch) is the image's creation time: two builds of one
+    commit are one release, with one image id."""
     if network is not None and network not in NETWORKS:
         raise ConfigError("--network", f"{network!r} is not one of {', '.join(NETWORKS)}",
                           "use --network host to reach a mirror on this machine's 127.0.0.1")
@@ -81,13 +86,13 @@ def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildS
     ids = ["cacert"] if secrets.ca_bundle else []
     ids += ["pip-index"] if secrets.pip_index else []
     ids += ["conda-channels"] if secrets.conda_channels else []
-    labels = {"org.opencontainers.image.created": datetime.now(timezone.utc).replace(microsecond=0).isoformat()}
+    labels = {"org.opencontainers.image.created": created_label(epoch), EPOCH_LABEL: str(epoch)}
     if revision:
         labels["org.opencontainers.image.revision"] = revision
     return BuildPlan(variant=variant.id, arch=arch.value, ref=variant.local_ref(arch, run_id()), name=variant.ref(arch),
                      context=rendered.out_dir,
                      labels=labels, secret_ids=tuple(ids), no_cache=no_cache,
-                     base_args=base_args or {}, network=network)
+                     base_args=base_args or {}, network=network, epoch=epoch, revision=revision)
 
 
 def build_command(plan: BuildPlan, cli: str, secret_files: dict[str, Path]) -> list[str]:
@@ -167,6 +172,10 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
         raise RapidshipError(f"build {plan.ref}", f"docker build failed (exit {code}); last lines:\n{tail}",
                              failed_build_fix(tail, plan, log_path))
     seconds = round(time.monotonic() - start, 1)
+    runtime_base = plan.base_args.get("RUNTIME_BASE", variant.bases.runtime)
+    normal_start = time.monotonic()
+    on_step(f"normalising {plan.ref} to SOURCE_DATE_EPOCH={plan.epoch}")
+    normal = normalise(plan.ref, runtime_base, plan.epoch)
     info = inspect_image(plan.ref)
     return BuiltImage(variant=plan.variant, arch=plan.arch, ref=plan.ref, name=plan.name, image_id=info["Id"],
                       size_bytes=info["Size"],
@@ -176,7 +185,10 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
                       cached_steps=len(cached & steps), total_steps=len(steps),
                       extra={"gpu_archs": variant.gpu_archs_label(plan.arch), "bases": base_digests(variant, plan),
                              "build_args": dict(plan.base_args), "secret_ids": list(plan.secret_ids),
-                             "target": plan.target})
+                             "target": plan.target, "source_date_epoch": plan.epoch, "revision": plan.revision,
+                             "normalised": {"engine_id": normal.before_id, "base_layers_kept": normal.kept_layers,
+                                            "layers_rewritten": normal.rewritten_layers,
+                                            "seconds": round(time.monotonic() - normal_start, 1)}})
 
 
 def failed_build_fix(tail: str, plan: BuildPlan, log_path: Path) -> str:

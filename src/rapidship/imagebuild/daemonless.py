@@ -16,6 +16,7 @@ from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Variant, run_id
 from rapidship.records import StagedImage, Workspace
+from rapidship.imagebuild.normalise import EPOCH_LABEL, normalise
 from rapidship.imagebuild.buildkit import BuildPlan, BuildSecrets, BuiltImage, inspect_image, write_secret_files, zstd_size
 
 
@@ -186,10 +187,18 @@ def pull_staged(ws: Workspace, arch: str, variant: Variant) -> BuiltImage:
             if proc.returncode != 0:
                 raise RapidshipError(pinned, f"docker {args[0]} failed: {proc.stderr.strip()[-300:]}",
                                      "check RAPIDSHIP_REGISTRY_USER/PASSWORD (or docker login) and that the build pushed")
+    # the daemonless builders stamp times as BuildKit 0.8 does: normalised here as `build` normalises
+    labels = (inspect_image(local).get("Config") or {}).get("Labels") or {}
+    if not str(labels.get(EPOCH_LABEL, "")).isdigit():
+        raise RapidshipError(pinned, f"the candidate has no {EPOCH_LABEL} label (built by an older rapidship?)",
+                             f"rebuild it: invoke ci.build --variant {variant.id} --arch {arch}")
+    normal = normalise(local, variant.bases.runtime, int(labels[EPOCH_LABEL]))
     info = inspect_image(local)
     return BuiltImage(variant=staged.variant, arch=arch, ref=local, name=variant.ref(arch), image_id=info["Id"],
                       size_bytes=info["Size"],
                       zstd_bytes=zstd_size(local), layers=len(info["RootFS"]["Layers"]), seconds=staged.seconds,
                       lock_sha256=(info["Config"].get("Labels") or {}).get("io.rapidship.lock.sha256", ""),
                       base=variant.bases.runtime, log=staged.log, extra={"staged": staged.ref, "digest": staged.digest,
-                                                                       "gpu_archs": variant.gpu_archs_label(arch)})
+                                                                       "gpu_archs": variant.gpu_archs_label(arch),
+                                                                       "source_date_epoch": normal.epoch,
+                                                                       "normalised": {"engine_id": normal.before_id}})

@@ -57,7 +57,7 @@ def conda_image(engine, tmp_path_factory):
         [lock] = lock_conda(load_env_spec("rtest", work / "envs"), matrix, [mirror], work / "locks")
         rendered = render(variant, out_root=work / "build", locks=work / "locks")
         secrets = BuildSecrets.from_flags(None, None, [mirror])
-        plan = plan_build(variant, Arch.amd64, rendered, secrets, network="host")
+        plan = plan_build(variant, Arch.amd64, rendered, secrets, network="host", epoch=1796000000)
         built = build(plan, secrets, variant, work / "build.log")
     assert any(p.endswith(".conda") for p in seen), "the builder did not fetch from the mirror"
     yield built, (work / "build.log").read_text(), lock.read_text(), Path(rendered.dockerfile).read_text()

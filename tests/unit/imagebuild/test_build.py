@@ -44,7 +44,7 @@ def test_build_command_passes_secrets_by_file_only(tmp_path):
     token_url = "https://bot:t0p-s3cret@pypi.mirror.example/simple"
     secrets = BuildSecrets(ca_bundle=ca, pip_index=token_url)
     v = MATRIX.variants["cpu-debian12"]
-    plan = plan_build(v, Arch.arm64, RENDERED, secrets, revision="abc123",
+    plan = plan_build(v, Arch.arm64, RENDERED, secrets, revision="abc123", epoch=1796000000,
                       base_args={"RUNTIME_BASE": "x:bookworm-slim-arm64"})
     argv = build_command(plan, "/usr/bin/docker", {"cacert": ca, "pip-index": tmp_path / "pip-index"})
     joined = " ".join(argv)
@@ -58,12 +58,15 @@ def test_build_command_passes_secrets_by_file_only(tmp_path):
     assert "RUNTIME_BASE=x:bookworm-slim-arm64" in argv
     assert "org.opencontainers.image.revision=abc123" in argv
     assert argv[-1] == "build/cpu-debian12"
+    # the release time is the source's, not the build clock's: one commit, one created label
+    assert "org.opencontainers.image.created=2026-11-30T00:53:20+00:00" in argv
+    assert "io.rapidship.source-date-epoch=1796000000" in argv
 
 
 def test_plan_refuses_an_arch_the_variant_does_not_build():
     v = MATRIX.variants["cuda12-debian12"].model_copy(update={"arches": (Arch.amd64,)})
     with pytest.raises(ConfigError, match="not built for arm64"):
-        plan_build(v, Arch.arm64, RENDERED, BuildSecrets())
+        plan_build(v, Arch.arm64, RENDERED, BuildSecrets(), epoch=1796000000)
 
 
 def test_the_pip_builder_base_is_the_build_machines_arch_and_the_runtime_the_targets():

@@ -24,7 +24,7 @@ def _plan(tmp_path: Path, with_secrets: bool = True) -> tuple[BuildPlan, dict[st
     ca.write_text("-----BEGIN CERTIFICATE-----\nprivate\n-----END CERTIFICATE-----\n")
     secrets = BuildSecrets(ca_bundle=ca, pip_index="https://robot:s3cret-token@pypi.mirror/simple") if with_secrets \
         else BuildSecrets()
-    plan = plan_build(CPU, Arch.arm64, RENDERED, secrets, revision="abc1234")
+    plan = plan_build(CPU, Arch.arm64, RENDERED, secrets, revision="abc1234", epoch=1796000000)
     files = {"cacert": ca, "pip-index": tmp_path / "pip-index"} if with_secrets else {}
     return plan, files
 

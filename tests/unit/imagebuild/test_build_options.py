@@ -21,7 +21,7 @@ def _plan(network):
     rendered = Rendered(variant=v.id, out_dir="build/cuda12-ubuntu22", dockerfile="x", dockerfile_sha256="",
                         lock_sha256="")
     secrets = BuildSecrets(conda_channels=(MIRROR,))
-    return plan_build(v, Arch.amd64, rendered, secrets, network=network), secrets
+    return plan_build(v, Arch.amd64, rendered, secrets, network=network, epoch=1796000000), secrets
 
 
 def test_network_host_reaches_the_argv_and_mirrors_go_in_as_a_0600_secret_file(tmp_path):

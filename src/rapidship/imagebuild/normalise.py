@@ -1,0 +1,302 @@
+"""What the engine built, made reproducible: the same lock, base and source give the same image id.
+
+BuildKit 0.8 (in dockerd 20.10) stamps the build's clock into every layer (file and directory
+mtimes) and into the config (`created`, each history entry). `normalise` rewrites the image from
+its docker-archive, whatever engine made it, and loads the result under the same name:
+  layers of the runtime base: kept byte for byte (an input, named by the base's id);
+  every other layer: its entries in path order, each mtime clamped to SOURCE_DATE_EPOCH, numeric
+    owners and modes as built, user and group names, atime, ctime and every pax record but extended
+    attributes (file capabilities) dropped; hard links point at the first of their names in the
+    new order, which then carries the data;
+  the config: `created` the epoch, each history time clamped to it, rootfs.diff_ids the new
+    layers', BuildKit's own extras (build info, inline cache) dropped.
+The image id (the config's digest) is what gates, push, signatures and discs then name. A
+normalised image normalises to itself. What still differs inside files is fixed where it is made
+(templates: ldconfig's aux-cache, the user's password-change day); `reproduce` names it when not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Callable, Iterator
+
+from rapidship.engine import ENGINE
+from rapidship.errors import ConfigError, RapidshipError
+
+BLOCK = tarfile.BLOCKSIZE
+ENGINE_EXTRAS = ("moby.buildkit.buildinfo.v1", "moby.buildkit.cache.v0")  # config keys only BuildKit writes
+EPOCH_LABEL = "io.rapidship.source-date-epoch"
+_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
+# ---- the epoch ---------------------------------------------------------------------------------
+
+def source_date_epoch(source: Path, env: dict[str, str] | None = None) -> int:
+    """SOURCE_DATE_EPOCH when set (the reproducible-builds convention), else the commit time of
+    the checkout's HEAD: one number for every build of one commit, on any machine."""
+    env = os.environ if env is None else env
+    given = env.get("SOURCE_DATE_EPOCH", "").strip()
+    if given:
+        if not given.isdigit():
+            raise ConfigError("SOURCE_DATE_EPOCH", f"{given!r} is not a whole number of seconds",
+                              "unset it (the commit time is used) or export SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)")
+        return int(given)
+    got = subprocess.run(["git", "-C", str(source), "log", "-1", "--format=%ct"], capture_output=True, text=True,
+                         check=False)
+    if got.returncode != 0 or not got.stdout.strip().isdigit():
+        raise ConfigError("SOURCE_DATE_EPOCH", f"unset, and {source} is not a git checkout with a commit",
+                          "build from a git checkout, or export SOURCE_DATE_EPOCH (seconds since 1970, UTC)")
+    return int(got.stdout.strip())
+
+
+def created_label(epoch: int) -> str:
+    """The epoch as `org.opencontainers.image.created` spells it (sign/release.py orders these)."""
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat()
+
+
+def rfc3339(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---- one layer (pure over an open tar) ---------------------------------------------------------
+
+def order_key(name: str) -> tuple[str, ...]:
+    """Path order: by component, so a directory comes right before what it holds."""
+    return tuple(p for p in name.strip("/").split("/") if p not in ("", "."))
+
+
+@dataclass(frozen=True)
+class Entry:
+    header: bytes               # the member's header block(s), as written
+    source: tarfile.TarInfo | None  # where its data comes from (None: no data)
+
+
+def plan_layer(members: list[tarfile.TarInfo], epoch: int) -> list[Entry]:
+    """The normalised members of one layer, in order, each with the header it gets."""
+    by_name = {m.name: m for m in members}
+
+    def holder_of(name: str) -> str:  # a hard link's chain followed to the member holding the data
+        seen = set()
+        while by_name[name].islnk() and by_name[name].linkname in by_name and name not in seen:
+            seen.add(name)
+            name = by_name[name].linkname
+        return name
+
+    groups: dict[str, list[str]] = {}
+    for m in members:
+        if m.islnk() and m.linkname in by_name:
+            data = holder_of(m.name)
+            groups.setdefault(data, [data]).append(m.name)
+    first = {name: min(names, key=order_key) for names in groups.values() for name in names}
+    data_of = {name: data for data, names in groups.items() for name in names}
+    entries = []
+    for m in sorted(members, key=lambda m: order_key(m.name)):
+        holder = first.get(m.name)
+        if holder is None:  # not linked, or linked to a file of a lower layer: as it is
+            entries.append(Entry(_header(m, m.name, epoch), m if m.isfile() else None))
+        elif holder == m.name:  # the first name of a linked group carries the data
+            data = by_name[data_of[m.name]]
+            entries.append(Entry(_header(data, m.name, epoch), data if data.isfile() else None))
+        else:
+            link = tarfile.TarInfo(m.name)
+            link.type, link.linkname, link.mode, link.uid, link.gid, link.mtime = (
+                tarfile.LNKTYPE, holder, m.mode, m.uid, m.gid, m.mtime)
+            entries.append(Entry(_header(link, m.name, epoch), None))
+    return entries
+
+
+def _header(m: tarfile.TarInfo, name: str, epoch: int) -> bytes:
+    """`m`'s header under `name`: numeric owners and mode as built, mtime clamped, no names or times
+    beyond the mtime, only the extended attributes of its pax records."""
+    info = tarfile.TarInfo(name[2:] if name.startswith("./") else name.lstrip("/"))
+    info.type, info.linkname = m.type, m.linkname
+    info.mode, info.uid, info.gid = m.mode, m.uid, m.gid
+    info.uname = info.gname = ""
+    info.mtime = min(int(m.mtime), epoch)
+    info.devmajor, info.devminor = m.devmajor, m.devminor
+    info.size = m.size if m.isfile() else 0
+    info.pax_headers = {k: v for k, v in sorted(m.pax_headers.items()) if k.startswith("SCHILY.xattr.")}
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+
+
+def layer_size(entries: list[Entry]) -> int:
+    return sum(len(e.header) + _padded(e.source.size if e.source else 0) for e in entries) + 2 * BLOCK
+
+
+def _padded(n: int) -> int:
+    return n + (-n % BLOCK)
+
+
+def write_layer(tar: tarfile.TarFile, entries: list[Entry], out: IO[bytes],
+                on_bytes: Callable[[int], None] = lambda _: None) -> str:
+    """Write the planned layer; returns its diff_id (sha256 of the bytes written)."""
+    digest = hashlib.sha256()
+
+    def put(data: bytes | memoryview) -> None:
+        digest.update(data)
+        out.write(data)
+
+    for e in entries:
+        put(e.header)
+        if e.source is not None:
+            stream = tar.extractfile(e.source)
+            assert stream is not None
+            left = e.source.size
+            while left:
+                chunk = stream.read(min(left, 1 << 20))
+                if not chunk:
+                    raise RapidshipError("normalise", f"layer member {e.source.name} ends early", "rebuild the image")
+                put(chunk)
+                left -= len(chunk)
+                on_bytes(len(chunk))
+            put(bytes(-e.source.size % BLOCK))
+    put(bytes(2 * BLOCK))
+    return "sha256:" + digest.hexdigest()
+
+
+# ---- the config (pure) ---------------------------------------------------------------------------
+
+def clamp_time(value: object, epoch: int) -> object:
+    """An RFC 3339 time no later than the epoch: itself when earlier, else the epoch."""
+    m = _TIME.match(value) if isinstance(value, str) else None
+    if not m:
+        return rfc3339(epoch)
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    seconds = int(datetime.fromisoformat(m.group(1) + zone).timestamp())
+    return value if seconds < epoch else rfc3339(epoch)
+
+
+def normal_config(config: dict, diff_ids: list[str], epoch: int) -> bytes:
+    doc = {k: v for k, v in config.items() if k not in ENGINE_EXTRAS}
+    doc["created"] = rfc3339(epoch)
+    doc["history"] = [{**h, "created": clamp_time(h.get("created"), epoch)} if "created" in h else h
+                      for h in config.get("history") or []]
+    doc["rootfs"] = {"type": "layers", "diff_ids": list(diff_ids)}
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+# ---- the image (edge: docker save -> rewrite -> docker load) ------------------------------------
+
+@dataclass(frozen=True)
+class Normalised:
+    ref: str
+    image_id: str
+    before_id: str
+    epoch: int
+    kept_layers: int       # the base's, byte for byte
+    rewritten_layers: int
+
+
+def _member_header(name: str, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = size, 0o644
+    return info.tobuf(tarfile.PAX_FORMAT)
+
+
+def _saved(ref: str, into: Path) -> Path:
+    path = into / "saved.tar"
+    got = ENGINE.run_cli(["save", "-o", str(path), ref])
+    if got.returncode != 0:
+        raise RapidshipError(f"normalise {ref}", f"docker save failed: {got.stderr.strip()[-300:]}",
+                             "check the engine (docker info) and the disk space of $TMPDIR")
+    return path
+
+
+def layer_member(outer: tarfile.TarFile, name: str) -> tarfile.TarInfo:
+    member = outer.getmember(name)
+    hops = 0
+    while member.issym() and hops < 8:  # docker save links a repeated layer to its first copy
+        name = os.path.normpath(os.path.join(os.path.dirname(name), member.linkname))
+        member, hops = outer.getmember(name), hops + 1
+    return member
+
+
+def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], None] = lambda _: None,
+              workdir: Path | None = None) -> Normalised:
+    """Rewrite `ref` in the engine as described above; the base's layers stay as they are."""
+    before = ENGINE.inspect(ref)["Id"]
+    base = ENGINE.try_inspect(base_ref) or {}
+    base_layers = list((base.get("RootFS") or {}).get("Layers") or [])
+    with tempfile.TemporaryDirectory(prefix="rapidship-normalise-", dir=workdir) as tmp:
+        with tarfile.open(_saved(ref, Path(tmp))) as outer:
+            manifest = json.load(outer.extractfile("manifest.json"))[0]  # type: ignore[arg-type]
+            config = json.load(outer.extractfile(manifest["Config"]))  # type: ignore[arg-type]
+            old_ids = list(config["rootfs"]["diff_ids"])
+            kept = 0
+            while kept < min(len(base_layers), len(old_ids)) and old_ids[kept] == base_layers[kept]:
+                kept += 1
+            loader = ENGINE.load()
+            assert loader.stdin is not None
+            image_id = ""
+            try:
+                image_id = _write_archive(outer, manifest, old_ids, kept, config, ref, epoch, loader.stdin, on_bytes)
+                loader.stdin.close()
+            except BrokenPipeError:  # docker load stopped reading: its own words follow
+                pass
+            said = (loader.stdout.read() if loader.stdout else b"").decode(errors="replace")
+            if loader.wait() != 0:
+                raise RapidshipError(f"normalise {ref}", f"docker load refused the normalised image: {said.strip()[-300:]}",
+                                     "report this with the build log; the built image is left as it was")
+    after = ENGINE.inspect(ref)["Id"]
+    if after != image_id:
+        raise RapidshipError(f"normalise {ref}", f"the engine holds {after[:19]} under this name, not the "
+                             f"normalised {image_id[:19]}", "rebuild; another run may have reused the name")
+    if before != after:
+        ENGINE.run_cli(["rmi", before])  # the unnormalised image, if nothing else names it (else refused: fine)
+    return Normalised(ref, after, before, epoch, kept, len(old_ids) - kept)
+
+
+def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], kept: int, config: dict, ref: str,
+                   epoch: int, out: IO[bytes], on_bytes: Callable[[int], None]) -> str:
+    """Stream a docker-archive of the normalised image into `out` (docker load's stdin)."""
+    new_ids, names = [], []
+    for i, layer_name in enumerate(manifest["Layers"]):
+        member = layer_member(outer, layer_name)
+        name = f"layers/{i}.tar"
+        if i < kept:
+            out.write(_member_header(name, member.size))
+            stream = outer.extractfile(member)
+            assert stream is not None
+            while chunk := stream.read(1 << 20):
+                out.write(chunk)
+                on_bytes(len(chunk))
+            out.write(bytes(-member.size % BLOCK))
+            new_ids.append(old_ids[i])
+        else:
+            with tarfile.open(fileobj=outer.extractfile(member)) as layer:
+                entries = plan_layer(layer.getmembers(), epoch)
+                out.write(_member_header(name, layer_size(entries)))
+                new_ids.append(write_layer(layer, entries, out, on_bytes))
+        names.append(name)
+    body = normal_config(config, new_ids, epoch)
+    image_id = "sha256:" + hashlib.sha256(body).hexdigest()
+    docs = [("config.json", body),
+            ("manifest.json", json.dumps([{"Config": "config.json", "RepoTags": [ref], "Layers": names}]).encode())]
+    for name, data in docs:
+        out.write(_member_header(name, len(data)) + data + bytes(-len(data) % BLOCK))
+    out.write(bytes(2 * BLOCK))
+    out.flush()
+    return image_id
+
+
+def layer_files(tar: tarfile.TarFile) -> Iterator[tuple[tarfile.TarInfo, str]]:
+    """(member, sha256 of its data or '') of every member of an open layer tar."""
+    for m in tar:
+        digest = ""
+        if m.isfile():
+            stream = tar.extractfile(m)
+            assert stream is not None
+            h = hashlib.sha256()
+            while chunk := stream.read(1 << 20):
+                h.update(chunk)
+            digest = h.hexdigest()
+        yield m, digest

@@ -4,12 +4,15 @@ BuildKit 0.8 (in dockerd 20.10) stamps the build's clock into every layer (file 
 mtimes) and into the config (`created`, each history entry). `normalise` rewrites the image from
 its docker-archive, whatever engine made it, and loads the result under the same name:
   layers of the runtime base: kept byte for byte (an input, named by the base's id);
-  every other layer: its entries in path order, each mtime clamped to SOURCE_DATE_EPOCH, numeric
+  every other layer: its entries in path order, every mtime SOURCE_DATE_EPOCH, numeric
     owners and modes as built, user and group names, atime, ctime and every pax record but extended
     attributes (file capabilities) dropped; hard links point at the first of their names in the
     new order, which then carries the data;
-  the config: `created` the epoch, each history time clamped to it, rootfs.diff_ids the new
+  the config: `created` and every history time the epoch, rootfs.diff_ids the new
     layers', BuildKit's own extras (build info, inline cache) dropped.
+Every mtime is set, not clamped: a layer BuildKit takes from its cache keeps the times of the build
+that made it (an earlier commit's, before this epoch), and files COPY'd from a checkout carry the
+clone's time, which may precede the epoch too; both were seen differing between two builds.
 The image id (the config's digest) is what gates, push, signatures and discs then name. A
 normalised image normalises to itself. What still differs inside files is fixed where it is made
 (templates: ldconfig's aux-cache, the user's password-change day); `reproduce` names it when not.
@@ -20,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import subprocess
 import tarfile
 import tempfile
@@ -35,7 +37,6 @@ from rapidship.errors import ConfigError, RapidshipError
 BLOCK = tarfile.BLOCKSIZE
 ENGINE_EXTRAS = ("moby.buildkit.buildinfo.v1", "moby.buildkit.cache.v0")  # config keys only BuildKit writes
 EPOCH_LABEL = "io.rapidship.source-date-epoch"
-_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 
 
 # ---- the epoch ---------------------------------------------------------------------------------
@@ -115,13 +116,13 @@ def plan_layer(members: list[tarfile.TarInfo], epoch: int) -> list[Entry]:
 
 
 def _header(m: tarfile.TarInfo, name: str, epoch: int) -> bytes:
-    """`m`'s header under `name`: numeric owners and mode as built, mtime clamped, no names or times
-    beyond the mtime, only the extended attributes of its pax records."""
+    """`m`'s header under `name`: numeric owners and mode as built, the epoch as mtime, no names or
+    other times, only the extended attributes of its pax records."""
     info = tarfile.TarInfo(name[2:] if name.startswith("./") else name.lstrip("/"))
     info.type, info.linkname = m.type, m.linkname
     info.mode, info.uid, info.gid = m.mode, m.uid, m.gid
     info.uname = info.gname = ""
-    info.mtime = min(int(m.mtime), epoch)
+    info.mtime = epoch
     info.devmajor, info.devminor = m.devmajor, m.devminor
     info.size = m.size if m.isfile() else 0
     info.pax_headers = {k: v for k, v in sorted(m.pax_headers.items()) if k.startswith("SCHILY.xattr.")}
@@ -165,21 +166,10 @@ def write_layer(tar: tarfile.TarFile, entries: list[Entry], out: IO[bytes],
 
 # ---- the config (pure) ---------------------------------------------------------------------------
 
-def clamp_time(value: object, epoch: int) -> object:
-    """An RFC 3339 time no later than the epoch: itself when earlier, else the epoch."""
-    m = _TIME.match(value) if isinstance(value, str) else None
-    if not m:
-        return rfc3339(epoch)
-    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
-    seconds = int(datetime.fromisoformat(m.group(1) + zone).timestamp())
-    return value if seconds < epoch else rfc3339(epoch)
-
-
 def normal_config(config: dict, diff_ids: list[str], epoch: int) -> bytes:
     doc = {k: v for k, v in config.items() if k not in ENGINE_EXTRAS}
     doc["created"] = rfc3339(epoch)
-    doc["history"] = [{**h, "created": clamp_time(h.get("created"), epoch)} if "created" in h else h
-                      for h in config.get("history") or []]
+    doc["history"] = [{**h, "created": rfc3339(epoch)} if "created" in h else h for h in config.get("history") or []]
     doc["rootfs"] = {"type": "layers", "diff_ids": list(diff_ids)}
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 

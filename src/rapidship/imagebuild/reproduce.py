@@ -96,6 +96,7 @@ def differences(shipped: Listing, rebuilt: Listing, limit: int = 60) -> list[str
         lines.append(f"layers: {len(shipped.layers)} shipped, {len(rebuilt.layers)} rebuilt")
     for i, (x, y) in enumerate(zip(shipped.layers, rebuilt.layers)):
         step = (shipped.steps[i] if i < len(shipped.steps) else "")[:60]
+        times: set[tuple[int, int]] = set()  # mtime-only differences: another epoch, said once per layer
         for path in sorted(x.keys() | y.keys()):
             p, q = x.get(path), y.get(path)
             if p == q:
@@ -104,9 +105,16 @@ def differences(shipped: Listing, rebuilt: Listing, limit: int = 60) -> list[str
             if p is None or q is None:
                 lines.append(f"{where}: only in the {'rebuilt' if p is None else 'shipped'} image")
                 continue
-            fields = [f"{k} {getattr(p, k)!r} shipped, {getattr(q, k)!r} rebuilt" if k not in ("sha256",)
-                      else "content differs" for k in FileFacts.__dataclass_fields__ if getattr(p, k) != getattr(q, k)]
-            lines.append(f"{where}: {'; '.join(fields)}")
+            fields = [k for k in FileFacts.__dataclass_fields__ if getattr(p, k) != getattr(q, k)]
+            if fields == ["mtime"]:
+                times.add((p.mtime, q.mtime))
+                continue
+            lines.append(f"{where}: " + "; ".join("content differs" if k == "sha256" else
+                                                  f"{k} {getattr(p, k)!r} shipped, {getattr(q, k)!r} rebuilt"
+                                                  for k in fields))
+        if times:
+            lines.append(f"layer {i + 1} ({step}): mtimes differ ({', '.join(f'{a} shipped, {b} rebuilt' for a, b in sorted(times)[:3])}"
+                         + (", ..." if len(times) > 3 else "") + ")")
     if len(lines) > limit:
         lines = lines[:limit] + [f"... and {len(lines) - limit} more"]
     return lines

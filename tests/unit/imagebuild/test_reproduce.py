@@ -57,5 +57,11 @@ def test_differences_name_each_config_field_and_file():
         "layer 1 (RUN useradd) /opt/new: only in the rebuilt image",
     ]
     assert differences(shipped, shipped) == []
+    # another epoch changes every mtime: said once per layer, so the files that really differ stay in view
+    later = Listing(shipped.config, [{k: _facts(mtime=1797000000, sha256=v.sha256 if k != "etc/shadow" else "ee" * 32)
+                                      for k, v in shipped.layers[0].items()}], shipped.steps)
+    assert differences(shipped, later) == ["layer 1 (RUN useradd) /etc/shadow: content differs; mtime 1796000000 "
+                                           "shipped, 1797000000 rebuilt",
+                                           "layer 1 (RUN useradd): mtimes differ (1796000000 shipped, 1797000000 rebuilt)"]
     many = Listing({}, [{f"f{i}": _facts() for i in range(100)}], [])
     assert differences(many, Listing({}, [{}], []), limit=5)[-1] == "... and 95 more"

@@ -66,6 +66,8 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log \
  && useradd --no-log-init --uid 1001 --gid 0 --home-dir /home/rapids --create-home --shell /bin/bash rapids \
+ && sed -i -E 's/^(rapids:[^:]*:)[0-9]*:/\1:/' /etc/shadow \
+ && rm -f /var/cache/ldconfig/aux-cache \
  && mkdir -p /spill \
  && chown 1001:0 /home/rapids /spill \
  && chmod 0770 /home/rapids /spill \

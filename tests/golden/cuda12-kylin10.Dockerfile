@@ -83,6 +83,8 @@ RUN dnf install -y --setopt=install_weak_deps=False --setopt=tsflags=nodocs ca-c
  && dnf clean all \
  && rm -rf /var/cache/dnf /var/cache/yum /var/log/dnf* /var/lib/dnf/history* \
  && useradd --no-log-init --uid 1001 --gid 0 --home-dir /home/rapids --create-home --shell /bin/bash rapids \
+ && sed -i -E 's/^(rapids:[^:]*:)[0-9]*:/\1:/' /etc/shadow \
+ && rm -f /var/cache/ldconfig/aux-cache \
  && mkdir -p /spill \
  && chown 1001:0 /home/rapids /spill \
  && chmod 0770 /home/rapids /spill \

@@ -29,7 +29,8 @@ def test_pull_staged_fetches_the_pushed_digest(engine, loopback_registry, unique
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     (ctx / "hello").write_text("staged\n")
-    (ctx / "Dockerfile").write_text('FROM scratch\nCOPY hello /hello\nLABEL io.rapidship.lock.sha256="abc123"\n')
+    (ctx / "Dockerfile").write_text('FROM scratch\nCOPY hello /hello\nLABEL io.rapidship.lock.sha256="abc123" '
+                                    'io.rapidship.source-date-epoch="1796000000"\n')
     candidate = f"{loopback_registry}/{unique_name}:{variant.tag('amd64')}-ci7"
     local = variant.local_ref("amd64", run_id())  # the engine's name: the release name and this run's identity
     engine.images.build(path=str(ctx), tag=candidate, rm=True)
@@ -42,7 +43,15 @@ def test_pull_staged_fetches_the_pushed_digest(engine, loopback_registry, unique
                                      builder="buildctl", seconds=12.5, log="build/cpu-debian12/build-amd64.log"))
 
         built = pull_staged(ws, "amd64", variant)
-        assert built.ref == local and built.extra == {"staged": candidate, "digest": digest, "gpu_archs": "none"}
+        pulled = built.extra["normalised"]["engine_id"]  # what the registry's manifest names as its config
+        assert pulled.startswith("sha256:")
+        assert built.ref == local and built.extra == {"staged": candidate, "digest": digest, "gpu_archs": "none",
+                                                      "source_date_epoch": 1796000000,
+                                                      "normalised": {"engine_id": pulled}}
+        # normalised as `build` normalises: another id than what the daemonless builder pushed, the epoch's times
+        assert built.image_id != pulled
+        created = _docker("image", "inspect", local, "--format", "{{.Created}}")
+        assert created.startswith("2026-11-30T00:53:20")
         assert built.name == variant.ref("amd64")
         assert built.lock_sha256 == "abc123" and built.layers == 1 and built.seconds == 12.5
         assert built.size_bytes == 7 and built.zstd_bytes > 0
@@ -67,7 +76,7 @@ def test_pull_staged_uses_the_ci_credentials(engine, unique_name, tmp_path, monk
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     (ctx / "f").write_text("x")
-    (ctx / "Dockerfile").write_text("FROM scratch\nCOPY f /f\n")
+    (ctx / "Dockerfile").write_text('FROM scratch\nCOPY f /f\nLABEL io.rapidship.source-date-epoch="1796000000"\n')
     engine.images.build(path=str(ctx), tag=candidate, rm=True)
     pusher = tmp_path / "pusher"
     pusher.mkdir()
@@ -100,6 +109,26 @@ def test_pull_staged_uses_the_ci_credentials(engine, unique_name, tmp_path, monk
                        check=False)
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_candidate_without_its_epoch_is_refused(engine, loopback_registry, unique_name, tmp_path):
+    """An image with no SOURCE_DATE_EPOCH label cannot be normalised to the release's time: refused."""
+    variant = CPU.model_copy(update={"image": unique_name})
+    (tmp_path / "Dockerfile").write_text("FROM scratch\nCOPY Dockerfile /d\n")
+    candidate = f"{loopback_registry}/{unique_name}:{variant.tag('amd64')}-ci9"
+    engine.images.build(path=str(tmp_path), tag=candidate, rm=True)
+    try:
+        _docker("push", "--quiet", candidate)
+        digest = _docker("image", "inspect", candidate, "--format", "{{index .RepoDigests 0}}").split("@")[1]
+        ws = Workspace(tmp_path / "build")
+        write_staged(ws, StagedImage(variant=variant.id, arch="amd64", ref=candidate, digest=digest,
+                                     builder="kaniko", seconds=1.0, log="-"))
+        with pytest.raises(RapidshipError, match="no io.rapidship.source-date-epoch label") as err:
+            pull_staged(ws, "amd64", variant)
+        assert "invoke ci.build --variant cpu-debian12 --arch amd64" in err.value.fix
+    finally:
+        subprocess.run(["docker", "rmi", "--force", candidate, variant.local_ref("amd64", run_id())],
+                       capture_output=True, check=False)
 
 
 def test_pull_staged_without_a_record_names_the_fix(tmp_path):

@@ -1,8 +1,8 @@
 """Pure: the content manifest of an image's env (path, mode, size, sha256 of every file) and its diff.
 
-Image digests are not reproducible on this engine (BuildKit 0.8 stamps layer times), but what the
-env holds can be: two builds from one lock must give the same manifest, and the provenance names
-its digest. The digest is sha256 over one line per entry, sorted by path, so any tool can redo it:
+Image digests are reproducible (imagebuild/normalise.py); this manifest says what the env holds,
+file by file: two builds from one lock must give the same manifest, and the provenance names its
+digest. The digest is sha256 over one line per entry, sorted by path, so any tool can redo it:
   file:    "<path>\\t<mode octal>\\t<size>\\t<sha256 hex>\\n"
   symlink: "<path>\\tlink\\t<target>\\n"
 """

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from rapidship.imagebuild.buildkit import BuildSecrets, build, local_base_args, plan_build  # noqa: E402
+from rapidship.imagebuild.normalise import source_date_epoch  # noqa: E402
 from rapidship.config.matrix import Arch, load_matrix  # noqa: E402
 from rapidship.builder.prune import files  # noqa: E402
 from rapidship.builder.prune.host import find_cuobjdump  # noqa: E402
@@ -37,7 +38,8 @@ ANCHOR_BYTES = 10_500_000_000  # rapidsai's cuDF + cuML image, uncompressed
 def built_image(variant, arch: Arch, out_root: Path) -> dict:
     rendered = render(variant, out_root=out_root)
     secrets = BuildSecrets.from_flags(None, None, None)
-    plan = plan_build(variant, arch, rendered, secrets, base_args=local_base_args(variant, arch))
+    plan = plan_build(variant, arch, rendered, secrets, base_args=local_base_args(variant, arch),
+                      epoch=source_date_epoch(Path.cwd()))
     img = build(plan, secrets, variant, Path(rendered.out_dir) / f"build-{arch.value}.log")
     print(f"built {img.ref}: {img.size_bytes:,} bytes, zstd {img.zstd_bytes:,}, {img.seconds} s", flush=True)
     return {"ref": img.ref, "bytes": img.size_bytes, "zstd_bytes": img.zstd_bytes, "build_s": img.seconds}

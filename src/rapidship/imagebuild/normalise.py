@@ -4,15 +4,19 @@ BuildKit 0.8 (in dockerd 20.10) stamps the build's clock into every layer (file 
 mtimes) and into the config (`created`, each history entry). `normalise` rewrites the image from
 its docker-archive, whatever engine made it, and loads the result under the same name:
   layers of the runtime base: kept byte for byte (an input, named by the base's id);
-  every other layer: its entries in path order, every mtime SOURCE_DATE_EPOCH, numeric
-    owners and modes as built, user and group names, atime, ctime and every pax record but extended
-    attributes (file capabilities) dropped; hard links point at the first of their names in the
-    new order, which then carries the data;
-  the config: `created` and every history time the epoch, rootfs.diff_ids the new
-    layers', BuildKit's own extras (build info, inline cache) dropped.
-Every mtime is set, not clamped: a layer BuildKit takes from its cache keeps the times of the build
-that made it (an earlier commit's, before this epoch), and files COPY'd from a checkout carry the
-clone's time, which may precede the epoch too; both were seen differing between two builds.
+  every other layer: its entries in path order, every mtime LAYER_MTIME, numeric owners and modes
+    as built, user and group names, atime, ctime and every pax record but extended attributes
+    (file capabilities) dropped; hard links point at the first of their names in the new order,
+    which then carries the data;
+  the config: `created` and every history time SOURCE_DATE_EPOCH (the commit's time: the release's
+    date, in the labels too), rootfs.diff_ids the new layers', BuildKit's own extras dropped.
+A layer's bytes so depend on its content alone. Clamping times to the epoch (what newer BuildKits
+do) was tried first and is not enough: a layer BuildKit takes from its cache keeps the times of the
+build that made it, and files COPY'd from a checkout carry the clone's time, both before the epoch
+(seen making two builds of one commit differ); and a layer whose files did not change would still
+change with every commit, so no delta disc could leave it out. LAYER_MTIME is 2000-01-01: after
+1980, below which zip (wheels, make_archive) cannot go in any time zone. Bytecode never depends on
+it: every .pyc of the image is an unchecked-hash one (templates).
 The image id (the config's digest) is what gates, push, signatures and discs then name. A
 normalised image normalises to itself. What still differs inside files is fixed where it is made
 (templates: ldconfig's aux-cache, the user's password-change day); `reproduce` names it when not.
@@ -37,6 +41,7 @@ from rapidship.errors import ConfigError, RapidshipError
 BLOCK = tarfile.BLOCKSIZE
 ENGINE_EXTRAS = ("moby.buildkit.buildinfo.v1", "moby.buildkit.cache.v0")  # config keys only BuildKit writes
 EPOCH_LABEL = "io.rapidship.source-date-epoch"
+LAYER_MTIME = 946684800  # 2000-01-01T00:00:00Z: every file's time in a rebuilt layer
 
 
 # ---- the epoch ---------------------------------------------------------------------------------
@@ -81,7 +86,7 @@ class Entry:
     source: tarfile.TarInfo | None  # where its data comes from (None: no data)
 
 
-def plan_layer(members: list[tarfile.TarInfo], epoch: int) -> list[Entry]:
+def plan_layer(members: list[tarfile.TarInfo]) -> list[Entry]:
     """The normalised members of one layer, in order, each with the header it gets."""
     by_name = {m.name: m for m in members}
 
@@ -103,26 +108,26 @@ def plan_layer(members: list[tarfile.TarInfo], epoch: int) -> list[Entry]:
     for m in sorted(members, key=lambda m: order_key(m.name)):
         holder = first.get(m.name)
         if holder is None:  # not linked, or linked to a file of a lower layer: as it is
-            entries.append(Entry(_header(m, m.name, epoch), m if m.isfile() else None))
+            entries.append(Entry(_header(m, m.name), m if m.isfile() else None))
         elif holder == m.name:  # the first name of a linked group carries the data
             data = by_name[data_of[m.name]]
-            entries.append(Entry(_header(data, m.name, epoch), data if data.isfile() else None))
+            entries.append(Entry(_header(data, m.name), data if data.isfile() else None))
         else:
             link = tarfile.TarInfo(m.name)
             link.type, link.linkname, link.mode, link.uid, link.gid, link.mtime = (
                 tarfile.LNKTYPE, holder, m.mode, m.uid, m.gid, m.mtime)
-            entries.append(Entry(_header(link, m.name, epoch), None))
+            entries.append(Entry(_header(link, m.name), None))
     return entries
 
 
-def _header(m: tarfile.TarInfo, name: str, epoch: int) -> bytes:
-    """`m`'s header under `name`: numeric owners and mode as built, the epoch as mtime, no names or
-    other times, only the extended attributes of its pax records."""
+def _header(m: tarfile.TarInfo, name: str) -> bytes:
+    """`m`'s header under `name`: numeric owners and mode as built, LAYER_MTIME, no names or other
+    times, only the extended attributes of its pax records."""
     info = tarfile.TarInfo(name[2:] if name.startswith("./") else name.lstrip("/"))
     info.type, info.linkname = m.type, m.linkname
     info.mode, info.uid, info.gid = m.mode, m.uid, m.gid
     info.uname = info.gname = ""
-    info.mtime = epoch
+    info.mtime = LAYER_MTIME
     info.devmajor, info.devminor = m.devmajor, m.devminor
     info.size = m.size if m.isfile() else 0
     info.pax_headers = {k: v for k, v in sorted(m.pax_headers.items()) if k.startswith("SCHILY.xattr.")}
@@ -263,7 +268,7 @@ def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], k
             new_ids.append(old_ids[i])
         else:
             with tarfile.open(fileobj=outer.extractfile(member)) as layer:
-                entries = plan_layer(layer.getmembers(), epoch)
+                entries = plan_layer(layer.getmembers())
                 out.write(_member_header(name, layer_size(entries)))
                 new_ids.append(write_layer(layer, entries, out, on_bytes))
         names.append(name)

@@ -34,6 +34,7 @@ PRUNER_FILES = ("__init__.py", "__main__.py", "core.py", "elf.py", "fatbin.py", 
                 "cuda_rule.py")  # stdlib only
 # Builder-side programs (stdlib, plus py-rattler for the installer), copied into the context's builder/.
 BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "measure_trims.py"), Flavour.pip: ("measure_trims.py", "dedupe.py", "target_layout.py")}
+RUNTIME_STAGE_PROGRAMS = ("hash_pycs.py",)  # in builder/ too, bind-mounted by the runtime stage: no layer holds it
 
 PREFIX = "/opt/rapids"
 CONTEXT_DIRS = ("lock", "builder", "runtime")  # remade by every render
@@ -255,7 +256,7 @@ def _write_context(dest: Path, variant: Variant, ctx: RenderContext, dockerfile:
     for name, data in lock_bytes.items():
         (dest / "lock" / name).write_bytes(data)
     (dest / "builder").mkdir()
-    for name in BUILDER_PROGRAMS[variant.flavour]:
+    for name in BUILDER_PROGRAMS[variant.flavour] + RUNTIME_STAGE_PROGRAMS:
         shutil.copy2(BUILDER_SRC / name, dest / "builder" / name)
     if ctx.prune:  # the pruner runs in the builder as `python -m prune` (stdlib only)
         (dest / "builder" / "prune").mkdir()

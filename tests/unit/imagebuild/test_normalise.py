@@ -1,4 +1,4 @@
-"""The normaliser's pure parts on layer tars made here: path order, one time (the epoch), owners and modes
+"""The normaliser's pure parts on layer tars made here: path order, one time (LAYER_MTIME), owners and modes
 as built, hard links re-pointed at the first name in the new order, only xattrs kept in pax records,
 the config's times; and that normalising twice changes nothing."""
 
@@ -11,7 +11,7 @@ import tarfile
 import pytest
 
 from rapidship.errors import ConfigError
-from rapidship.imagebuild.normalise import (layer_size, normal_config, order_key, plan_layer, rfc3339,
+from rapidship.imagebuild.normalise import (LAYER_MTIME, layer_size, normal_config, order_key, plan_layer, rfc3339,
                                             source_date_epoch, write_layer)
 
 EPOCH = 1796000000  # 2026-11-30T00:53:20Z
@@ -34,7 +34,7 @@ def _tar(members: list[tuple[str, bytes | None, dict]]) -> bytes:
 
 def _normalise(raw: bytes) -> bytes:
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-        entries = plan_layer(tar.getmembers(), EPOCH)
+        entries = plan_layer(tar.getmembers())
         out = io.BytesIO()
         diff_id = write_layer(tar, entries, out)
     assert len(out.getvalue()) == layer_size(entries)
@@ -62,7 +62,7 @@ def test_entries_in_path_order_times_the_epoch_owners_and_modes_kept():
         names = [m.name for m in tar.getmembers()]
         assert names == sorted(names, key=order_key)
         assert names[0] == "usr" and names.index("usr/bin") < names.index("usr/bin/zz")
-        assert {m.mtime for m in got.values()} == {EPOCH}  # a cached layer's earlier times too
+        assert {m.mtime for m in got.values()} == {LAYER_MTIME}  # a cached layer's earlier times too
         assert got["usr/bin/python3.11"].uid == 1001 and got["usr/bin/zz"].mode == 0o755
         assert {m.uname for m in got.values()} == {""}
         assert got["usr/bin/ping"].pax_headers.get(CAP) == "\x01\x00" and "atime" not in got["usr/bin/ping"].pax_headers
@@ -79,7 +79,7 @@ def test_a_normalised_layer_normalises_to_itself_and_the_input_order_does_not_ma
     assert _normalise(_tar(list(reversed(LAYER[:4])) + LAYER[4:])) == once
 
 
-def test_no_time_of_the_build_survives_but_content_and_modes_do():
+def test_no_time_of_the_build_or_the_commit_survives_but_content_and_modes_do():
     for shift in (999, -86400 * 30):  # a later clock, and a layer from the cache of an earlier build
         moved = [(n, d, {**a, "mtime": a["mtime"] + shift}) for n, d, a in LAYER]
         assert _normalise(_tar(moved)) == _normalise(_tar(LAYER))

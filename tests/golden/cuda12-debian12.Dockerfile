@@ -76,12 +76,12 @@ FROM ${RUNTIME_BASE} AS runtime
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,required=false \
-    --mount=type=bind,source=builder/hash_pycs.py,target=/run/rapidship/hash_pycs.py \
+    --mount=type=bind,source=builder,target=/mnt \
     apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates python3.11 \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log \
- && if [ -x /usr/bin/python3.11 ]; then /usr/bin/python3.11 /run/rapidship/hash_pycs.py \
+ && if [ -x /usr/bin/python3.11 ]; then /usr/bin/python3.11 /mnt/hash_pycs.py \
       /usr/lib/python3.11 /usr/lib64/python3.11 /usr/lib/python3/dist-packages; fi \
  && useradd --no-log-init --uid 1001 --gid 0 --home-dir /home/rapids --create-home --shell /bin/bash rapids \
  && sed -i -E 's/^(rapids:[^:]*:)[0-9]*:/\1:/' /etc/shadow \

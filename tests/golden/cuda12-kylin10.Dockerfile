@@ -79,11 +79,11 @@ RUN --mount=type=secret,id=cacert,required=false \
 FROM ${RUNTIME_BASE} AS runtime
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-RUN --mount=type=bind,source=builder/hash_pycs.py,target=/run/rapidship/hash_pycs.py \
+RUN --mount=type=bind,source=builder,target=/mnt \
     dnf install -y --setopt=install_weak_deps=False --setopt=tsflags=nodocs ca-certificates shadow-utils \
  && dnf clean all \
  && rm -rf /var/cache/dnf /var/cache/yum /var/log/dnf* /var/lib/dnf/history* \
- && if [ -x /usr/bin/python3.11 ]; then /usr/bin/python3.11 /run/rapidship/hash_pycs.py \
+ && if [ -x /usr/bin/python3.11 ]; then /usr/bin/python3.11 /mnt/hash_pycs.py \
       /usr/lib/python3.11 /usr/lib64/python3.11 /usr/lib/python3/dist-packages; fi \
  && useradd --no-log-init --uid 1001 --gid 0 --home-dir /home/rapids --create-home --shell /bin/bash rapids \
  && sed -i -E 's/^(rapids:[^:]*:)[0-9]*:/\1:/' /etc/shadow \

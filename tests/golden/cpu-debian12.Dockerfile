@@ -53,8 +53,12 @@ RUN --mount=type=secret,id=cacert,required=false \
  && find /opt/rapids -depth -path '*/site-packages/*/lib/pkgconfig' -exec rm -rf {} + \
  && /opt/rapids/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/rapids/lib \
  && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
-# ---- byte-identical copies (a wheel's soname "links" are copies) become relative symlinks to one ----
-RUN python3.11 /tmp/builder/dedupe.py --prefix /out/opt/rapids --out /out/rapidship-dedupe.json
+# ---- byte-identical copies (a wheel's soname "links" are copies) become relative symlinks to one; ----
+# ---- then the env is split into parts by how often they change, one runtime layer each       ----
+RUN --mount=type=bind,source=builder,target=/mnt/builder \
+    python3.11 /tmp/builder/dedupe.py --prefix /out/opt/rapids --out /out/rapidship-dedupe.json \
+ && python3.11 /mnt/builder/split_layers.py --prefix /out/opt/rapids --out /out/layers \
+      --parts python --record /out/rapidship-layers.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -76,7 +80,9 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && chmod 0770 /home/rapids /spill \
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
-COPY --from=builder /out/opt/rapids /opt/rapids
+
+COPY --from=builder /out/layers/python/ /opt/rapids/
+COPY --from=builder /out/rapidship-layers.json /opt/rapidship/layers.json
 COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
 COPY --from=builder /out/rapidship-dedupe.json /opt/rapidship/dedupe.json
 COPY runtime/bin/ /usr/local/bin/

@@ -68,8 +68,12 @@ RUN --mount=type=secret,id=cacert,required=false \
  && PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/rapidship-prune.json /out/opt/rapids
-# ---- byte-identical copies (a wheel's soname "links" are copies) become relative symlinks to one ----
-RUN python3.11 /tmp/builder/dedupe.py --prefix /out/opt/rapids --out /out/rapidship-dedupe.json
+# ---- byte-identical copies (a wheel's soname "links" are copies) become relative symlinks to one; ----
+# ---- then the env is split into parts by how often they change, one runtime layer each       ----
+RUN --mount=type=bind,source=builder,target=/mnt/builder \
+    python3.11 /tmp/builder/dedupe.py --prefix /out/opt/rapids --out /out/rapidship-dedupe.json \
+ && python3.11 /mnt/builder/split_layers.py --prefix /out/opt/rapids --out /out/layers \
+      --parts cuda,rapids,python --record /out/rapidship-layers.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -91,7 +95,11 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && chmod 0770 /home/rapids /spill \
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
-COPY --from=builder /out/opt/rapids /opt/rapids
+
+COPY --from=builder /out/layers/cuda/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/ /opt/rapids/
+COPY --from=builder /out/layers/python/ /opt/rapids/
+COPY --from=builder /out/rapidship-layers.json /opt/rapidship/layers.json
 COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
 COPY --from=builder /out/rapidship-prune.json /opt/rapidship/prune.json
 COPY --from=builder /out/rapidship-dedupe.json /opt/rapidship/dedupe.json

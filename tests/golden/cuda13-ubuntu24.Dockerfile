@@ -95,6 +95,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && chmod 0770 /home/rapids /spill \
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
+
 COPY --from=builder /out/opt/rapids /opt/rapids
 COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
 COPY --from=builder /out/rapidship-prune.json /opt/rapidship/prune.json

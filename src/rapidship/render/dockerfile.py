@@ -34,7 +34,9 @@ PRUNER_FILES = ("__init__.py", "__main__.py", "core.py", "elf.py", "fatbin.py", 
                 "cuda_rule.py")  # stdlib only
 # Builder-side programs (stdlib, plus py-rattler for the installer), copied into the context's builder/.
 BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "measure_trims.py"), Flavour.pip: ("measure_trims.py", "dedupe.py", "target_layout.py")}
-RUNTIME_STAGE_PROGRAMS = ("hash_pycs.py",)  # in builder/ too, bind-mounted by the runtime stage: no layer holds it
+# In builder/ too, bind-mounted by the steps that run them: no layer holds them, and a change to one
+# re-runs its own step only (never the env's install).
+MOUNTED_PROGRAMS = ("hash_pycs.py", "split_layers.py")
 
 PREFIX = "/opt/rapids"
 CONTEXT_DIRS = ("lock", "builder", "runtime")  # remade by every render
@@ -81,6 +83,7 @@ class RenderContext:
     glibc_minor: int = 0  # pip flavour: wheels up to manylinux_2_<this> install
     builder_programs: tuple[str, ...] = ()  # builder/ files the install step copies
     gpu_archs_by_arch: dict[str, str] = field(default_factory=dict)  # a fleet per arch: {"arm64": "90,121"}
+    layer_parts: tuple[str, ...] = ()  # pip flavour: the env's parts, one layer each (builder/split_layers.py)
 
     @property
     def prune(self) -> bool:
@@ -172,6 +175,8 @@ def make_context(variant: Variant, lock_bytes: dict[str, bytes]) -> RenderContex
         gpu_archs_by_arch={a: variant.gpu_archs_label(a) for a in variant.gpu_archs_by_arch},
         glibc_minor=glibc_minor(variant),
         builder_programs=BUILDER_PROGRAMS[variant.flavour],
+        layer_parts=(("cuda", "rapids", "python") if variant.cuda else ("python",))
+        if variant.flavour is Flavour.pip else (),
     )
 
 
@@ -256,7 +261,7 @@ def _write_context(dest: Path, variant: Variant, ctx: RenderContext, dockerfile:
     for name, data in lock_bytes.items():
         (dest / "lock" / name).write_bytes(data)
     (dest / "builder").mkdir()
-    for name in BUILDER_PROGRAMS[variant.flavour] + RUNTIME_STAGE_PROGRAMS:
+    for name in BUILDER_PROGRAMS[variant.flavour] + MOUNTED_PROGRAMS:
         shutil.copy2(BUILDER_SRC / name, dest / "builder" / name)
     if ctx.prune:  # the pruner runs in the builder as `python -m prune` (stdlib only)
         (dest / "builder" / "prune").mkdir()

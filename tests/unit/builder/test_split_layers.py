@@ -1,0 +1,84 @@
+"""builder/split_layers.py on a venv laid out as the pip builder leaves it: each file goes to the part
+of the distribution whose RECORD names it (bytecode with its source), the rest and every folder to
+python; a file of a part the image does not copy stops the build."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from support.commands import ROOT
+
+SCRIPT = ROOT / "src" / "rapidship" / "builder" / "split_layers.py"
+SITE = "lib/python3.11/site-packages"
+
+
+def _dist(prefix: Path, folder: str, name: str, files: dict[str, bytes]) -> None:
+    info = prefix / SITE / folder
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1\n\nbody\n")
+    rows = []
+    for rel, data in files.items():
+        path = Path(os.path.normpath(prefix / SITE / rel))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        rows.append(f"{rel},sha256=x,{len(data)}")
+    (info / "RECORD").write_text("\n".join(rows + [f"{folder}/RECORD,,", f"{folder}/METADATA,,"]) + "\n")
+
+
+def _venv(tmp: Path) -> Path:
+    prefix = tmp / "out" / "opt" / "rapids"
+    _dist(prefix, "nvidia_cublas_cu12-12.9.1.4.dist-info", "nvidia-cublas-cu12",
+          {"nvidia/cublas/lib/libcublas.so.12": b"\x7fELF cublas"})
+    _dist(prefix, "cudf_cu12-26.10.2.dist-info", "cudf-cu12", {"cudf/__init__.py": b"x = 1\n"})
+    _dist(prefix, "dask_cuda-26.10.0.dist-info", "dask-cuda", {"dask_cuda/__init__.py": b"y = 1\n"})
+    _dist(prefix, "dask-2026.8.0.dist-info", "dask", {"dask/__init__.py": b"z = 1\n", "../../../bin/dask": b"#!py\n"})
+    (prefix / SITE / "cudf" / "__pycache__").mkdir()
+    (prefix / SITE / "cudf" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"pyc")
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (prefix / "share" / "empty").mkdir(parents=True)
+    (prefix / SITE / "cudf" / "libcublas-copy.so").symlink_to("../nvidia/cublas/lib/libcublas.so.12")
+    (prefix / SITE / "cudf").chmod(0o750)
+    return prefix
+
+
+def _split(tmp: Path, parts: str = "cuda,rapids,python") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), "--prefix", str(tmp / "out" / "opt" / "rapids"), "--out",
+                           str(tmp / "layers"), "--parts", parts, "--record", str(tmp / "layers.json")],
+                          capture_output=True, text=True, check=False)
+
+
+def test_each_file_goes_to_its_distributions_part(tmp_path):
+    _venv(tmp_path)
+    proc = _split(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    part = lambda name: tmp_path / "layers" / name  # noqa: E731
+    assert (part("cuda") / SITE / "nvidia/cublas/lib/libcublas.so.12").read_bytes() == b"\x7fELF cublas"
+    assert (part("rapids") / SITE / "cudf/__init__.py").is_file()
+    assert (part("rapids") / SITE / "cudf/__pycache__/__init__.cpython-311.pyc").is_file()  # with its source
+    assert (part("rapids") / SITE / "dask_cuda/__init__.py").is_file()
+    assert (part("python") / SITE / "dask/__init__.py").is_file() and (part("python") / "bin/dask").is_file()
+    assert (part("python") / "pyvenv.cfg").is_file() and (part("python") / "share/empty").is_dir()
+    # an unowned symlink (dedupe's) stays a link, in python; the folder it sits in keeps its mode everywhere
+    assert os.readlink(part("python") / SITE / "cudf/libcublas-copy.so") == "../nvidia/cublas/lib/libcublas.so.12"
+    assert stat.S_IMODE((part("rapids") / SITE / "cudf").stat().st_mode) == 0o750
+    assert not (tmp_path / "out" / "opt" / "rapids").exists()  # everything moved, nothing copied
+    record = json.loads((tmp_path / "layers.json").read_text())
+    assert record["parts"] == ["cuda", "rapids", "python"]
+    assert record["cuda"]["distributions"] == ["nvidia-cublas-cu12"] and record["cuda"]["files"] == 3  # + its RECORD, METADATA
+    assert record["rapids"]["distributions"] == ["cudf-cu12", "dask-cuda"]
+    files = sum(1 for p in (tmp_path / "layers").rglob("*") if p.is_file() or p.is_symlink())
+    assert files == sum(record[p]["files"] for p in record["parts"])
+
+
+def test_a_file_of_a_part_the_image_does_not_copy_stops_the_build(tmp_path):
+    _venv(tmp_path)
+    proc = _split(tmp_path, parts="python")
+    assert proc.returncode == 2
+    assert "belong to a part this image does not copy (--parts python)" in proc.stderr
+    assert (tmp_path / "out" / "opt" / "rapids" / "pyvenv.cfg").is_file()  # nothing moved
+    assert _split(tmp_path, parts="cuda,rapids").returncode == 2  # python is always copied

@@ -35,10 +35,12 @@ def _progress():
             "keep-dirs": "keep the volume-NN/ directories next to the ISO images",
             "unsigned": "also export images that have no signature in the build dir (LOUD; MANIFEST.json says so)",
             "build-dir": "where build/<variant>/ records and signatures (invoke sign) live",
+            "since": "a delta disc: the previous release's export.json, export folder, volume or ISO; only the "
+                     "layers it lacks are written (the site's import takes the rest from its copy of it)",
             "json": "print the record (export.json) on stdout too", **VARIANTS_HELP})
 @exits_cleanly
 def export_images(c, variant=None, arch=None, image=None, media="dvd", out=None, keep_dirs=False, unsigned=False,
-                  build_dir="build", variants_file="variants.yaml", json=False):
+                  build_dir="build", variants_file="variants.yaml", json=False, since=None):
     """Save signed images into media-sized ISO volumes (zstd, signatures, SHA256SUMS, MANIFEST.json, install.sh)."""
     import time
 
@@ -50,7 +52,8 @@ def export_images(c, variant=None, arch=None, image=None, media="dvd", out=None,
     images = resolve_images(variants, arch_flag(arch).value if arch else None, image or [], ws)
     target = Path(out) if out else Path(build_dir) / time.strftime("export-%Y%m%d-%H%M%S")
     with _progress() as progress:
-        record = export(images, disc, target, keep_dirs=keep_dirs, progress=progress, ws=ws, unsigned=unsigned)
+        record = export(images, disc, target, keep_dirs=keep_dirs, progress=progress, ws=ws, unsigned=unsigned,
+                        since=since)
     console.table(f"export {record.export_id} -> {target}", ["volume", "ISO", "bytes", "sha256"],
                   [(v.number, v.iso, f"{v.iso_bytes:,}", v.iso_sha256[:16]) for v in record.volumes])
     console.err.print(f"record: {target / 'export.json'} (--json prints it)")

@@ -231,6 +231,31 @@ export RAPIDSHIP_BLOBS RAPIDSHIP_TAKE
 [ ! -f "$WORK/cat.failed" ] && [ ! -f "$WORK/zstd.failed" ] || die "reading or decompressing the parts failed; nothing was loaded"
 [ ! -f "$WORK/tar.failed" ] || die "the archive is not a readable tar ($(tail -n 1 "$WORK/tar.log")): refused, nothing was loaded"
 
+# 4b. A delta disc carries only what the release it extends lacks: the rest is taken, by content as
+# above, from `docker save` of this host's images that hold those layers (each still checked below
+# against the diff_ids of a signed config; the disc's list only says where to look).
+if [ -n "$EXTENDS" ]; then
+  missing=""
+  for l in $EXTENDS_LAYERS; do [ -f "$WORK/blobs/${l#sha256:}" ] || missing="$missing $l"; done
+  base="this disc extends release $EXTENDS ($EXTENDS_NAMES)"
+  if [ -n "$missing" ]; then
+    [ -z "$REGISTRY" ] || die "$base, whose layers it takes from this host's docker engine: load it without --registry, or use invoke import --registry on a host that holds that release; nothing was loaded"
+    holders=""
+    for id in $(docker images --quiet --no-trunc --all | sort -u); do
+      have=" $(docker image inspect --format '{{range .RootFS.Layers}}{{.}} {{end}}' "$id" 2>/dev/null) "
+      for l in $missing; do case "$have" in *" $l "*) holders="$holders $id"; break ;; esac; done
+    done
+    [ -n "$holders" ] || die "$base, and no image of this engine holds its layers: load that release first, then this disc; nothing was loaded"
+    echo "taking $(echo $missing | wc -w | tr -d ' ') layer(s) from this host's images of the release this disc extends" >&2
+    # shellcheck disable=SC2086
+    docker save $holders | (cd "$WORK/empty" && tar -xf - --to-command='sh "$RAPIDSHIP_TAKE"' 2>"$WORK/tar.log") \
+      || die "reading this host's images of the release this disc extends failed ($(tail -n 1 "$WORK/tar.log")); nothing was loaded"
+    for l in $missing; do
+      [ -f "$WORK/blobs/${l#sha256:}" ] || die "$base, and no image of this engine holds its layer $l: load that release first, then this disc; nothing was loaded"
+    done
+  fi
+fi
+
 # 5. What is loaded: per image its config (the id) and the layers the config lists, each a file
 # named by its hash; the names the export gives (signed ones, with --key); a manifest.json of our own.
 printf '[' > "$WORK/image/manifest.json"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -127,13 +128,78 @@ def decompressed(checked: Checked, consume: Callable[[IO[bytes]], T], on_bytes: 
 
 def plan_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: None) -> repack.Plan:
     """Pass 1: each image MANIFEST.json lists (the signed ones, once verify_disc passed), its config
-    and layers found in the archive by content, under the name the disc gives it."""
+    and layers found in the archive by content, under the name the disc gives it. A delta disc's
+    missing layers are found, by content too, in the host's images (`held_layers`)."""
     wanted = [repack.Wanted(i["image_id"], (i["ref"],), label(i)) for i in checked.images]
     found = decompressed(checked, lambda r: repack.scan(r, {w.image_id for w in wanted}), on_bytes)
     plan, problems = repack.plan(found, wanted)
+    extends = checked.manifest.get("extends") or {}
+    if problems and extends:
+        missing = repack.missing_layers(found, wanted)
+        unlisted = sorted(missing - set(extends.get("layers") or []))
+        if unlisted:
+            raise refusal([f"layer {d[:23]}... is neither on the disc nor among the layers it says the host "
+                           f"holds ({len(unlisted)} such)" for d in unlisted[:3]])
+        holders, left = engine_holders(missing, [i.get("image_id", "") for i in extends.get("images") or []])
+        if left:
+            raise refusal([base_missing(extends, len(left))])
+        held = scan_engine(holders, on_bytes)
+        plan, problems = repack.plan(found, wanted, held)
+        plan = dataclasses.replace(plan, held_images=tuple(holders))
     if problems:
         raise refusal(problems)
     return plan
+
+
+def base_missing(extends: dict, missing: int) -> str:
+    """The one sentence a host without the release a delta disc extends gets."""
+    names = ", ".join(sorted({i.get("ref", "") for i in extends.get("images") or []})) or "its images"
+    return (f"this disc extends release {str(extends.get('export_id', ''))[:12]} of {extends.get('created', '?')} "
+            f"({names}), and {missing} of its layers are in no image of this engine: load that release first "
+            "(invoke import --from its disc), then this one; nothing was loaded")
+
+
+def engine_holders(layers: set[str], prefer: list[str]) -> tuple[list[str], set[str]]:
+    """Images of the engine that together hold `layers` (the base release's own first), and what
+    none holds."""
+    listed = ENGINE.run_cli(["images", "--quiet", "--no-trunc", "--all"])
+    ids = list(dict.fromkeys(listed.stdout.split())) if listed.returncode == 0 else []
+    inspected = ENGINE.run_cli(["image", "inspect", *ids]) if ids else None
+    docs = json.loads(inspected.stdout) if inspected is not None and inspected.returncode == 0 else []
+    holds = {d["Id"]: set((d.get("RootFS") or {}).get("Layers") or []) for d in docs}
+    order = [i for i in prefer if i in holds] + sorted(set(holds) - set(prefer))
+    chosen, left = [], set(layers)
+    for image_id in order:
+        if left & holds[image_id]:
+            chosen.append(image_id)
+            left -= holds[image_id]
+    return chosen, left
+
+
+def scan_engine(image_ids: list[str], on_bytes: Callable[[int], None]) -> repack.Scan:
+    """Pass 1 over `docker save` of the host's images: every layer, by content."""
+    def counted(raw: IO[bytes]) -> repack.Scan:
+        return repack.scan(_Counting(raw, on_bytes), set())
+
+    with ENGINE.save(*image_ids) as raw:
+        return counted(raw)
+
+
+class _Counting:
+    """A stream that reports the bytes read from it (progress over the host's archive)."""
+
+    def __init__(self, raw: IO[bytes], on_bytes: Callable[[int], None]) -> None:
+        self.raw, self.on_bytes = raw, on_bytes
+
+    def readinto(self, view) -> int:
+        n = self.raw.readinto(view) or 0
+        self.on_bytes(n)
+        return n
+
+
+def held_archive(plan: repack.Plan):
+    """What repack.write opens for the layers a delta disc takes from the host (None for a full disc)."""
+    return (lambda: ENGINE.save(*plan.held_images)) if plan.held_images else None
 
 
 def _changed(err: repack.Changed) -> GateFailure:
@@ -152,7 +218,7 @@ def docker_load(checked: Checked, plan: repack.Plan, on_bytes: Callable[[int], N
     reader = threading.Thread(target=lambda: output.append(load.stdout.read()), daemon=True)
     reader.start()
     try:
-        decompressed(checked, lambda r: repack.write(r, plan, load.stdin, on_bytes), lambda _: None)
+        decompressed(checked, lambda r: repack.write(r, plan, load.stdin, on_bytes, held_archive(plan)), lambda _: None)
     except repack.Changed as err:
         load.kill()
         raise _changed(err) from None
@@ -276,7 +342,7 @@ def registry_push(checked: Checked, plan: repack.Plan, registry: str, tls_verify
         archive = Path(tmp) / "images.tar"
         with open(archive, "wb") as fh:
             try:
-                decompressed(checked, lambda r: repack.write(r, plan, fh, on_bytes), lambda _: None)
+                decompressed(checked, lambda r: repack.write(r, plan, fh, on_bytes, held_archive(plan)), lambda _: None)
             except repack.Changed as err:
                 raise _changed(err) from None
         _ids_before_push(checked, archive)

@@ -26,7 +26,7 @@ import json
 import re
 import tarfile
 from dataclasses import dataclass, field
-from typing import IO, Callable
+from typing import IO, Callable, ContextManager
 
 from rapidship import oci_json
 from rapidship.export.tarstream import TarStream
@@ -80,10 +80,14 @@ class Plan:
     take: dict[int, str]   # member ordinal -> the sha256 hex it must hash to
     sizes: dict[int, int]  # member ordinal -> its bytes
     ignored: int = 0       # members of the courier's archive that reach no loader (its metadata among them)
+    # a delta disc: layers the disc lacks, from a second archive (`docker save` of the host's images)
+    held_take: dict[int, str] = field(default_factory=dict)
+    held_sizes: dict[int, int] = field(default_factory=dict)
+    held_images: tuple[str, ...] = ()  # the host's images that archive is saved from
 
     @property
     def layer_bytes(self) -> int:
-        return sum(self.sizes.values())
+        return sum(self.sizes.values()) + sum(self.held_sizes.values())
 
 
 # ---- pass 1 --------------------------------------------------------------------------------------
@@ -126,11 +130,14 @@ def diff_ids(config: bytes) -> tuple[str, ...] | str:
     return tuple(listed)
 
 
-def plan(found: Scan, wanted: list[Wanted]) -> tuple[Plan, list[str]]:
-    """Every image's config and layers by content; problems name the image and what is missing."""
+def plan(found: Scan, wanted: list[Wanted], held: Scan | None = None) -> tuple[Plan, list[str]]:
+    """Every image's config and layers by content (a layer the archive lacks from `held`, the host's
+    own archive, when given); problems name the image and what is missing."""
     images: list[Planned] = []
     take: dict[int, str] = {}
     sizes: dict[int, int] = {}
+    held_take: dict[int, str] = {}
+    held_sizes: dict[int, int] = {}
     problems: list[str] = []
     for want in wanted:
         config = found.configs.get(want.image_id)
@@ -143,7 +150,10 @@ def plan(found: Scan, wanted: list[Wanted]) -> tuple[Plan, list[str]]:
             continue
         for i, diff_id in enumerate(layers, 1):
             blob = found.blobs.get(diff_id[7:])
-            if blob is None:
+            kept = held.blobs.get(diff_id[7:]) if held is not None and blob is None else None
+            if kept is not None:
+                held_take[kept.ordinal], held_sizes[kept.ordinal] = diff_id[7:], kept.size
+            elif blob is None:
                 problems.append(f"{want.label}: layer {i} of {len(layers)} ({diff_id[:23]}...) is not in the "
                                 "archive: no member hashes to the diff_id its config lists")
             else:
@@ -156,7 +166,17 @@ def plan(found: Scan, wanted: list[Wanted]) -> tuple[Plan, list[str]]:
                 problems.append(f"the disc gives the name {tag} to two images ({named[tag][:19]} and "
                                 f"{image.image_id[:19]}): a loader would keep only one")
     ignored = found.members - len(take) - len({i.image_id for i in images})
-    return Plan(tuple(images), take, sizes, ignored), problems
+    return Plan(tuple(images), take, sizes, ignored, held_take, held_sizes), problems
+
+
+def missing_layers(found: Scan, wanted: list[Wanted]) -> set[str]:
+    """The diff_ids the configs of `wanted` list and the archive does not hold (what a delta disc
+    expects the host to have)."""
+    out = set()
+    for want in wanted:
+        layers = diff_ids(found.configs[want.image_id]) if want.image_id in found.configs else ()
+        out.update(d for d in layers if isinstance(layers, tuple) and d[7:] not in found.blobs)
+    return out
 
 
 def manifest_json(images: tuple[Planned, ...]) -> bytes:
@@ -167,39 +187,41 @@ def manifest_json(images: tuple[Planned, ...]) -> bytes:
 
 # ---- pass 2 --------------------------------------------------------------------------------------
 
-def _header(name: str, size: int, directory: bool = False) -> bytes:
+def member_header(name: str, size: int, directory: bool = False) -> bytes:
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime = (0, 0o755, 0) if directory else (size, 0o644, 0)
     info.type = tarfile.DIRTYPE if directory else tarfile.REGTYPE
     return info.tobuf(tarfile.PAX_FORMAT)
 
 
-def _padding(size: int) -> bytes:
+def padding(size: int) -> bytes:
     return b"\0" * (-size % tarfile.BLOCKSIZE)
 
 
-def write(stream: IO[bytes], p: Plan, out: IO[bytes], on_bytes: Callable[[int], None] = lambda _: None) -> None:
-    """Copy the planned members of the tar `stream` into `out` as a new docker-archive. Raises
-    Changed (after poisoning `out`) when a member no longer hashes as planned or is missing."""
+def write(stream: IO[bytes], p: Plan, out: IO[bytes], on_bytes: Callable[[int], None] = lambda _: None,
+          held: Callable[[], ContextManager[IO[bytes]]] | None = None) -> None:
+    """Copy the planned members of the tar `stream` (and of the host's archive `held` opens, for a
+    delta disc) into `out` as a new docker-archive. Raises Changed (after poisoning `out`) when a
+    member no longer hashes as planned or is missing."""
     try:
-        _write(stream, p, out, on_bytes)
+        _write(stream, p, out, on_bytes, held)
     except (Changed, tarfile.TarError) as err:
         out.write(_POISON)
         out.flush()
         raise Changed(str(err)) from None
 
 
-def _write(stream: IO[bytes], p: Plan, out: IO[bytes], on_bytes: Callable[[int], None]) -> None:
-    out.write(_header("blobs/", 0, True) + _header(BLOBS + "/", 0, True))
+def _copy(stream: IO[bytes], take: dict[int, str], sizes: dict[int, int], out: IO[bytes],
+          on_bytes: Callable[[int], None]) -> None:
     done: set[int] = set()
     tar = TarStream(stream)
     for ordinal, regular, size in tar.members():
-        want = p.take.get(ordinal)
+        want = take.get(ordinal)
         if want is None:
             continue
-        if not regular or size != p.sizes[ordinal]:
+        if not regular or size != sizes[ordinal]:
             raise Changed(f"archive member {ordinal} is no longer the layer sha256:{want[:16]}...")
-        out.write(_header(f"{BLOBS}/{want}", size))
+        out.write(member_header(f"{BLOBS}/{want}", size))
         digest = hashlib.sha256()
         for chunk in tar.data():
             digest.update(chunk)
@@ -207,17 +229,28 @@ def _write(stream: IO[bytes], p: Plan, out: IO[bytes], on_bytes: Callable[[int],
             on_bytes(len(chunk))
         if digest.hexdigest() != want:
             raise Changed(f"archive member {ordinal} no longer hashes to sha256:{want[:16]}...")
-        out.write(_padding(size))
+        out.write(padding(size))
         done.add(ordinal)
-    if missing := sorted(set(p.take) - done):
+    if missing := sorted(set(take) - done):
         raise Changed(f"{len(missing)} planned layer member(s) are no longer in the archive")
+
+
+def _write(stream: IO[bytes], p: Plan, out: IO[bytes], on_bytes: Callable[[int], None],
+           held: Callable[[], ContextManager[IO[bytes]]] | None) -> None:
+    out.write(member_header("blobs/", 0, True) + member_header(BLOBS + "/", 0, True))
+    _copy(stream, p.take, p.sizes, out, on_bytes)
+    if p.held_take:
+        if held is None:
+            raise Changed("the plan takes layers from the host's images, and none were given")
+        with held() as host:
+            _copy(host, p.held_take, p.held_sizes, out, on_bytes)
     written: set[str] = set()
     for image in p.images:
         if image.image_id not in written:
             written.add(image.image_id)
-            out.write(_header(f"{BLOBS}/{image.image_id[7:]}", len(image.config)) + image.config
-                      + _padding(len(image.config)))
+            out.write(member_header(f"{BLOBS}/{image.image_id[7:]}", len(image.config)) + image.config
+                      + padding(len(image.config)))
     manifest = manifest_json(p.images)
-    out.write(_header("manifest.json", len(manifest)) + manifest + _padding(len(manifest)))
+    out.write(member_header("manifest.json", len(manifest)) + manifest + padding(len(manifest)))
     out.write(b"\0" * (2 * tarfile.BLOCKSIZE))
     out.flush()

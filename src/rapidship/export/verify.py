@@ -231,7 +231,7 @@ def _first(volumes: list[Volume], export_id: str) -> int:
 
 def _shared(doc: dict) -> tuple:
     return (doc["volume_count"], json.dumps(doc["parts"], sort_keys=True), json.dumps(doc["images"], sort_keys=True),
-            json.dumps(doc["archive"], sort_keys=True))
+            json.dumps(doc["archive"], sort_keys=True), json.dumps(doc.get("extends") or {}, sort_keys=True))
 
 
 def _self_check(v: Volume) -> str:

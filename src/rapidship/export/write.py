@@ -14,6 +14,7 @@ host needs; skopeo reads the same archive when the site wants a local registry i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -26,7 +27,7 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import IO, Callable, Iterable
 
 from rapidship import __version__
 from rapidship.engine import ENGINE
@@ -125,6 +126,7 @@ class ExportRecord:
     tar_bytes: int = 0
     volumes: list[VolumeRecord] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    extends: dict = field(default_factory=dict)  # a delta disc: the release it extends (export/delta.py)
 
     @property
     def volume_count(self) -> int:
@@ -202,6 +204,7 @@ def manifest(record: ExportRecord, volume: int, files: dict[str, dict]) -> dict:
         "archive": {"format": "docker-archive", "compression": "zstd", "name": ARCHIVE,
                     "bytes": record.archive_bytes, "sha256": record.archive_sha256, "tar_bytes": record.tar_bytes},
         "images": [asdict(i) for i in record.images],
+        "extends": record.extends,
         "parts": [asdict(p) for p in record.parts],
         "files": files,
     }
@@ -220,8 +223,12 @@ def install_script(record: ExportRecord, body: str) -> str:
     """install.sh = a data header for this export + the fixed POSIX body (export/install.sh)."""
     parts = "\n".join(f"{p.name} {p.volume} {p.bytes}" for p in record.parts)
     images = "\n".join(f"{i.ref} {i.image_id} {i.signed_digest or '-'}" for i in record.images)
+    ext = record.extends
+    names = " ".join(sorted({i["ref"] for i in ext.get("images", [])}))
     header = (f"EXPORT_ID='{record.export_id}'\nVOLUME_COUNT={record.volume_count}\n"
-              f"KEY_FINGERPRINT='{record.signing_key_fingerprint}'\nPARTS='{parts}'\nIMAGES='{images}'\n")
+              f"KEY_FINGERPRINT='{record.signing_key_fingerprint}'\nPARTS='{parts}'\nIMAGES='{images}'\n"
+              f"EXTENDS='{ext['export_id'] + ' of ' + ext['created'] if ext else ''}'\n"
+              f"EXTENDS_NAMES='{names}'\nEXTENDS_LAYERS='{' '.join(ext.get('layers', []))}'\n")
     return body.replace("# @EXPORT_DATA@\n", header, 1)
 
 
@@ -381,22 +388,39 @@ def save_compressed(refs: list[str], writer: PartWriter, on_tar: Callable[[int],
     """docker save refs | zstd -T0 | writer. Returns uncompressed tar bytes. The tar is moved
     between the two processes with splice(2) (counted, never copied into Python)."""
     save = ENGINE.save_process(*refs)
+    assert save.stdout
+
+    def splice(sink) -> int:
+        moved = 0
+        src, dst = save.stdout.fileno(), sink.fileno()
+        while n := os.splice(src, dst, 1 << 20):
+            moved += n
+            on_tar(n)
+        return moved
+
+    moved = compressed(splice, writer, on_out)
+    save_err = save.stderr.read().decode(errors="replace").strip()
+    if save.wait() != 0:
+        raise RapidshipError("docker save", f"failed: {save_err or 'no message'}", "check the engine and the image names")
+    return moved
+
+
+def compressed(feed: Callable[[IO[bytes]], int], writer: PartWriter, on_out: Callable[[int], None]) -> int:
+    """feed(zstd's stdin) | zstd -T0 | writer; `feed` runs in a thread and returns the bytes it wrote."""
     zstd = subprocess.Popen(["zstd", "-T0", f"-{ZSTD_LEVEL}", "-q", "-c"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert save.stdout and zstd.stdin and zstd.stdout
+    assert zstd.stdin and zstd.stdout
     moved = [0]
     failure: list[BaseException] = []
 
     def pump() -> None:
         try:
-            src, dst = save.stdout.fileno(), zstd.stdin.fileno()
-            while n := os.splice(src, dst, 1 << 20):
-                moved[0] += n
-                on_tar(n)
-        except BrokenPipeError as exc:  # zstd died; its exit code says why
+            moved[0] = feed(zstd.stdin)
+        except BaseException as exc:  # noqa: BLE001 - zstd died (its exit code says why), or the feed failed
             failure.append(exc)
         finally:
-            zstd.stdin.close()
+            with contextlib.suppress(BrokenPipeError):
+                zstd.stdin.close()
 
     thread = threading.Thread(target=pump, daemon=True)
     thread.start()
@@ -409,10 +433,9 @@ def save_compressed(refs: list[str], writer: PartWriter, on_tar: Callable[[int],
     finally:
         writer.close()
         thread.join()
-    save_err = save.stderr.read().decode(errors="replace").strip()
     zstd_err = zstd.stderr.read().decode(errors="replace").strip()
-    if save.wait() != 0:
-        raise RapidshipError("docker save", f"failed: {save_err or 'no message'}", "check the engine and the image names")
+    if failure and isinstance(failure[0], RapidshipError):
+        raise failure[0]
     if zstd.wait() != 0 or failure:
         raise RapidshipError("zstd", f"compression failed: {zstd_err or failure}", "check that zstd is installed and the disk has room")
     return moved[0]
@@ -514,7 +537,7 @@ def sign_images(images: list[ImageRecord], ws: Workspace, unsigned: bool = False
 
 def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool = False,
            progress=None, part_max: int = PART_MAX, ws: Workspace = Workspace(),
-           unsigned: bool = False) -> ExportRecord:
+           unsigned: bool = False, since: str | None = None) -> ExportRecord:
     """Save, compress, split, write volume files and ISOs. `progress` is a rich Progress (or None).
     Each image's signature comes from the workspace `ws`; `unsigned` lets images without one through.
     `part_max` below the default only serves tests that want several parts per volume on small media."""
@@ -529,8 +552,14 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     out.mkdir(parents=True, exist_ok=True)
     if any(out.glob("volume-*")) or any(out.glob("rapidship-*.iso")):
         raise ConfigError("--out", f"{out} already holds an export", "pass an empty or new --out directory")
+    delta = None
+    if since:  # a delta disc: only what the release the sites hold lacks (export/delta.py)
+        from rapidship.export.delta import plan_delta, previous_images
+
+        delta = plan_delta([asdict(i) for i in images], *previous_images(since))
     record = ExportRecord(export_id=uuid.uuid4().hex, created=_now(), tool_version=__version__,
-                          media=media, images=images, signing_key_fingerprint=key_fingerprint)
+                          media=media, images=images, signing_key_fingerprint=key_fingerprint,
+                          extends=delta.extends if delta else {})
     progress = progress or QuietProgress()
     # by id: the engine's names carry a run's identity; the disc names each image by its release
     # name (MANIFEST.json's ref), which is what import gives it, whatever the archive says
@@ -540,7 +569,14 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     estimate = sum(i.size_bytes for i in images)  # upper bound: shared layers are counted per image
     saving = progress.add_task("save | zstd | split", total=estimate)
     writer = PartWriter(layout, out)
-    record.tar_bytes = save_compressed(refs, writer, lambda n: progress.advance(saving, n), lambda n: None)
+    if delta is None:
+        record.tar_bytes = save_compressed(refs, writer, lambda n: progress.advance(saving, n), lambda n: None)
+    else:
+        from rapidship.export.delta import write_archive
+
+        record.tar_bytes = compressed(lambda sink: write_archive(refs, delta.held, sink, out,
+                                                                 lambda n: progress.advance(saving, n)),
+                                      writer, lambda n: None)
     progress.update(saving, total=record.tar_bytes, completed=record.tar_bytes)
     record.parts, record.archive_bytes, record.archive_sha256 = writer.parts, writer.total, writer.whole.hexdigest()
     record.seconds["save_compress_split"] = round(time.monotonic() - start, 2)
@@ -578,6 +614,9 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     save(out / "export.json", record_json(record))
     record_location(ws, out, record.export_id)
     signed = sum(1 for i in images if i.signed_digest)
+    if delta:
+        err.print(f"a delta disc: extends export {delta.extends['export_id'][:12]} ({delta.extends['created']}); "
+                  f"{len(delta.extends['layers'])} layer(s) are taken from the host's copy of that release")
     err.print(f"exported {len(images)} image(s) into {count} volume(s) of {media.name}: "
               f"{record.tar_bytes / 1e6:.0f} MB -> {record.archive_bytes / 1e6:.0f} MB zstd; "
               + (f"{signed} signed with {key_fingerprint[:19]}" if signed else "none signed")

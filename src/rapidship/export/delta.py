@@ -1,0 +1,149 @@
+"""Delta discs: release N+1 carrying only the layers release N's disc did not.
+
+`invoke export --since PREVIOUS` (an export.json, an export's folder, a volume or an ISO of it)
+reads the images PREVIOUS shipped and their layers (MANIFEST.json / export.json list each image's
+rootfs diff_ids). Pure core: `plan_delta` pairs each image with PREVIOUS's image of the same variant
+and arch (or the same name), refuses a PREVIOUS that is not a base of this release (no such image,
+no layer in common), and says what the host must already hold: the `extends` block of the disc's
+MANIFEST.json (PREVIOUS's export id, its images, the layers expected on the host). Edge:
+`write_archive` writes the docker-archive of the disc (configs, the layers PREVIOUS lacks, a
+manifest.json naming all layers), read from one `docker save`.
+
+The importer never trusts `extends` for what it loads: every layer, from the disc or from the
+host's engine, is found by its content hash among the diff_ids of a signed config (export/repack.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Callable
+
+from rapidship.engine import ENGINE
+from rapidship.errors import ConfigError, RapidshipError
+from rapidship.export import repack
+from rapidship.imagebuild.normalise import layer_member
+
+
+@dataclass(frozen=True)
+class Delta:
+    held: frozenset[str]  # diff_ids the host already has (PREVIOUS's), left off the disc
+    extends: dict         # MANIFEST.json's `extends`
+
+
+def previous_images(source: str) -> tuple[str, str, list[dict]]:
+    """(export id, created, images) of PREVIOUS: an export.json, an export folder, a volume or an ISO."""
+    from rapidship.export.verify import MANIFEST, expand_sources, open_volume
+
+    path = Path(source)
+    doc: dict | None = None
+    if path.is_file() and path.suffix == ".json":
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise ConfigError("--since", f"{source} is not readable JSON ({err})", "pass the previous export's "
+                              "export.json, its folder, a volume or an ISO of it") from None
+    elif path.exists():
+        if path.is_dir() and (path / "export.json").is_file():
+            return previous_images(str(path / "export.json"))
+        volume = open_volume(expand_sources([source])[0])
+        doc = volume.manifest
+        if doc is None:
+            raise ConfigError("--since", f"{source}: {volume.problem or 'no ' + MANIFEST}",
+                              "pass the previous export's export.json, its folder, a volume or an ISO of it")
+    else:
+        raise ConfigError("--since", f"{source} does not exist", "pass the previous release's export.json or disc")
+    images = doc.get("images") if isinstance(doc, dict) else None
+    if not isinstance(images, list) or not all(isinstance(i, dict) and isinstance(i.get("layers"), list)
+                                               and isinstance(i.get("image_id"), str) for i in images):
+        raise ConfigError("--since", f"{source} lists no images with their layers",
+                          "pass the export.json or a volume of an export made by invoke export")
+    return str(doc.get("export_id", "")), str(doc.get("created", "")), images
+
+
+def _key(image: dict) -> tuple[str, str]:
+    """What an image is a release of: its variant, else its repository (the name without its tag); and its arch."""
+    ref = image.get("ref", "")
+    repository = ref.rsplit(":", 1)[0] if ":" in ref.rsplit("/", 1)[-1] else ref
+    return (image.get("variant") or repository, image.get("arch", ""))
+
+
+def plan_delta(images: list[dict], previous_id: str, previous_created: str, previous: list[dict]) -> Delta:
+    """What of `images` PREVIOUS already delivered. Every image must have its counterpart in PREVIOUS
+    (same variant and arch, or the same repository and arch) sharing at least one layer: a delta on anything else
+    would ship a disc no site holding PREVIOUS could load, or one no smaller than a full disc."""
+    by_key = {_key(i): i for i in previous}
+    problems, expected = [], set()
+    held = frozenset(d for i in previous for d in i["layers"])
+    for image in images:
+        base = by_key.get(_key(image))
+        what = f"{image['ref']} ({image.get('arch', '')})"
+        if base is None:
+            problems.append(f"{what}: the previous release has no image of {_key(image)[0]} for {image.get('arch', '')}")
+            continue
+        shared = [d for d in image["layers"] if d in held]
+        if not shared:
+            problems.append(f"{what}: shares no layer with the previous release's {base['ref']} ({base['image_id'][:19]})")
+        expected.update(shared)
+    if problems:
+        raise ConfigError("--since", "not a base of this release: " + "; ".join(problems),
+                          "pass the disc or export.json of the release the sites already hold, of the same variants")
+    extends = {"export_id": previous_id, "created": previous_created,
+               "images": [{k: i.get(k, "") for k in ("ref", "image_id", "arch", "variant")} for i in previous],
+               "layers": sorted(expected)}
+    return Delta(held, extends)
+
+
+def write_archive(image_ids: list[str], held: frozenset[str], out: IO[bytes], workdir: Path | None = None,
+                  on_bytes: Callable[[int], None] = lambda _: None) -> int:
+    """The disc's docker-archive: each config, each layer not `held` (once), and a manifest.json that
+    names every layer (a loader given this archive alone finds some missing and loads nothing).
+    Returns the bytes written."""
+    written = 0
+
+    def put(data: bytes | memoryview) -> None:
+        nonlocal written
+        out.write(data)
+        written += len(data)
+
+    with tempfile.TemporaryDirectory(prefix="rapidship-delta-", dir=workdir) as tmp:
+        saved = Path(tmp) / "saved.tar"
+        got = ENGINE.run_cli(["save", "-o", str(saved), *image_ids])
+        if got.returncode != 0:
+            raise RapidshipError("docker save", f"failed: {got.stderr.strip()[-300:]}", "check the engine and the images")
+        with tarfile.open(saved) as outer:
+            entries = json.load(outer.extractfile("manifest.json"))  # type: ignore[arg-type]
+            put(repack.member_header("blobs/", 0, True) + repack.member_header(repack.BLOBS + "/", 0, True))
+            done: set[str] = set()
+            listed = []
+            for entry in entries:
+                config = outer.extractfile(entry["Config"]).read()  # type: ignore[union-attr]
+                diff_ids = repack.diff_ids(config)
+                if isinstance(diff_ids, str) or len(diff_ids) != len(entry["Layers"]):
+                    raise RapidshipError("docker save", f"an image config the engine saved is unusable: {diff_ids}",
+                                         "check the engine")
+                for diff_id, name in zip(diff_ids, entry["Layers"]):
+                    if diff_id in held or diff_id in done:
+                        continue
+                    done.add(diff_id)
+                    member = layer_member(outer, name)
+                    put(repack.member_header(f"{repack.BLOBS}/{diff_id[7:]}", member.size))
+                    stream = outer.extractfile(member)
+                    assert stream is not None
+                    while chunk := stream.read(1 << 20):
+                        put(chunk)
+                        on_bytes(len(chunk))
+                    put(repack.padding(member.size))
+                image_id = "sha256:" + hashlib.sha256(config).hexdigest()
+                put(repack.member_header(f"{repack.BLOBS}/{image_id[7:]}", len(config)) + config
+                    + repack.padding(len(config)))
+                listed.append(repack.Planned(image_id, config, diff_ids, tuple(entry.get("RepoTags") or ())))
+            manifest = repack.manifest_json(tuple(listed))
+            put(repack.member_header("manifest.json", len(manifest)) + manifest + repack.padding(len(manifest)))
+            put(bytes(2 * tarfile.BLOCKSIZE))
+    out.flush()
+    return written

@@ -58,7 +58,7 @@ RUN --mount=type=secret,id=cacert,required=false \
 RUN --mount=type=bind,source=builder,target=/mnt/builder \
     python3.11 /tmp/builder/dedupe.py --prefix /out/opt/rapids --out /out/rapidship-dedupe.json \
  && python3.11 /mnt/builder/split_layers.py --prefix /out/opt/rapids --out /out/layers \
-      --parts python --record /out/rapidship-layers.json
+      --parts compiled,python --record /out/rapidship-layers.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -81,6 +81,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
 
+COPY --from=builder /out/layers/compiled/ /opt/rapids/
 COPY --from=builder /out/layers/python/ /opt/rapids/
 COPY --from=builder /out/rapidship-layers.json /opt/rapidship/layers.json
 COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json

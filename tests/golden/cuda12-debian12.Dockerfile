@@ -73,7 +73,7 @@ RUN --mount=type=secret,id=cacert,required=false \
 RUN --mount=type=bind,source=builder,target=/mnt/builder \
     python3.11 /tmp/builder/dedupe.py --prefix /out/opt/rapids --out /out/rapidship-dedupe.json \
  && python3.11 /mnt/builder/split_layers.py --prefix /out/opt/rapids --out /out/layers \
-      --parts cuda,rapids,python --record /out/rapidship-layers.json
+      --parts cuda,rapids,compiled,python --record /out/rapidship-layers.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -98,6 +98,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
 
 COPY --from=builder /out/layers/cuda/ /opt/rapids/
 COPY --from=builder /out/layers/rapids/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/ /opt/rapids/
 COPY --from=builder /out/layers/python/ /opt/rapids/
 COPY --from=builder /out/rapidship-layers.json /opt/rapidship/layers.json
 COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json

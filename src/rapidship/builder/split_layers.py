@@ -5,17 +5,19 @@ runtime stage copies each part separately, most stable first, and the normaliser
 one fixed time, so a part whose files did not change is the same layer, byte for byte, in the next
 release (and a delta disc leaves it out). Parts, by the distribution that installed each file
 (its dist-info RECORD; bytecode goes with its source):
-  cuda     NVIDIA's CUDA library wheels (nvidia-*): change with the CUDA minor
-  rapids   the RAPIDS libraries (*-cu12, *-cu13 and RAPIDS' pure-Python packages): every release
-  python   every other distribution, the venv itself (bin/, pyvenv.cfg) and anything no RECORD names
+  cuda      NVIDIA's CUDA library wheels (nvidia-*): change with the CUDA minor
+  rapids    the RAPIDS libraries (*-cu12, *-cu13 and RAPIDS' pure-Python packages): every release
+  compiled  every other distribution with compiled code (numpy, pyarrow, CuPy, numba, ...): large
+  python    the pure-Python distributions, the venv itself (bin/, pyvenv.cfg) and anything no
+            RECORD names: small, and what a patch release most often changes
 Files are moved from PREFIX into OUT/<part>/ (same paths relative to PREFIX, folders with their modes);
 the runtime stage copies each OUT/<part>/ onto the env's prefix.
 Standard library only; writes a JSON record of each part's distributions, files and bytes.
 
-    python3.11 split_layers.py --prefix /out/opt/rapids --out /out/layers --parts cuda,rapids,python \
+    python3.11 split_layers.py --prefix /out/opt/rapids --out /out/layers --parts cuda,rapids,compiled,python \
         --record /out/rapidship-layers.json
 
---parts names the parts the image copies (a CPU image: python alone); a file of another part is an
+--parts names the parts the image copies (a CPU image: compiled and python); a file of another part is an
 error naming it, never a file left out of the image.
 """
 
@@ -31,7 +33,7 @@ import shutil
 import sys
 from pathlib import Path
 
-PARTS = ("cuda", "rapids", "python")  # in layer order: the most stable first
+PARTS = ("cuda", "rapids", "compiled", "python")  # in layer order: the most stable first
 CUDA_BUILD = re.compile(r"-cu\d+$")
 RAPIDS_PURE = {"dask-cuda", "rapids-dask-dependency", "rapids-logger", "distributed-ucxx", "dask-cudf"}
 
@@ -40,13 +42,18 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def part_of(distribution: str) -> str:
+def part_of(distribution: str, compiled: bool) -> str:
     name = canonical(distribution)
     if name.startswith("nvidia-"):
         return "cuda"
     if CUDA_BUILD.search(name) or name in RAPIDS_PURE:
         return "rapids"
-    return "python"
+    return "compiled" if compiled else "python"
+
+
+def is_compiled(path: Path) -> bool:
+    """A shared object (an extension module, a vendored library)."""
+    return path.suffix == ".so" or ".so." in path.name
 
 
 def owners(prefix: Path) -> dict[Path, str]:
@@ -70,8 +77,13 @@ def owners(prefix: Path) -> dict[Path, str]:
     return found
 
 
+def compiled_distributions(owned: dict[Path, str]) -> set[str]:
+    return {name for path, name in owned.items() if is_compiled(path)}
+
+
 def plan(prefix: Path, owned: dict[Path, str]) -> dict[Path, str]:
     """Every file and symlink under PREFIX -> its part."""
+    compiled = compiled_distributions(owned)
     out: dict[Path, str] = {}
     for root, dirs, files in os.walk(prefix):
         dirs.sort()
@@ -83,7 +95,7 @@ def plan(prefix: Path, owned: dict[Path, str]) -> dict[Path, str]:
                     owner = owned.get(Path(importlib.util.source_from_cache(str(path))))
                 except ValueError:
                     owner = None
-            out[path] = part_of(owner) if owner else "python"
+            out[path] = part_of(owner, owner in compiled) if owner else "python"
     return out
 
 
@@ -129,7 +141,9 @@ def main(argv: list[str]) -> int:
         print(f"split_layers: {len(stray)} file(s) belong to a part this image does not copy (--parts {args.parts}), "
               f"e.g. {stray[0]} ({placed[stray[0]]}): add the part to the variant's layers", file=sys.stderr)
         return 2
-    summary = {part: {"files": 0, "bytes": 0, "distributions": sorted({d for d in owned.values() if part_of(d) == part})}
+    compiled = compiled_distributions(owned)
+    summary = {part: {"files": 0, "bytes": 0,
+                      "distributions": sorted({d for d in owned.values() if part_of(d, d in compiled) == part})}
                for part in PARTS}
     for path, part in placed.items():
         summary[part]["files"] += 1

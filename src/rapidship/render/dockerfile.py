@@ -175,7 +175,7 @@ def make_context(variant: Variant, lock_bytes: dict[str, bytes]) -> RenderContex
         gpu_archs_by_arch={a: variant.gpu_archs_label(a) for a in variant.gpu_archs_by_arch},
         glibc_minor=glibc_minor(variant),
         builder_programs=BUILDER_PROGRAMS[variant.flavour],
-        layer_parts=(("cuda", "rapids", "python") if variant.cuda else ("python",))
+        layer_parts=(("cuda", "rapids", "compiled", "python") if variant.cuda else ("compiled", "python"))
         if variant.flavour is Flavour.pip else (),
     )
 

@@ -37,6 +37,8 @@ def _venv(tmp: Path) -> Path:
     _dist(prefix, "cudf_cu12-26.10.2.dist-info", "cudf-cu12", {"cudf/__init__.py": b"x = 1\n"})
     _dist(prefix, "dask_cuda-26.10.0.dist-info", "dask-cuda", {"dask_cuda/__init__.py": b"y = 1\n"})
     _dist(prefix, "dask-2026.8.0.dist-info", "dask", {"dask/__init__.py": b"z = 1\n", "../../../bin/dask": b"#!py\n"})
+    _dist(prefix, "numpy-2.4.6.dist-info", "numpy", {"numpy/__init__.py": b"n = 1\n",
+                                                     "numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so": b"\x7fELF"})
     (prefix / SITE / "cudf" / "__pycache__").mkdir()
     (prefix / SITE / "cudf" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"pyc")
     (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")
@@ -46,7 +48,7 @@ def _venv(tmp: Path) -> Path:
     return prefix
 
 
-def _split(tmp: Path, parts: str = "cuda,rapids,python") -> subprocess.CompletedProcess:
+def _split(tmp: Path, parts: str = "cuda,rapids,compiled,python") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), "--prefix", str(tmp / "out" / "opt" / "rapids"), "--out",
                            str(tmp / "layers"), "--parts", parts, "--record", str(tmp / "layers.json")],
                           capture_output=True, text=True, check=False)
@@ -62,13 +64,17 @@ def test_each_file_goes_to_its_distributions_part(tmp_path):
     assert (part("rapids") / SITE / "cudf/__pycache__/__init__.cpython-311.pyc").is_file()  # with its source
     assert (part("rapids") / SITE / "dask_cuda/__init__.py").is_file()
     assert (part("python") / SITE / "dask/__init__.py").is_file() and (part("python") / "bin/dask").is_file()
+    # a distribution with a shared object goes whole (its .py files too) to compiled; a pure one stays in python
+    assert (part("compiled") / SITE / "numpy/__init__.py").is_file()
+    assert (part("compiled") / SITE / "numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so").is_file()
     assert (part("python") / "pyvenv.cfg").is_file() and (part("python") / "share/empty").is_dir()
     # an unowned symlink (dedupe's) stays a link, in python; the folder it sits in keeps its mode everywhere
     assert os.readlink(part("python") / SITE / "cudf/libcublas-copy.so") == "../nvidia/cublas/lib/libcublas.so.12"
     assert stat.S_IMODE((part("rapids") / SITE / "cudf").stat().st_mode) == 0o750
     assert not (tmp_path / "out" / "opt" / "rapids").exists()  # everything moved, nothing copied
     record = json.loads((tmp_path / "layers.json").read_text())
-    assert record["parts"] == ["cuda", "rapids", "python"]
+    assert record["parts"] == ["cuda", "rapids", "compiled", "python"]
+    assert record["compiled"]["distributions"] == ["numpy"] and record["python"]["distributions"] == ["dask"]
     assert record["cuda"]["distributions"] == ["nvidia-cublas-cu12"] and record["cuda"]["files"] == 3  # + its RECORD, METADATA
     assert record["rapids"]["distributions"] == ["cudf-cu12", "dask-cuda"]
     files = sum(1 for p in (tmp_path / "layers").rglob("*") if p.is_file() or p.is_symlink())
@@ -81,4 +87,4 @@ def test_a_file_of_a_part_the_image_does_not_copy_stops_the_build(tmp_path):
     assert proc.returncode == 2
     assert "belong to a part this image does not copy (--parts python)" in proc.stderr
     assert (tmp_path / "out" / "opt" / "rapids" / "pyvenv.cfg").is_file()  # nothing moved
-    assert _split(tmp_path, parts="cuda,rapids").returncode == 2  # python is always copied
+    assert _split(tmp_path, parts="cuda,rapids,compiled").returncode == 2  # python is always copied

@@ -106,3 +106,20 @@ def test_an_image_the_recorded_inputs_do_not_make_is_refused_naming_the_file(cpu
         assert bad.returncode == 2 and "--digest" in bad.stderr and "Traceback" not in bad.stderr
     finally:
         subprocess.run(["docker", "rmi", claimed["ref"]], capture_output=True, check=False)
+
+
+def test_no_bytecode_in_the_image_depends_on_a_file_time(cpu_image):
+    """The normaliser gives every file of a rebuilt layer one time, which the distribution's own
+    timestamp .pyc files (py3compile's) would no longer match: every start would compile the
+    standard library again, unable to save it. So every .pyc is keyed by its source's hash."""
+    code = ("import glob, collections, json; c = collections.Counter(open(p, 'rb').read(8)[4] for d in "
+            "('/usr/lib/python3.11', '/usr/lib/python3', '/opt/rapids', '/opt/rapidship') "
+            "for p in glob.glob(d + '/**/*.pyc', recursive=True)); print(json.dumps(c))")
+    proc = subprocess.run(["docker", "run", "--rm", "--entrypoint", "python3.11", cpu_image.ref, "-c", code],
+                          capture_output=True, text=True, check=True)
+    flags = {int(k): v for k, v in json.loads(proc.stdout).items()}  # {flag: count}: 1 unchecked hash, 0 timestamp
+    assert flags.get(1, 0) > 2000 and set(flags) == {1}, flags
+    mtime = subprocess.run(["docker", "run", "--rm", "--entrypoint", "stat", cpu_image.ref, "-c", "%Y",
+                            "/usr/lib/python3.11/json/decoder.py", "/opt/rapids/pyvenv.cfg"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert mtime == ["946684800", "946684800"]  # LAYER_MTIME: no build's or commit's time

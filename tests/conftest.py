@@ -37,7 +37,7 @@ def _this_runs_images():
         return
     listed = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
                             text=True, check=False).stdout.split()
-    ours = [ref for ref in listed if ref.endswith((f"-{run}", f"-{run}-gcl"))]
+    ours = [ref for ref in listed if ref.endswith((f"-{run}", f"-{run}-gcl", f"-{run}-reproduce"))]
     if ours:
         subprocess.run(["docker", "rmi", *ours], capture_output=True, check=False)
 

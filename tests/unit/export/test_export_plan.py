@@ -109,6 +109,12 @@ def test_install_script_is_posix_sh_with_this_exports_data():
     assert f"EXPORT_ID='{'ab' * 16}'" in script and "VOLUME_COUNT=2" in script
     assert "images.tar.zst.001 2 3" in script and "r/x:1 sha256:" in script
     assert "@EXPORT_DATA@" not in script
+    assert "EXTENDS=''" in script and "EXTENDS_LAYERS=''" in script  # a full disc extends nothing
+    record.extends = {"export_id": "cd" * 16, "created": "2026-12-01T00:00:00+00:00", "layers": ["sha256:" + "2" * 64],
+                      "images": [{"ref": "r/x:0", "image_id": "sha256:" + "3" * 64, "arch": "amd64", "variant": ""}]}
+    delta = install_script(record, INSTALL_BODY.read_text())
+    assert f"EXTENDS='{'cd' * 16} of 2026-12-01T00:00:00+00:00'" in delta and "EXTENDS_NAMES='r/x:0'" in delta
+    assert f"EXTENDS_LAYERS='sha256:{'2' * 64}'" in delta
     for shell in ("sh", "bash", "dash"):
         if subprocess.run(["which", shell], capture_output=True).returncode == 0:
             parsed = subprocess.run([shell, "-n"], input=script, capture_output=True, text=True)

@@ -21,6 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from dataclasses import asdict  # noqa: E402
+
+from rapidship.export.delta import plan_delta  # noqa: E402
+from rapidship.export.verify import previous_release  # noqa: E402
 from rapidship.export.write import export, parse_media, resolve_images  # noqa: E402
 
 
@@ -36,8 +40,10 @@ def main() -> None:
         for name, refs, since in (("N full", args.base, None), ("N+1 full", args.new, None),
                                   ("N+1 delta", args.new, "N full")):
             start = time.monotonic()
-            record = export(resolve_images([], None, refs), media, out / name.replace(" ", "-"), unsigned=True,
-                            since=str(out / since.replace(" ", "-") / "export.json") if since else None)
+            images = resolve_images([], None, refs)
+            delta = plan_delta([asdict(i) for i in images], *previous_release(
+                str(out / since.replace(" ", "-") / "export.json"))) if since else None
+            record = export(images, media, out / name.replace(" ", "-"), unsigned=True, delta=delta)
             runs[name] = {"archive_bytes": record.archive_bytes, "tar_bytes": record.tar_bytes,
                           "volumes": record.volume_count, "seconds": round(time.monotonic() - start, 1),
                           "layers_left_to_the_host": len(record.extends.get("layers", []))}

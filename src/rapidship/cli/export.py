@@ -51,9 +51,17 @@ def export_images(c, variant=None, arch=None, image=None, media="dvd", out=None,
     variants = [load_matrix(variants_file).get(v) for v in variant or []]
     images = resolve_images(variants, arch_flag(arch).value if arch else None, image or [], ws)
     target = Path(out) if out else Path(build_dir) / time.strftime("export-%Y%m%d-%H%M%S")
+    delta = None
+    if since:  # a delta disc: only what the release the sites hold lacks
+        from dataclasses import asdict
+
+        from rapidship.export.delta import plan_delta
+        from rapidship.export.verify import previous_release
+
+        delta = plan_delta([asdict(i) for i in images], *previous_release(since))
     with _progress() as progress:
         record = export(images, disc, target, keep_dirs=keep_dirs, progress=progress, ws=ws, unsigned=unsigned,
-                        since=since)
+                        delta=delta)
     console.table(f"export {record.export_id} -> {target}", ["volume", "ISO", "bytes", "sha256"],
                   [(v.number, v.iso, f"{v.iso_bytes:,}", v.iso_sha256[:16]) for v in record.volumes])
     console.err.print(f"record: {target / 'export.json'} (--json prints it)")

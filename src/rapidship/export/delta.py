@@ -2,7 +2,7 @@
 
 `invoke export --since PREVIOUS` (an export.json, an export's folder, a volume or an ISO of it)
 reads the images PREVIOUS shipped and their layers (MANIFEST.json / export.json list each image's
-rootfs diff_ids). Pure core: `plan_delta` pairs each image with PREVIOUS's image of the same variant
+rootfs diff_ids: export.verify.previous_release). Pure core: `plan_delta` pairs each image with PREVIOUS's image of the same variant
 and arch (or the same name), refuses a PREVIOUS that is not a base of this release (no such image,
 no layer in common), and says what the host must already hold: the `extends` block of the disc's
 MANIFEST.json (PREVIOUS's export id, its images, the layers expected on the host). Edge:
@@ -33,36 +33,6 @@ from rapidship.imagebuild.normalise import layer_member
 class Delta:
     held: frozenset[str]  # diff_ids the host already has (PREVIOUS's), left off the disc
     extends: dict         # MANIFEST.json's `extends`
-
-
-def previous_images(source: str) -> tuple[str, str, list[dict]]:
-    """(export id, created, images) of PREVIOUS: an export.json, an export folder, a volume or an ISO."""
-    from rapidship.export.verify import MANIFEST, expand_sources, open_volume
-
-    path = Path(source)
-    doc: dict | None = None
-    if path.is_file() and path.suffix == ".json":
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise ConfigError("--since", f"{source} is not readable JSON ({err})", "pass the previous export's "
-                              "export.json, its folder, a volume or an ISO of it") from None
-    elif path.exists():
-        if path.is_dir() and (path / "export.json").is_file():
-            return previous_images(str(path / "export.json"))
-        volume = open_volume(expand_sources([source])[0])
-        doc = volume.manifest
-        if doc is None:
-            raise ConfigError("--since", f"{source}: {volume.problem or 'no ' + MANIFEST}",
-                              "pass the previous export's export.json, its folder, a volume or an ISO of it")
-    else:
-        raise ConfigError("--since", f"{source} does not exist", "pass the previous release's export.json or disc")
-    images = doc.get("images") if isinstance(doc, dict) else None
-    if not isinstance(images, list) or not all(isinstance(i, dict) and isinstance(i.get("layers"), list)
-                                               and isinstance(i.get("image_id"), str) for i in images):
-        raise ConfigError("--since", f"{source} lists no images with their layers",
-                          "pass the export.json or a volume of an export made by invoke export")
-    return str(doc.get("export_id", "")), str(doc.get("created", "")), images
 
 
 def _key(image: dict) -> tuple[str, str]:

@@ -304,3 +304,33 @@ def verify(sources: list[str], on_bytes: Callable[[int], None] = lambda _: None)
     checked = check_identity([open_volume(s) for s in sources])
     check_hashes(checked, measure(checked, on_bytes))
     return checked
+
+
+# ---- the release a delta disc extends (invoke export --since) ----------------------------------
+
+def previous_release(source: str) -> tuple[str, str, list[dict]]:
+    """(export id, created, images) of PREVIOUS: an export.json, an export folder, a volume or an ISO."""
+    path = Path(source)
+    doc: dict | None = None
+    if path.is_file() and path.suffix == ".json":
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise ConfigError("--since", f"{source} is not readable JSON ({err})", "pass the previous export's "
+                              "export.json, its folder, a volume or an ISO of it") from None
+    elif path.exists():
+        if path.is_dir() and (path / "export.json").is_file():
+            return previous_release(str(path / "export.json"))
+        volume = open_volume(expand_sources([source])[0])
+        doc = volume.manifest
+        if doc is None:
+            raise ConfigError("--since", f"{source}: {volume.problem or 'no ' + MANIFEST}",
+                              "pass the previous export's export.json, its folder, a volume or an ISO of it")
+    else:
+        raise ConfigError("--since", f"{source} does not exist", "pass the previous release's export.json or disc")
+    images = doc.get("images") if isinstance(doc, dict) else None
+    if not isinstance(images, list) or not all(isinstance(i, dict) and isinstance(i.get("layers"), list)
+                                               and isinstance(i.get("image_id"), str) for i in images):
+        raise ConfigError("--since", f"{source} lists no images with their layers",
+                          "pass the export.json or a volume of an export made by invoke export")
+    return str(doc.get("export_id", "")), str(doc.get("created", "")), images

@@ -34,6 +34,7 @@ from rapidship.engine import ENGINE
 from rapidship.config.matrix import run_id
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.export.carry import disc_bytes, disc_files, find_signed
+from rapidship.export.delta import Delta, write_archive
 from rapidship.records import Workspace, gated_problems, save
 
 FORMAT = "rapidship-export/1"
@@ -537,10 +538,11 @@ def sign_images(images: list[ImageRecord], ws: Workspace, unsigned: bool = False
 
 def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool = False,
            progress=None, part_max: int = PART_MAX, ws: Workspace = Workspace(),
-           unsigned: bool = False, since: str | None = None) -> ExportRecord:
+           unsigned: bool = False, delta: "Delta | None" = None) -> ExportRecord:
     """Save, compress, split, write volume files and ISOs. `progress` is a rich Progress (or None).
     Each image's signature comes from the workspace `ws`; `unsigned` lets images without one through.
-    `part_max` below the default only serves tests that want several parts per volume on small media."""
+    `part_max` below the default only serves tests that want several parts per volume on small media.
+    `delta` (export/delta.py's plan against the release the sites hold) makes a delta disc."""
     from rapidship.console import err
 
     for tool in ("zstd", "xorriso"):
@@ -552,11 +554,6 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     out.mkdir(parents=True, exist_ok=True)
     if any(out.glob("volume-*")) or any(out.glob("rapidship-*.iso")):
         raise ConfigError("--out", f"{out} already holds an export", "pass an empty or new --out directory")
-    delta = None
-    if since:  # a delta disc: only what the release the sites hold lacks (export/delta.py)
-        from rapidship.export.delta import plan_delta, previous_images
-
-        delta = plan_delta([asdict(i) for i in images], *previous_images(since))
     record = ExportRecord(export_id=uuid.uuid4().hex, created=_now(), tool_version=__version__,
                           media=media, images=images, signing_key_fingerprint=key_fingerprint,
                           extends=delta.extends if delta else {})
@@ -571,9 +568,7 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     writer = PartWriter(layout, out)
     if delta is None:
         record.tar_bytes = save_compressed(refs, writer, lambda n: progress.advance(saving, n), lambda n: None)
-    else:
-        from rapidship.export.delta import write_archive
-
+    else:  # a delta disc: only what the release the sites hold lacks
         record.tar_bytes = compressed(lambda sink: write_archive(refs, delta.held, sink, out,
                                                                  lambda n: progress.advance(saving, n)),
                                       writer, lambda n: None)

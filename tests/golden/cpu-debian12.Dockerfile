@@ -51,7 +51,7 @@ RUN --mount=type=secret,id=cacert,required=false \
  && find /opt/rapids -depth -path '*/site-packages/*/lib64/cmake' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*/site-packages/*/lib/cmake' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*/site-packages/*/lib/pkgconfig' -exec rm -rf {} + \
- && /opt/rapids/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/rapids/lib \
+ && /opt/rapids/bin/python -I -S -m compileall -f -q -j 0 --invalidation-mode unchecked-hash /opt/rapids/lib \
  && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
 # ---- byte-identical copies (a wheel's soname "links" are copies) become relative symlinks to one; ----
 # ---- then the env is split into parts by how often they change, one runtime layer each       ----

@@ -51,7 +51,7 @@ RUN --mount=type=secret,id=cacert,required=false \
  && find /opt/rapids -depth -path '*/site-packages/*/lib64/cmake' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*/site-packages/*/lib/cmake' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*/site-packages/*/lib/pkgconfig' -exec rm -rf {} + \
- && /opt/rapids/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/rapids/lib \
+ && /opt/rapids/bin/python -I -S -m compileall -f -q -j 0 --invalidation-mode unchecked-hash /opt/rapids/lib \
  && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
 # ---- device code pruned to gpu_archs 80,90: each rewritten library proven against its
 #      original and listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole ----

@@ -59,6 +59,18 @@ def test_rapids_pip_image_builds_and_fits_the_budget(engine, arch):
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("26.10") and run.stdout.split()[1].startswith("26.10")
 
+    # reproducible bytecode: no .pyc is keyed by a file time (the env's .pth files import modules when
+    # its python starts, which left timestamp .pyc files a compileall without -f kept: two builds differed)
+    count = ("import glob, collections, json; print(json.dumps(collections.Counter(open(p, 'rb').read(8)[4] "
+             "for d in ('/usr/lib/python3.11', '/opt/rapids', '/opt/rapidship') "
+             "for p in glob.glob(d + '/**/*.pyc', recursive=True))))")
+    flags = json.loads(subprocess.run([*docker_run, "--entrypoint", "python", built.ref, "-c", count],
+                                      capture_output=True, text=True, check=True).stdout)
+    assert set(flags) == {"1"} and flags["1"] > 10_000, flags
+    prune = subprocess.run([*docker_run, "--entrypoint", "cat", built.ref, "/opt/rapidship/prune.json"],
+                           capture_output=True, text=True, check=True).stdout
+    assert '"seconds"' not in prune  # how long the pruner took differs on every build: the log says it
+
     # UCX: importable, the CLI in both spellings, and the doctor on the field worker command: with
     # --shm-size=8g no UCX or shm FATAL; with docker's default 64 MiB /dev/shm one FATAL naming it.
     field = ["dask", "cuda", "worker", "--rmm-async", "--rmm-pool-size", "28g", "--local-directory", "/spill",

@@ -38,11 +38,19 @@ def main(argv: list[str] | None = None) -> int:
 
     record = files.prune_paths(args.paths, keep, cuobjdump=args.cuobjdump, jobs=max(1, args.jobs), on_file=show)
     args.record.parent.mkdir(parents=True, exist_ok=True)
-    args.record.write_text(json.dumps(record, indent=1) + "\n")
+    args.record.write_text(json.dumps(timeless(record), indent=1) + "\n")
     t = record["totals"]
     print(f"prune: kept sm {','.join(map(str, keep))}: {t['pruned']} of {t['with_device_code']} files with device "
           f"code pruned, {t['refused']} refused, {t['saved_bytes']:,} bytes saved in {t['seconds']} s")
     return 0
+
+
+def timeless(record: dict) -> dict:
+    """The record without how long each step took: it ships in the image, whose bytes must be the
+    same on every build of one lock (the times are printed into the build log instead)."""
+    return {**record, "totals": {k: v for k, v in record["totals"].items() if k != "seconds"},
+            "files": [{k: v for k, v in f.items() if k != "seconds"} for f in record["files"]],
+            "wheels": [{k: v for k, v in w.items() if k != "seconds"} for w in record.get("wheels") or []]}
 
 
 if __name__ == "__main__":

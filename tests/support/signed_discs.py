@@ -46,18 +46,20 @@ def layer_tar(files: dict[str, bytes]) -> bytes:
     return out.getvalue()
 
 
-def load_image(ref: str, arch: str, payload: bytes, created: str = CREATED) -> str:
+def load_image(ref: str, arch: str, payload: bytes, created: str = CREATED, shared: bytes | None = None) -> str:
     """`docker load` of a one-layer image (FROM scratch + COPY payload.bin, the labels export
-    verification reads, the release `created`); returns the engine's image id."""
-    layer = layer_tar({"payload.bin": payload})
-    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+    verification reads, the release `created`); with `shared`, a first layer of those bytes (one
+    two releases share: a delta disc leaves it to the host). Returns the engine's image id."""
+    layers = ([layer_tar({"shared.bin": shared})] if shared is not None else []) + [layer_tar({"payload.bin": payload})]
+    diff_ids = ["sha256:" + hashlib.sha256(layer).hexdigest() for layer in layers]
     config = json.dumps({"architecture": arch, "os": "linux", "created": created,
                          "config": {"Labels": labels(created), "Cmd": ["/payload.bin"]},
-                         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+                         "rootfs": {"type": "layers", "diff_ids": diff_ids},
                          "history": [{"created": created, "created_by": "COPY payload.bin /"}]}).encode()
     hex_id = hashlib.sha256(config).hexdigest()
-    archive = layer_tar({f"{hex_id}.json": config, f"{diff_id[7:]}/layer.tar": layer, "manifest.json": json.dumps(
-        [{"Config": f"{hex_id}.json", "RepoTags": [ref], "Layers": [f"{diff_id[7:]}/layer.tar"]}]).encode()})
+    archive = layer_tar({f"{hex_id}.json": config, **{f"{d[7:]}/layer.tar": layer for d, layer in zip(diff_ids, layers)},
+                         "manifest.json": json.dumps([{"Config": f"{hex_id}.json", "RepoTags": [ref],
+                                                       "Layers": [f"{d[7:]}/layer.tar" for d in diff_ids]}]).encode()})
     subprocess.run(["docker", "load"], input=archive, check=True, capture_output=True)
     assert image_id(ref) == "sha256:" + hex_id
     return "sha256:" + hex_id
@@ -148,14 +150,15 @@ class Disc:
 
 
 def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Path | None = None,
-              policy: dict | None = None) -> Disc:
+              policy: dict | None = None, shared: dict[str, bytes] | None = None) -> Disc:
     """Make, push, sign and export the two images of release `created` under `name` (a repository
     unique to the test run); `keys` reuses a key pair made before (a later release of one signer);
-    `policy`: the scan rules the records say the scan was decided under."""
+    `policy`: the scan rules the records say the scan was decided under; `shared`: per arch, the
+    bytes of a first layer two releases share."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "variants.yaml").write_text(VARIANTS_YAML.format(image=name))
     refs = {arch: f"{name}:26.10-cpu-debian12-py3.11-{arch}" for arch in ARCHES}
-    ids = {arch: load_image(refs[arch], arch, os.urandom(160_000), created) for arch in ARCHES}
+    ids = {arch: load_image(refs[arch], arch, os.urandom(160_000), created, (shared or {}).get(arch)) for arch in ARCHES}
     saved = work / "images.tar"
     subprocess.run(["docker", "save", "-o", str(saved), *refs.values()], check=True)
     docker_config = work / "docker-config"

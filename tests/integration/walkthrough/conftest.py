@@ -51,7 +51,9 @@ def restore_shared_image(cpu_image) -> None:
 def quickstart(cpu_image, tmp_path_factory, engine):
     *steps, cleanup = runnable(QUICKSTART)
     assert len(steps) == 5 and "registry.down" in "\n".join(cleanup.body), "the quickstart's last block cleans up"
-    work = scratch_checkout(tmp_path_factory.mktemp("quickstart") / "checkout")
+    # a clone, as a new user has: the build takes its SOURCE_DATE_EPOCH from the commit (a copy
+    # without git history is refused unless SOURCE_DATE_EPOCH is given: tests/unit/imagebuild)
+    work = scratch_checkout(tmp_path_factory.mktemp("quickstart") / "checkout", git=True)
     with page_names_lock():
         try:
             proc = run_page(steps, work, user_env(), timeout=1500)

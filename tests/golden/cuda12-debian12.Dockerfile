@@ -73,7 +73,7 @@ RUN --mount=type=secret,id=cacert,required=false \
 RUN --mount=type=bind,source=builder,target=/mnt/builder \
     python3.11 /tmp/builder/dedupe.py --prefix /out/opt/rapids --out /out/rapidship-dedupe.json \
  && python3.11 /mnt/builder/split_layers.py --prefix /out/opt/rapids --out /out/layers \
-      --parts cuda,rapids,compiled,python --record /out/rapidship-layers.json
+      --parts cuda/nvidia-cublas-cu12,cuda/nvidia-cuda-cccl-cu12,cuda/nvidia-cuda-nvcc-cu12,cuda/nvidia-cuda-nvrtc-cu12,cuda/nvidia-cuda-runtime-cu12,cuda/nvidia-cufft-cu12,cuda/nvidia-cufile-cu12,cuda/nvidia-curand-cu12,cuda/nvidia-cusolver-cu12,cuda/nvidia-cusparse-cu12,cuda/nvidia-libnvcomp-cu12,cuda/nvidia-ml-py,cuda/nvidia-nccl-cu12,cuda/nvidia-nvjitlink-cu12,rapids,compiled,python --record /out/rapidship-layers.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -96,7 +96,20 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
 
-COPY --from=builder /out/layers/cuda/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-cublas-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-cuda-cccl-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-cuda-nvcc-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-cuda-nvrtc-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-cuda-runtime-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-cufft-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-cufile-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-curand-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-cusolver-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-cusparse-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-libnvcomp-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-ml-py/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-nccl-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/nvidia-nvjitlink-cu12/ /opt/rapids/
 COPY --from=builder /out/layers/rapids/ /opt/rapids/
 COPY --from=builder /out/layers/compiled/ /opt/rapids/
 COPY --from=builder /out/layers/python/ /opt/rapids/

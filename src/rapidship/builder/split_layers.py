@@ -5,7 +5,8 @@ runtime stage copies each part separately, most stable first, and the normaliser
 one fixed time, so a part whose files did not change is the same layer, byte for byte, in the next
 release (and a delta disc leaves it out). Parts, by the distribution that installed each file
 (its dist-info RECORD; bytecode goes with its source):
-  cuda      NVIDIA's CUDA library wheels (nvidia-*): change with the CUDA minor
+  cuda/<d>  each of NVIDIA's CUDA wheels (nvidia-*) its own part: they are 1.8 GB together, and a
+            patch of one (cuBLAS, nvJitLink) should ship that wheel, not all of them
   rapids    the RAPIDS libraries (*-cu12, *-cu13 and RAPIDS' pure-Python packages): every release
   compiled  every other distribution with compiled code (numpy, pyarrow, CuPy, numba, ...): large
   python    the pure-Python distributions, the venv itself (bin/, pyvenv.cfg) and anything no
@@ -14,11 +15,13 @@ Files are moved from PREFIX into OUT/<part>/ (same paths relative to PREFIX, fol
 the runtime stage copies each OUT/<part>/ onto the env's prefix.
 Standard library only; writes a JSON record of each part's distributions, files and bytes.
 
-    python3.11 split_layers.py --prefix /out/opt/rapids --out /out/layers --parts cuda,rapids,compiled,python \
-        --record /out/rapidship-layers.json
+    python3.11 split_layers.py --prefix /out/opt/rapids --out /out/layers \
+        --parts cuda/nvidia-cublas-cu12,rapids,compiled,python --record /out/rapidship-layers.json
 
---parts names the parts the image copies (a CPU image: compiled and python); a file of another part is an
-error naming it, never a file left out of the image.
+--parts names the parts the image copies, in layer order (a CPU image: compiled and python; a CUDA
+image: one cuda/<d> per nvidia-* distribution of its lock, which the render names); a file of
+another part is an error naming it, never a file left out of the image. A part no file fell into
+is still an (empty) folder, so every COPY has a source.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import shutil
 import sys
 from pathlib import Path
 
-PARTS = ("cuda", "rapids", "compiled", "python")  # in layer order: the most stable first
+PARTS = ("cuda", "rapids", "compiled", "python")  # kinds of part, in layer order: the most stable first
 CUDA_BUILD = re.compile(r"-cu\d+$")
 RAPIDS_PURE = {"dask-cuda", "rapids-dask-dependency", "rapids-logger", "distributed-ucxx", "dask-cudf"}
 
@@ -45,10 +48,14 @@ def canonical(name: str) -> str:
 def part_of(distribution: str, compiled: bool) -> str:
     name = canonical(distribution)
     if name.startswith("nvidia-"):
-        return "cuda"
+        return f"cuda/{name}"
     if CUDA_BUILD.search(name) or name in RAPIDS_PURE:
         return "rapids"
     return "compiled" if compiled else "python"
+
+
+def kind_of(part: str) -> str:
+    return part.split("/", 1)[0]
 
 
 def is_compiled(path: Path) -> bool:
@@ -99,17 +106,17 @@ def plan(prefix: Path, owned: dict[Path, str]) -> dict[Path, str]:
     return out
 
 
-def move(prefix: Path, out: Path, placed: dict[Path, str]) -> None:
-    """The cuda and rapids files to their parts; then what is left of PREFIX (the python part's files
+def move(prefix: Path, out: Path, placed: dict[Path, str], parts: list[str]) -> None:
+    """Every other part's files to their parts; then what is left of PREFIX (the python part's files
     and every folder, empty ones too) is the python part, moved whole."""
-    roots = {part: out / part for part in PARTS}
+    roots = {part: out / part for part in parts}
     for path, part in placed.items():
         if part != "python":
             ensure_folder(roots[part], prefix, path.parent.relative_to(prefix))
             os.rename(path, roots[part] / path.relative_to(prefix))
     roots["python"].parent.mkdir(parents=True, exist_ok=True)
     shutil.move(str(prefix), str(roots["python"]))
-    for part in PARTS:  # a part with no file is still a folder, so a COPY of it has a source
+    for part in parts:  # a part with no file is still a folder, so a COPY of it has a source
         ensure_folder(roots[part], roots["python"], Path())
 
 
@@ -128,11 +135,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--prefix", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--record", required=True, type=Path)
-    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--parts", required=True)
     args = parser.parse_args(argv)
     copied = args.parts.split(",")
-    if "python" not in copied or set(copied) - set(PARTS):
-        print(f"split_layers: --parts {args.parts}: name python and any of {', '.join(PARTS)}", file=sys.stderr)
+    wrong = [p for p in copied if p == "cuda" or kind_of(p) not in PARTS]
+    if "python" not in copied or wrong or len(set(copied)) < len(copied):
+        print(f"split_layers: --parts {args.parts}: name python once and any of rapids, compiled, "
+              "cuda/<distribution>", file=sys.stderr)
         return 2
     owned = owners(args.prefix)
     placed = plan(args.prefix, owned)
@@ -144,13 +153,13 @@ def main(argv: list[str]) -> int:
     compiled = compiled_distributions(owned)
     summary = {part: {"files": 0, "bytes": 0,
                       "distributions": sorted({d for d in owned.values() if part_of(d, d in compiled) == part})}
-               for part in PARTS}
+               for part in copied}
     for path, part in placed.items():
         summary[part]["files"] += 1
         summary[part]["bytes"] += path.lstat().st_size
-    move(args.prefix, args.out, placed)
-    args.record.write_text(json.dumps({"parts": list(PARTS), **summary}, indent=1) + "\n")
-    print("split_layers: " + ", ".join(f"{p} {summary[p]['files']} files {summary[p]['bytes']:,} B" for p in PARTS))
+    move(args.prefix, args.out, placed, copied)
+    args.record.write_text(json.dumps({"parts": copied, **summary}, indent=1) + "\n")
+    print("split_layers: " + ", ".join(f"{p} {summary[p]['files']} files {summary[p]['bytes']:,} B" for p in copied))
     return 0
 
 

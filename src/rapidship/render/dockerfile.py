@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -163,6 +164,21 @@ def glibc_minor(variant: Variant) -> int:
     return found
 
 
+def env_parts(variant: Variant, lock_bytes: dict[str, bytes]) -> tuple[str, ...]:
+    """Pip flavour: the env's parts, one layer each, in layer order: each CUDA wheel of the lock its
+    own (split_layers.part_of names them), then the RAPIDS, compiled and pure-Python parts."""
+    from rapidship.builder.split_layers import part_of
+    from rapidship.lock.pip import locked_pins
+
+    if variant.flavour is not Flavour.pip:
+        return ()
+    if not variant.cuda:
+        return ("compiled", "python")
+    names = {re.split(r"[=\[ ;]", pin, maxsplit=1)[0] for pin in locked_pins(lock_bytes.get("requirements.txt", b"").decode())}
+    cuda = sorted(p for p in {part_of(name, compiled=True) for name in names} if p.startswith("cuda/"))
+    return (*cuda, "rapids", "compiled", "python")
+
+
 def make_context(variant: Variant, lock_bytes: dict[str, bytes]) -> RenderContext:
     packages = RUNTIME_PACKAGES[(variant.family, variant.flavour)]
     what = f"RAPIDS {variant.rapids} on CUDA {variant.cuda}" if variant.cuda else "Dask spill runtime (no CUDA)"
@@ -175,8 +191,7 @@ def make_context(variant: Variant, lock_bytes: dict[str, bytes]) -> RenderContex
         gpu_archs_by_arch={a: variant.gpu_archs_label(a) for a in variant.gpu_archs_by_arch},
         glibc_minor=glibc_minor(variant),
         builder_programs=BUILDER_PROGRAMS[variant.flavour],
-        layer_parts=(("cuda", "rapids", "compiled", "python") if variant.cuda else ("compiled", "python"))
-        if variant.flavour is Flavour.pip else (),
+        layer_parts=env_parts(variant, lock_bytes),
     )
 
 

@@ -34,6 +34,8 @@ def _venv(tmp: Path) -> Path:
     prefix = tmp / "out" / "opt" / "rapids"
     _dist(prefix, "nvidia_cublas_cu12-12.9.1.4.dist-info", "nvidia-cublas-cu12",
           {"nvidia/cublas/lib/libcublas.so.12": b"\x7fELF cublas"})
+    _dist(prefix, "nvidia_nvjitlink_cu12-12.9.86.dist-info", "nvidia-nvjitlink-cu12",
+          {"nvidia/nvjitlink/lib/libnvJitLink.so.12": b"\x7fELF jitlink"})
     _dist(prefix, "cudf_cu12-26.10.2.dist-info", "cudf-cu12", {"cudf/__init__.py": b"x = 1\n"})
     _dist(prefix, "dask_cuda-26.10.0.dist-info", "dask-cuda", {"dask_cuda/__init__.py": b"y = 1\n"})
     _dist(prefix, "dask-2026.8.0.dist-info", "dask", {"dask/__init__.py": b"z = 1\n", "../../../bin/dask": b"#!py\n"})
@@ -48,7 +50,10 @@ def _venv(tmp: Path) -> Path:
     return prefix
 
 
-def _split(tmp: Path, parts: str = "cuda,rapids,compiled,python") -> subprocess.CompletedProcess:
+CUDA_PARTS = "cuda/nvidia-cublas-cu12,cuda/nvidia-nvjitlink-cu12"
+
+
+def _split(tmp: Path, parts: str = f"{CUDA_PARTS},rapids,compiled,python") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), "--prefix", str(tmp / "out" / "opt" / "rapids"), "--out",
                            str(tmp / "layers"), "--parts", parts, "--record", str(tmp / "layers.json")],
                           capture_output=True, text=True, check=False)
@@ -59,7 +64,10 @@ def test_each_file_goes_to_its_distributions_part(tmp_path):
     proc = _split(tmp_path)
     assert proc.returncode == 0, proc.stderr
     part = lambda name: tmp_path / "layers" / name  # noqa: E731
-    assert (part("cuda") / SITE / "nvidia/cublas/lib/libcublas.so.12").read_bytes() == b"\x7fELF cublas"
+    # each CUDA wheel its own part: a patch of nvJitLink changes that layer, not cuBLAS's
+    assert (part("cuda/nvidia-cublas-cu12") / SITE / "nvidia/cublas/lib/libcublas.so.12").read_bytes() == b"\x7fELF cublas"
+    assert (part("cuda/nvidia-nvjitlink-cu12") / SITE / "nvidia/nvjitlink/lib/libnvJitLink.so.12").is_file()
+    assert not (part("cuda/nvidia-cublas-cu12") / SITE / "nvidia/nvjitlink").exists()
     assert (part("rapids") / SITE / "cudf/__init__.py").is_file()
     assert (part("rapids") / SITE / "cudf/__pycache__/__init__.cpython-311.pyc").is_file()  # with its source
     assert (part("rapids") / SITE / "dask_cuda/__init__.py").is_file()
@@ -73,9 +81,10 @@ def test_each_file_goes_to_its_distributions_part(tmp_path):
     assert stat.S_IMODE((part("rapids") / SITE / "cudf").stat().st_mode) == 0o750
     assert not (tmp_path / "out" / "opt" / "rapids").exists()  # everything moved, nothing copied
     record = json.loads((tmp_path / "layers.json").read_text())
-    assert record["parts"] == ["cuda", "rapids", "compiled", "python"]
+    assert record["parts"] == ["cuda/nvidia-cublas-cu12", "cuda/nvidia-nvjitlink-cu12", "rapids", "compiled", "python"]
     assert record["compiled"]["distributions"] == ["numpy"] and record["python"]["distributions"] == ["dask"]
-    assert record["cuda"]["distributions"] == ["nvidia-cublas-cu12"] and record["cuda"]["files"] == 3  # + its RECORD, METADATA
+    cublas = record["cuda/nvidia-cublas-cu12"]
+    assert cublas["distributions"] == ["nvidia-cublas-cu12"] and cublas["files"] == 3  # + its RECORD, METADATA
     assert record["rapids"]["distributions"] == ["cudf-cu12", "dask-cuda"]
     files = sum(1 for p in (tmp_path / "layers").rglob("*") if p.is_file() or p.is_symlink())
     assert files == sum(record[p]["files"] for p in record["parts"])
@@ -87,4 +96,17 @@ def test_a_file_of_a_part_the_image_does_not_copy_stops_the_build(tmp_path):
     assert proc.returncode == 2
     assert "belong to a part this image does not copy (--parts python)" in proc.stderr
     assert (tmp_path / "out" / "opt" / "rapids" / "pyvenv.cfg").is_file()  # nothing moved
-    assert _split(tmp_path, parts="cuda,rapids,compiled").returncode == 2  # python is always copied
+    assert _split(tmp_path, parts=f"{CUDA_PARTS},rapids,compiled").returncode == 2  # python is always copied
+    lumped = _split(tmp_path, parts="cuda,rapids,compiled,python")  # the CUDA wheels are named one by one
+    assert lumped.returncode == 2 and "--parts cuda,rapids,compiled,python: name python once" in lumped.stderr
+    missing = _split(tmp_path, parts="cuda/nvidia-cublas-cu12,rapids,compiled,python")  # a wheel the render did not name
+    assert missing.returncode == 2 and "(cuda/nvidia-nvjitlink-cu12)" in missing.stderr
+
+
+def test_a_named_cuda_wheel_the_env_lacks_is_an_empty_part(tmp_path):
+    _venv(tmp_path)
+    proc = _split(tmp_path, parts=f"{CUDA_PARTS},cuda/nvidia-cufile-cu12,rapids,compiled,python")
+    assert proc.returncode == 0, proc.stderr
+    empty = tmp_path / "layers" / "cuda" / "nvidia-cufile-cu12"
+    assert empty.is_dir() and not any(empty.iterdir())  # still a folder: the image's COPY of it has a source
+    assert json.loads((tmp_path / "layers.json").read_text())["cuda/nvidia-cufile-cu12"]["files"] == 0

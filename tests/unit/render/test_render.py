@@ -198,3 +198,18 @@ def test_the_build_context_carries_every_module_the_pruner_imports():
     assert wanted <= set(dockerfile.PRUNER_FILES), wanted - set(dockerfile.PRUNER_FILES)
     # host.py is the host's `invoke prune` front end only
     assert {p.name for p in dockerfile.PRUNER_SRC.glob("*.py")} == set(dockerfile.PRUNER_FILES) | {"host.py"}
+
+
+def test_each_cuda_wheel_of_the_lock_is_its_own_runtime_layer(tmp_path):
+    # a patch of one CUDA wheel (nvJitLink) must change one layer, not all 1.8 GB of them
+    v = MATRIX.variants["cuda12-debian12"]
+    text = Path(render(v, out_root=tmp_path).dockerfile).read_text()
+    lock = (ROOT / "locks" / "rapids-pip" / "requirements.txt").read_text()
+    wheels = sorted({line.split("==")[0] for line in lock.splitlines() if line.startswith("nvidia-")})
+    assert len(wheels) >= 10
+    copies = [line.split()[2] for line in text.splitlines() if line.startswith("COPY --from=builder /out/layers/")]
+    assert copies == [f"/out/layers/cuda/{w}/" for w in wheels] + [f"/out/layers/{p}/" for p in ("rapids", "compiled", "python")]
+    split = next(line for line in text.splitlines() if "--parts " in line)
+    assert split.split("--parts ", 1)[1].split()[0] == ",".join(c.removeprefix("/out/layers/").rstrip("/") for c in copies)
+    cpu = Path(render(MATRIX.variants["cpu-debian12"], out_root=tmp_path / "cpu").dockerfile).read_text()
+    assert "/out/layers/cuda/" not in cpu and "COPY --from=builder /out/layers/python/" in cpu

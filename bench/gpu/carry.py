@@ -51,6 +51,8 @@ JOBS = {job.name: job for job in (
                      "limits, no worker (STEPS=1,2,3,4; docs/gpu-smoke.md)", "parts"),
     Job("cluster", "the cluster smoke over UCX: N dask cuda workers each under a cgroup cap, the image's job and "
                    "the bench client (docs/cluster.md)", "parts"),
+    Job("giants", "which large optional files (numba_cuda_mlir, libnvrtc.alt, ptxas, nvlzcat) cuDF/numba "
+                  "imports and UDFs load, and the same answers with the unloaded ones hidden (docs/prune.md)", "parts"),
     Job("metrics", "a GPU worker's /metrics scraped by Prometheus under a 12 GiB cap (docs/monitoring.md)", "dir",
         (".whl/prometheus.gz", ".whl/prometheus.sha256")),
 )}

@@ -36,13 +36,16 @@ RUN --mount=type=secret,id=cacert,required=false \
  && python3.11 /tmp/builder/target_layout.py --site /opt/rapids/lib/python3.11/site-packages --prefix /opt/rapids \
  && /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
  && python3.11 /tmp/builder/measure_trims.py --prefix /opt/rapids --style find \
-      --pattern '*/site-packages/*/tests' \
-      --pattern '*.a' \
-      --pattern '*/site-packages/lib*/include' \
-      --pattern '*/site-packages/pyarrow/include' \
-      --pattern '*/site-packages/*/lib64/cmake' \
-      --pattern '*/site-packages/*/lib/cmake' \
-      --pattern '*/site-packages/*/lib/pkgconfig' \
+      --trim '*/site-packages/*/tests' 'test suites of the packages' \
+      --trim '*.a' 'static libraries: read only when building against the library, never by a running env' \
+      --trim '*/site-packages/lib*/include' 'the RAPIDS C++ headers: read only when building against the library, never by a running env' \
+      --trim '*/site-packages/pyarrow/include' 'Arrow C++ headers: read only when building against the library, never by a running env' \
+      --trim '*/site-packages/*/lib64/cmake' 'CMake package files: read only when building against the library, never by a running env' \
+      --trim '*/site-packages/*/lib/cmake' 'CMake package files: read only when building against the library, never by a running env' \
+      --trim '*/site-packages/*/lib/pkgconfig' 'pkg-config files: read only when building against the library, never by a running env' \
+      --trim '*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*' 'the alternate build of NVRTC and its builtins (only libnvrtc.alt names them); libnvrtc.so stays: traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)' \
+      --trim '*/site-packages/nvidia/cuda_nvcc/bin/ptxas' 'the PTX assembler program; numba-cuda compiles through libnvvm and links through nvJitLink: traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)' \
+      --trim '*/site-packages/nvidia/libnvcomp/bin/nvlzcat' 'the nvCOMP command-line decompressor; cuDF uses libnvcomp.so: traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)' \
       --out /out/rapidship-trims.json \
  && find /opt/rapids -depth -path '*/site-packages/*/tests' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*.a' -exec rm -rf {} + \
@@ -51,6 +54,9 @@ RUN --mount=type=secret,id=cacert,required=false \
  && find /opt/rapids -depth -path '*/site-packages/*/lib64/cmake' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*/site-packages/*/lib/cmake' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*/site-packages/*/lib/pkgconfig' -exec rm -rf {} + \
+ && find /opt/rapids -depth -path '*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*' -exec rm -rf {} + \
+ && find /opt/rapids -depth -path '*/site-packages/nvidia/cuda_nvcc/bin/ptxas' -exec rm -rf {} + \
+ && find /opt/rapids -depth -path '*/site-packages/nvidia/libnvcomp/bin/nvlzcat' -exec rm -rf {} + \
  && /opt/rapids/bin/python -I -S -m compileall -f -q -j 0 --invalidation-mode unchecked-hash /opt/rapids/lib \
  && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
 # ---- device code pruned to gpu_archs 80,90: each rewritten library proven against its

@@ -32,19 +32,19 @@ RUN --mount=type=secret,id=cacert,required=false \
  && /opt/installer/bin/python /tmp/builder/install_lock.py --lock /tmp/lock/conda-${TARGETARCH}.lock \
       --prefix /opt/rapidship-build/envs/placeholder-prefix-for-relocation --channels-secret /run/secrets/conda-channels \
  && /opt/installer/bin/python /tmp/builder/measure_trims.py --prefix /opt/rapidship-build/envs/placeholder-prefix-for-relocation --style pack \
-      --pattern '*.a' \
-      --pattern 'include/*' \
-      --pattern 'pkgs/*' \
-      --pattern 'conda-meta/*.json.bak' \
-      --pattern 'share/doc/*' \
-      --pattern 'share/man/*' \
-      --pattern 'share/info/*' \
-      --pattern 'share/gtk-doc/*' \
-      --pattern 'lib/python*/site-packages/*/tests/*' \
-      --pattern 'lib/cmake/*' \
-      --pattern 'lib/pkgconfig/*' \
-      --pattern 'share/pkgconfig/*' \
-      --pattern 'CACHEDIR.TAG' \
+      --trim '*.a' 'static libraries: read only when building against the library, never by a running env' \
+      --trim 'include/*' 'C and C++ headers: read only when building against the library, never by a running env' \
+      --trim 'pkgs/*' 'the package cache conda installed from' \
+      --trim 'conda-meta/*.json.bak' 'backup copies of the conda package records' \
+      --trim 'share/doc/*' 'documentation' \
+      --trim 'share/man/*' 'manual pages' \
+      --trim 'share/info/*' 'info pages' \
+      --trim 'share/gtk-doc/*' 'documentation' \
+      --trim 'lib/python*/site-packages/*/tests/*' 'test suites of the packages' \
+      --trim 'lib/cmake/*' 'CMake package files: read only when building against the library, never by a running env' \
+      --trim 'lib/pkgconfig/*' 'pkg-config files: read only when building against the library, never by a running env' \
+      --trim 'share/pkgconfig/*' 'pkg-config files: read only when building against the library, never by a running env' \
+      --trim 'CACHEDIR.TAG' 'a cache marker' \
       --out /out/rapidship-trims.json \
  && /opt/installer/bin/conda-pack --prefix /opt/rapidship-build/envs/placeholder-prefix-for-relocation --dest-prefix /opt/rapids \
       --compress-level 0 --output /tmp/env.tar --quiet \

@@ -2,7 +2,8 @@
 
 Runs in the builder stage with any python3 (stdlib only; copied into the build context). Writes a
 small JSON record that the runtime stage keeps at /opt/rapidship/trims.json, so `invoke
-size-report` can say what the excludes saved without a second build. Two pattern styles, matching
+size-report` can say what each trim saved and why it is safe, without a second build. Two pattern
+styles, matching
 the two tools that trim:
   pack  conda-pack --exclude: fnmatch on each file's path relative to the prefix
   find  find PREFIX -path PATTERN -exec rm -rf: fnmatch on absolute paths of files and
@@ -31,7 +32,7 @@ def _walk(prefix: Path):
             yield full, os.path.relpath(full, prefix), os.lstat(full).st_size, False
 
 
-def measure(prefix: Path, patterns: list[str], style: str) -> dict:
+def measure(prefix: Path, patterns: list[str], style: str, why: dict[str, str] | None = None) -> dict:
     entries = list(_walk(prefix))
     per_pattern = {p: 0 for p in patterns}
     trimmed = 0
@@ -57,7 +58,8 @@ def measure(prefix: Path, patterns: list[str], style: str) -> dict:
             trimmed += size
     # No prefix in the record: the build prefix must leave no trace in the image.
     return {"style": style, "before_bytes": total, "trimmed_bytes": trimmed,
-            "after_bytes": total - trimmed, "pyc_bytes": pyc, "patterns": per_pattern}
+            "after_bytes": total - trimmed, "pyc_bytes": pyc, "patterns": per_pattern,
+            "why": {p: (why or {}).get(p, "") for p in patterns}}
 
 
 def _self_and_parents(full: str, stop: str):
@@ -71,10 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prefix", type=Path, required=True)
     parser.add_argument("--style", choices=("pack", "find"), required=True)
-    parser.add_argument("--pattern", action="append", default=[])
+    parser.add_argument("--trim", nargs=2, action="append", default=[], metavar=("PATTERN", "WHY"),
+                        help="a pattern and the reason a runtime never needs what it matches")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    record = measure(args.prefix, args.pattern, args.style)
+    record = measure(args.prefix, [p for p, _ in args.trim], args.style, dict(args.trim))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"measure_trims: {record['trimmed_bytes']} of {record['before_bytes']} bytes match the trims "

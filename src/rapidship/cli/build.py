@@ -230,9 +230,10 @@ def _print_size_report(rep):
     console.table("largest files", ["path", "size"], [(p.path, gb(p.bytes)) for p in rep.largest_files])
     if rep.trims:
         t = rep.trims
-        rows = [(pattern, gb(size)) for pattern, size in sorted(t["patterns"].items(), key=lambda kv: -kv[1])]
+        why = t.get("why") or {}  # images built before trims carried their reasons have none
+        rows = [(pattern, gb(size), why.get(pattern, "")) for pattern, size in sorted(t["patterns"].items(), key=lambda kv: -kv[1])]
         console.table(f"trims ({t['style']}): {gb(t['trimmed_bytes'])} of {gb(t['before_bytes'])} saved; "
-                      f"*.pyc kept: {gb(t['pyc_bytes'])}", ["pattern", "saved"], rows)
+                      f"*.pyc kept: {gb(t['pyc_bytes'])}", ["pattern", "saved", "why"], rows)
     if rep.prune:
         p = rep.prune["totals"]
         console.table(f"device code pruned to sm {','.join(map(str, rep.prune['keep']))}: {gb(p['saved_bytes'])} saved "

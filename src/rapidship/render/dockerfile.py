@@ -15,6 +15,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 from typing import Iterator
 
 import jinja2
@@ -45,17 +46,44 @@ CONTEXT_DIRS = ("lock", "builder", "runtime")  # remade by every render
 BUILD_PREFIX = "/opt/rapidship-build/envs/placeholder-prefix-for-relocation"
 SPILL_DIR = "/spill"
 
+
+class Trim(NamedTuple):
+    """A path pattern a runtime never needs, and why: the builder records both in trims.json."""
+
+    pattern: str
+    why: str
+
+
+_BUILD_ONLY = "read only when building against the library, never by a running env"
 # Paths a runtime never needs. conda-pack --exclude patterns are fnmatch on the path relative to the
 # prefix (`*` crosses `/`). *.pyc stay: the env is read-only to a random uid and runs with
 # PYTHONDONTWRITEBYTECODE, so without them every worker recompiles every module it imports
 # (docs/sizes.md has the measured cost of both choices).
-PACK_EXCLUDES = ("*.a", "include/*", "pkgs/*", "conda-meta/*.json.bak", "share/doc/*", "share/man/*",
-                 "share/info/*", "share/gtk-doc/*", "lib/python*/site-packages/*/tests/*", "lib/cmake/*",
-                 "lib/pkgconfig/*", "share/pkgconfig/*", "CACHEDIR.TAG")
+PACK_EXCLUDES = tuple(Trim(p, why) for p, why in (
+    ("*.a", "static libraries: " + _BUILD_ONLY), ("include/*", "C and C++ headers: " + _BUILD_ONLY),
+    ("pkgs/*", "the package cache conda installed from"), ("conda-meta/*.json.bak", "backup copies of the conda package records"),
+    ("share/doc/*", "documentation"), ("share/man/*", "manual pages"), ("share/info/*", "info pages"),
+    ("share/gtk-doc/*", "documentation"), ("lib/python*/site-packages/*/tests/*", "test suites of the packages"),
+    ("lib/cmake/*", "CMake package files: " + _BUILD_ONLY), ("lib/pkgconfig/*", "pkg-config files: " + _BUILD_ONLY),
+    ("share/pkgconfig/*", "pkg-config files: " + _BUILD_ONLY), ("CACHEDIR.TAG", "a cache marker")))
 # The same for a pip venv, as `find PREFIX -path PATTERN` (C++ headers and CMake files of the RAPIDS
-# libraries; nvidia/*/include stays: NVRTC and numba-cuda compile against those at run time).
-VENV_TRIMS = ("*/site-packages/*/tests", "*.a", "*/site-packages/lib*/include", "*/site-packages/pyarrow/include",
-              "*/site-packages/*/lib64/cmake", "*/site-packages/*/lib/cmake", "*/site-packages/*/lib/pkgconfig")
+# libraries; nvidia/*/include stays: NVRTC and numba-cuda compile against those at run time). The last
+# three are the optional giants no import, kernel or UDF of cupy, numba.cuda, cudf, dask_cudf or
+# dask_cuda loads or starts, traced on a GPU with the same answers once they were hidden (docs/prune.md).
+_UNLOADED = "traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)"
+VENV_TRIMS = tuple(Trim(p, why) for p, why in (
+    ("*/site-packages/*/tests", "test suites of the packages"), ("*.a", "static libraries: " + _BUILD_ONLY),
+    ("*/site-packages/lib*/include", "the RAPIDS C++ headers: " + _BUILD_ONLY),
+    ("*/site-packages/pyarrow/include", "Arrow C++ headers: " + _BUILD_ONLY),
+    ("*/site-packages/*/lib64/cmake", "CMake package files: " + _BUILD_ONLY),
+    ("*/site-packages/*/lib/cmake", "CMake package files: " + _BUILD_ONLY),
+    ("*/site-packages/*/lib/pkgconfig", "pkg-config files: " + _BUILD_ONLY),
+    ("*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*",
+     "the alternate build of NVRTC and its builtins (only libnvrtc.alt names them); libnvrtc.so stays: " + _UNLOADED),
+    ("*/site-packages/nvidia/cuda_nvcc/bin/ptxas",
+     "the PTX assembler program; numba-cuda compiles through libnvvm and links through nvJitLink: " + _UNLOADED),
+    ("*/site-packages/nvidia/libnvcomp/bin/nvlzcat",
+     "the nvCOMP command-line decompressor; cuDF uses libnvcomp.so: " + _UNLOADED)))
 
 # glibc of each pip-flavour OS release: the highest manylinux_2_N tag its builder may install.
 GLIBC_MINOR = {("debian", "12"): 36, ("debian", "13"): 41, ("ubuntu", "22.04"): 35, ("ubuntu", "24.04"): 39}
@@ -79,8 +107,8 @@ class RenderContext:
     build_prefix: str = BUILD_PREFIX
     spill_dir: str = SPILL_DIR
     gpu_archs: str = ""  # "80,90": the builder prunes device code to these (empty: keeps it all)
-    pack_excludes: tuple[str, ...] = PACK_EXCLUDES
-    venv_trims: tuple[str, ...] = VENV_TRIMS
+    pack_excludes: tuple[Trim, ...] = PACK_EXCLUDES
+    venv_trims: tuple[Trim, ...] = VENV_TRIMS
     glibc_minor: int = 0  # pip flavour: wheels up to manylinux_2_<this> install
     builder_programs: tuple[str, ...] = ()  # builder/ files the install step copies
     gpu_archs_by_arch: dict[str, str] = field(default_factory=dict)  # a fleet per arch: {"arm64": "90,121"}

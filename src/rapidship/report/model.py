@@ -94,6 +94,7 @@ class SizeRow:
 class PathBytes:
     path: str
     bytes: int
+    why: str = ""  # a trim's reason
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,12 @@ def test_rapids_pip_image_builds_and_fits_the_budget(engine, arch):
     rep = json.loads(invoke("size-report", "--variant", VARIANT, "--arch", arch, "--json").stdout)
     assert rep["within_budget"] and rep["image_bytes"] == built.size_bytes
     assert rep["trims"]["trimmed_bytes"] > 0  # the venv trims removed something real
+    # the optional giants nothing loads (traced on a GPU, docs/prune.md): trimmed, each with its reason
+    giants = {"*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*": 100_000_000,
+              "*/site-packages/nvidia/cuda_nvcc/bin/ptxas": 30_000_000,
+              "*/site-packages/nvidia/libnvcomp/bin/nvlzcat": 10_000_000}
+    assert all(rep["trims"]["patterns"][p] > least for p, least in giants.items()), rep["trims"]["patterns"]
+    assert all("docs/prune.md" in rep["trims"]["why"][p] for p in giants)
     print(f"\n{VARIANT} {arch}: {built.size_bytes:,} bytes uncompressed, zstd {built.zstd_bytes:,}, "
           f"headroom {rep['headroom_bytes']:,}, built in {built.seconds}s")
 

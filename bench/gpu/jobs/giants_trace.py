@@ -7,6 +7,8 @@ and its answer, so a second pass with candidate files hidden can show the same a
 
     python3 giants_trace.py --out trace.json [--hide] [--scenarios a,b]
 
+The import scenarios need no GPU: run them in a built image too (docs/prune.md says how).
+
 --hide renames every candidate no scenario of the first pass touched (a trailing .hidden), runs the
 scenarios again and puts the names back; the report says which were hidden and whether each
 answer matched. Candidates (found under sys.path): numba_cuda_mlir/, llvmlite/, libnvrtc.alt.so*,
@@ -29,6 +31,8 @@ SCENARIOS = {
     "import-dask_cuda": "import dask_cuda; answer = dask_cuda.__version__",
     "import-cudf": "import cudf; answer = cudf.__version__",
     "import-dask_cudf": "import dask_cudf; answer = dask_cudf.__version__",
+    "import-cuml": "import cuml; answer = cuml.__version__",
+    "import-ucxx": "import ucxx; answer = ucxx.__version__",
     # a numba CUDA kernel, compiled (NVVM) and launched
     "numba-kernel": """
 import numpy as np

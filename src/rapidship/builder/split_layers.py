@@ -108,12 +108,18 @@ def plan(prefix: Path, owned: dict[Path, str]) -> dict[Path, str]:
 
 def move(prefix: Path, out: Path, placed: dict[Path, str], parts: list[str]) -> None:
     """Every other part's files to their parts; then what is left of PREFIX (the python part's files
-    and every folder, empty ones too) is the python part, moved whole."""
+    and the folders that hold them or were empty to begin with) is the python part, moved whole. A
+    folder the moves emptied (a CUDA wheel's dist-info, nvidia/) lives in the parts that fill it
+    only: left in the python part its name (a version) would change that layer on every bump."""
     roots = {part: out / part for part in parts}
+    empty = {Path(root) for root, dirs, files in os.walk(prefix) if not dirs and not files}
     for path, part in placed.items():
         if part != "python":
             ensure_folder(roots[part], prefix, path.parent.relative_to(prefix))
             os.rename(path, roots[part] / path.relative_to(prefix))
+    for root, dirs, files in os.walk(prefix, topdown=False):
+        if Path(root) != prefix and Path(root) not in empty and not os.listdir(root):
+            os.rmdir(root)
     roots["python"].parent.mkdir(parents=True, exist_ok=True)
     shutil.move(str(prefix), str(roots["python"]))
     for part in parts:  # a part with no file is still a folder, so a COPY of it has a source

@@ -30,11 +30,11 @@ def _dist(prefix: Path, folder: str, name: str, files: dict[str, bytes]) -> None
     (info / "RECORD").write_text("\n".join(rows + [f"{folder}/RECORD,,", f"{folder}/METADATA,,"]) + "\n")
 
 
-def _venv(tmp: Path) -> Path:
+def _venv(tmp: Path, jitlink: str = "12.9.86") -> Path:
     prefix = tmp / "out" / "opt" / "rapids"
     _dist(prefix, "nvidia_cublas_cu12-12.9.1.4.dist-info", "nvidia-cublas-cu12",
           {"nvidia/cublas/lib/libcublas.so.12": b"\x7fELF cublas"})
-    _dist(prefix, "nvidia_nvjitlink_cu12-12.9.86.dist-info", "nvidia-nvjitlink-cu12",
+    _dist(prefix, f"nvidia_nvjitlink_cu12-{jitlink}.dist-info", "nvidia-nvjitlink-cu12",
           {"nvidia/nvjitlink/lib/libnvJitLink.so.12": b"\x7fELF jitlink"})
     _dist(prefix, "cudf_cu12-26.10.2.dist-info", "cudf-cu12", {"cudf/__init__.py": b"x = 1\n"})
     _dist(prefix, "dask_cuda-26.10.0.dist-info", "dask-cuda", {"dask_cuda/__init__.py": b"y = 1\n"})
@@ -88,6 +88,25 @@ def test_each_file_goes_to_its_distributions_part(tmp_path):
     assert record["rapids"]["distributions"] == ["cudf-cu12", "dask-cuda"]
     files = sum(1 for p in (tmp_path / "layers").rglob("*") if p.is_file() or p.is_symlink())
     assert files == sum(record[p]["files"] for p in record["parts"])
+
+
+def _tree(root: Path) -> list[tuple[str, int]]:
+    """Every path under root with its mode: what a layer of it holds besides file contents."""
+    return sorted((str(p.relative_to(root)), p.lstat().st_mode) for p in root.rglob("*"))
+
+
+def test_a_cuda_wheel_bump_changes_its_part_only_not_the_folders_of_the_python_part(tmp_path):
+    # release N and N+1 differ in one CUDA wheel's version: its dist-info folder is named after it
+    for release, version in (("n", "12.9.86"), ("n1", "12.9.41")):
+        _venv(tmp_path / release, jitlink=version)
+        assert _split(tmp_path / release).returncode == 0
+    python_n, python_n1 = (_tree(tmp_path / r / "layers" / "python") for r in ("n", "n1"))
+    assert python_n == python_n1
+    assert not any("dist-info" in path and "nvjitlink" in path for path, _ in python_n)
+    assert not (tmp_path / "n" / "layers" / "python" / SITE / "nvidia").exists()  # the CUDA parts' folder
+    assert (tmp_path / "n" / "layers" / "python" / "share" / "empty").is_dir()  # empty to begin with: kept
+    assert _tree(tmp_path / "n" / "layers" / "cuda/nvidia-cublas-cu12") == \
+        _tree(tmp_path / "n1" / "layers" / "cuda/nvidia-cublas-cu12")
 
 
 def test_a_file_of_a_part_the_image_does_not_copy_stops_the_build(tmp_path):

@@ -53,7 +53,8 @@ def gcc() -> str | None:
 
 def build_library(out: Path, containers: list[bytes], *, layout: str, extra_c: str = "",
                   ldflags: tuple[str, ...] = (), lead: bytes | None = None,
-                  relfatbin: tuple[bytes, ...] = (), linked: tuple[int, ...] = ()) -> Path:
+                  relfatbin: tuple[bytes, ...] = (), linked: tuple[int, ...] = (),
+                  store: tuple[bytes, ...] = ()) -> Path:
     """Link a shared library holding `containers` in `.nv_fatbin`.
 
     layout "segment-end": `.nv_fatbin` writable and last in the RW segment (no C runtime, no .bss),
@@ -63,7 +64,9 @@ def build_library(out: Path, containers: list[bytes], *, layout: str, extra_c: s
     libcurand and libcusparse. `relfatbin`: more containers in a `__nv_relfatbin` section before
     `.nv_fatbin`, each with its own wrapper after the others (NCCL's relocatable fatbins).
     `linked`: indices of `containers` whose wrapper is version 2 (a device-linked module) with its
-    prelinked-list field pointing at a zeroed array, as NCCL's are.
+    prelinked-list field pointing at a zeroed array, as NCCL's are. `store`: more containers in a
+    read-only `.cask_resource` after `.nv_fatbin`, no wrapper, reached by code through PC-relative
+    addresses (`store_of(i)`): cuBLASLt's own kernel store.
     """
     out.mkdir(parents=True, exist_ok=True)
     flags = '"aw"' if layout == "segment-end" else '"a"'
@@ -79,6 +82,11 @@ def build_library(out: Path, containers: list[bytes], *, layout: str, extra_c: s
         for j, blob in enumerate(relfatbin):
             (out / f"r{j}.bin").write_bytes(blob)
             asm += [".balign 8", f".globl rb{j}", f".hidden rb{j}", f"rb{j}:", f'.incbin "{out / f"r{j}.bin"}"']
+    if store:
+        asm += ['.section .cask_resource,"a"']
+        for k, blob in enumerate(store):
+            (out / f"s{k}.bin").write_bytes(blob)
+            asm += [".balign 8", f".globl sb{k}", f".hidden sb{k}", f"sb{k}:", f'.incbin "{out / f"s{k}.bin"}"']
     (out / "fatbin.S").write_text("\n".join(asm) + "\n")
     # hidden, like nvcc's fatbin symbols: the wrappers get relative relocations, not symbolic ones
     externs = "\n".join([f'__attribute__((visibility("hidden"))) extern const char fb{i}[];'
@@ -90,6 +98,9 @@ def build_library(out: Path, containers: list[bytes], *, layout: str, extra_c: s
                        [f"  {{0x466243b1u, 1u, rb{j}, 0}}" for j in range(len(relfatbin))])
     lead_c = ("__attribute__((visibility(\"hidden\"))) extern const char fb_lead[];\n"
               "const void *lead_of(void) { return fb_lead; }") if lead is not None else ""
+    store_c = "\n".join([f'__attribute__((visibility("hidden"))) extern const char sb{k}[];' for k in range(len(store))] + [
+        "const void *store_of(int i) {", "  switch (i) {" + " ".join(f"case {k}: return sb{k};" for k in range(len(store))) + " }",
+        "  return 0;", "}"]) if store else ""
     source = f"""{externs}
 struct wrapper {{ unsigned magic, version; const void *data; const void *prelinked; }};
 __attribute__((section(".nvFatBinSegment"), used)) struct wrapper wrappers[] = {{
@@ -98,6 +109,7 @@ __attribute__((section(".nvFatBinSegment"), used)) struct wrapper wrappers[] = {
 const void *data_of(int i) {{ return wrappers[i].data; }}
 int count(void) {{ return {len(containers) + len(relfatbin)}; }}
 {lead_c}
+{store_c}
 {extra_c}
 """
     src = out / "lib.c"

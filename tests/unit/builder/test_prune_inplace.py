@@ -14,6 +14,7 @@ from support.fatbin_samples import (
     KIND_LTOIR,
     KIND_PTX,
     build_data_library,
+    build_library,
     container,
     entry,
     fleet_container,
@@ -72,7 +73,9 @@ def test_segments_and_sections_describe_the_zero_fill(tmp_path):
         inplace.write(data, plan, f)
     new = E.parse(out.read_bytes())
     head = next(p for p in new.loads() if p.vaddr < run.start < p.vaddr + p.memsz)
-    assert head.vaddr + head.filesz == run.start and head.vaddr + head.memsz == run.tail
+    # file bytes end on a granule (zeros from run.start up to it): the loader writes nothing
+    assert run.start <= head.vaddr + head.filesz == run.tail - run.delta and head.memsz == run.tail - head.vaddr
+    assert (head.vaddr + head.filesz) % E.GRANULE == 0
     assert any(p.vaddr == run.tail for p in new.loads())
     pieces = [s for s in new.sections if s.name == ".data"]
     assert [s.type for s in pieces] == [inplace.SHT_PROGBITS, E.SHT_NOBITS, inplace.SHT_PROGBITS]
@@ -142,3 +145,45 @@ def test_a_run_with_a_relocated_field_inside_is_not_cut(tmp_path):
     assert inplace._sized(elf, relocated, run.start, run.end, section, run.count) == run
     inside = sorted(relocated + [run.start + 4096])
     assert inplace._sized(elf, inside, run.start, run.end, section, run.count) is None
+
+
+def store_in_memory(lib: Path, blobs) -> list[bytes]:
+    handle = ctypes.CDLL(str(lib))
+    handle.store_of.restype = ctypes.c_void_p
+    return [ctypes.string_at(handle.store_of(i), len(blob)) for i, blob in enumerate(blobs)]
+
+
+# cuBLASLt's shape: kernels registered through wrappers in `.nv_fatbin`, and a kernel store of its own
+# (`.cask_resource`, read-only, in a segment with code) with one container per kernel set, reached by
+# address; in the real library every store container holds Blackwell cubins only.
+STORE = [blackwell(200 + i) for i in range(30)] + [container(entry(KIND_CUBIN, 90, 20_000, seed=5))] + \
+        [blackwell(300 + i) for i in range(30)]
+
+
+def test_a_kernel_store_beside_the_fatbin_is_pruned_in_place_after_the_wrappers(tmp_path):
+    lib = build_library(tmp_path / "src", [fleet_container(size=40_000, seed=i) for i in range(3)], layout="split",
+                        store=tuple(STORE))
+    segment = next(p for p in E.parse(lib.read_bytes()).loads()
+                   if p.vaddr <= E.parse(lib.read_bytes()).section(".cask_resource").addr < p.vaddr + p.filesz)
+    assert not segment.flags & 2  # read-only: the loader may not write into it
+    out = tmp_path / "out" / "libcublasLt-like.so"
+    result = files.prune_file(lib, KEEP, dest=out)
+    assert result["status"] == "pruned", result
+    first, data_pass = result["layout"].split("; .cask_resource: ")
+    assert first.startswith("segment split") and data_pass.startswith("containers in place (2 run(s)")
+    assert result["containers_zeroed"] == 60 and result["arch_after"].get("sm_100", 0) == 0
+    assert result["arch_after"]["sm_90"] > 0  # the one store container the fleet runs stays
+    assert result["bytes_before"] - result["bytes_after"] >= 2 << 20
+    loaded = store_in_memory(out, STORE)  # the real loader maps every address of the store
+    for i, blob in enumerate(STORE):
+        assert loaded[i] == (blob if i == 30 else bytes(len(blob))), i
+    assert store_in_memory(lib, STORE) == STORE
+
+
+def test_a_kernel_store_the_fleet_needs_whole_stays(tmp_path):
+    store = [container(entry(KIND_CUBIN, 90, 48_000, seed=i)) for i in range(60)]
+    lib = build_library(tmp_path / "src", [fleet_container(size=40_000, seed=1)], layout="split", store=tuple(store))
+    out = tmp_path / "out.so"
+    result = files.prune_file(lib, KEEP, dest=out)
+    assert result["status"] == "pruned" and ".cask_resource" not in result["layout"], result  # the wrappers' pass only
+    assert store_in_memory(out, store) == store

@@ -23,7 +23,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from . import core, inplace
+from . import census, core, inplace
 from . import elf as E
 from . import fatbin as F
 
@@ -75,7 +75,7 @@ def prune_file(path: Path, keep: tuple[int, ...], dest: Path | None = None,
         tmp, new_size, problems = _rewrite(data, form, plan, keep, target, cuobjdump)
         if problems:
             return _copied(path, dest, entry | {"status": "refused", "reason": "; ".join(problems[:3])})
-    passes = [plan]
+    passes = [("", plan)]   # (the section a later pass read, its plan)
     try:
         if form is core:   # NCCL: its relocatable fatbins, a second section of device code
             with open(tmp, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
@@ -85,20 +85,30 @@ def prune_file(path: Path, keep: tuple[int, ...], dest: Path | None = None,
             elif second:
                 os.replace(second[0], tmp)
                 new_size = second[1]
-                passes.append(second[2])
+                passes.append((core.RELFATBIN, second[2]))
+            with open(tmp, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                stored = _data_pass(data, keep, target, cuobjdump)
+            if isinstance(stored, str):
+                plan.notes.append(stored)
+            elif stored:
+                os.replace(stored[0], tmp)
+                new_size = stored[1]
+                passes.append((", ".join(sorted({h.section.name for h in stored[2].dropped})), stored[2]))
         os.chmod(tmp, path.stat().st_mode & 0o7777)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return entry | {
-        "status": "pruned", "bytes_after": new_size, "layout": "; ".join(
-            p.layout if i == 0 else f"{core.RELFATBIN}: {p.layout}" for i, p in enumerate(passes)),
-        "containers": sum(p.containers for p in passes),
-        "containers_without_fleet_code": sum(p.thinned_to_one for p in passes) if form is core else plan.without_fleet_code,
-        **({} if form is core else {"containers_zeroed": len(plan.dropped)}),
-        "arch_before": _summed(p.arch_before for p in passes), "arch_after": _summed(p.arch_after for p in passes),
-        "notes": [n for p in passes for n in p.notes],
+        "status": "pruned", "bytes_after": new_size,
+        "layout": "; ".join(f"{where}: {p.layout}" if where else p.layout for where, p in passes),
+        "containers": sum(p.containers for _, p in passes),
+        "containers_without_fleet_code": sum(p.thinned_to_one if isinstance(p, core.Plan) else p.without_fleet_code
+                                             for _, p in passes),
+        **({"containers_zeroed": zeroed} if (zeroed := sum(len(p.dropped) for _, p in passes
+                                                           if isinstance(p, inplace.Plan))) else {}),
+        "arch_before": _summed(p.arch_before for _, p in passes), "arch_after": _summed(p.arch_after for _, p in passes),
+        "notes": [n for _, p in passes for n in p.notes],
         "verified_by": ["rapidship-prove"] + (["cuobjdump"] if cuobjdump else []),
         "seconds": round(time.monotonic() - started, 3)}
 
@@ -146,6 +156,26 @@ def _second_pass(data, keep: tuple[int, ...], target: Path, cuobjdump: str | Non
     return f"{core.RELFATBIN} left whole: {'; '.join(problems[:2])}" if problems else (tmp, size, plan)
 
 
+def _data_pass(data, keep: tuple[int, ...], target: Path, cuobjdump: str | None):
+    """(temp file, size, plan) for containers a library keeps in its own data beside `.nv_fatbin`
+    (cuBLASLt's kernel store `.cask_resource`), after the wrappers' pass: those no listed GPU runs
+    are zero-filled where they lie (inplace), every other byte stays at its address. None when there
+    are none worth a cut; a note saying why they stay when refused (the earlier passes stand)."""
+    elf = E.parse(data)
+    held = [h for h in inplace.find(elf, data) if h.section.name != core.RELFATBIN]
+    if not held:
+        return None
+    where = ", ".join(sorted({h.section.name for h in held}))
+    try:
+        plan = inplace.plan_file(data, keep, held, served=keep)   # the wrappers' pass proved code for each
+    except (core.Refused, E.ElfError) as err:
+        return f"containers in {where} left whole: {err}"
+    if plan is None:
+        return None
+    tmp, size, problems = _rewrite(data, inplace, plan, keep, target, cuobjdump)
+    return f"containers in {where} left whole: {'; '.join(problems[:2])}" if problems else (tmp, size, plan)
+
+
 def _summed(dicts) -> dict[str, int]:
     out: Counter = Counter()
     for d in dicts:
@@ -167,8 +197,10 @@ def _plan(data, keep: tuple[int, ...]):
             return core, plan, True
         elf = E.parse(data)  # headers only: plan_file parsed them fine
         fatbin = elf.section(core.FATBIN)
-        if fatbin is not None:
-            return core, None, fatbin.size > 0 or bool(inplace.find(elf, data))
+        if fatbin is not None:   # nothing to drop there; a kernel store beside it may still hold some
+            held = [h for h in inplace.find(elf, data) if h.section.name != core.RELFATBIN]
+            stored = inplace.plan_file(data, keep, held, served=keep) if held else None
+            return (inplace, stored, True) if stored else (core, None, fatbin.size > 0 or bool(held))
     elf = E.parse(data)
     held = inplace.find(elf, data)
     plan = inplace.plan_file(data, keep, held) if held else None
@@ -269,7 +301,11 @@ def prune_paths(roots: list[Path], keep: tuple[int, ...], out: Path | None = Non
     wheel_entries = [prune_wheel(w, keep, out, cuobjdump, on_file) for w in wheels]
     for w in wheel_entries:
         entries.extend(w.pop("files"))
-    return record(keep, entries, time.monotonic() - started, wheel_entries)
+    result = record(keep, entries, time.monotonic() - started, wheel_entries)
+    if work:   # what is left after pruning, wherever it lies (a wheel's files are counted inside the wheel's own run)
+        by_name = {e["path"]: e for e in entries}
+        result["census"] = census.census([(dest or path, name) for path, _k, dest, _c, name in work], keep, by_name)
+    return result
 
 
 def record(keep: tuple[int, ...], entries: list[dict], seconds: float, wheels: list[dict] | None = None) -> dict:

@@ -116,14 +116,16 @@ def _runs(held: list[Held], data, keep: tuple[int, ...]) -> list[tuple[int, int,
     return runs
 
 
-def plan_file(data, keep: tuple[int, ...], held: list[Held] | None = None) -> Plan | None:
+def plan_file(data, keep: tuple[int, ...], held: list[Held] | None = None,
+              served: tuple[int, ...] = ()) -> Plan | None:
     """The in-place rewrite, or None when the file has no such containers or no run worth cutting
-    (`held`: what `find` already returned for this file)."""
+    (`held`: what `find` already returned for this file; `served`: listed GPUs the file's
+    `.nv_fatbin` already has code for, when these containers are a second store beside it)."""
     elf = E.parse(data)
     held = find(elf, data) if held is None else held
     if not held:
         return None
-    for gpu in keep:
+    for gpu in (g for g in keep if g not in served):
         if not any(F.chosen_for(h.container, gpu) for h in held):   # LTO-IR is not loaded by the driver
             raise Refused(f"no device code in this file runs on sm_{gpu}: the library was not built for that "
                              f"GPU, and pruning it would hide that (left whole)")
@@ -174,8 +176,8 @@ def _sized(elf: E.Elf, written: list[int], start: int, end: int, section: E.Sect
     if at < len(written) and written[at] < end:
         return None  # a relocated field inside: not device code alone
     owners = [p for p in elf.loads() if p.vaddr <= start and end <= p.vaddr + p.filesz]
-    if len(owners) != 1 or not owners[0].flags & 2:
-        return None  # zero-fill needs a writable segment (the loader clears the partial page)
+    if len(owners) != 1:
+        return None
     for p in elf.segments:
         if p is not owners[0] and p.memsz and p.vaddr < end and start < p.vaddr + p.memsz:
             return None
@@ -213,7 +215,10 @@ def _segments(elf: E.Elf, runs: list[Run]) -> tuple[E.Segment, ...]:
             continue
         vaddr, offset = p.vaddr, p.offset
         for r in mine:
-            out.append(replace(p, offset=offset, vaddr=vaddr, paddr=vaddr, filesz=r.start - vaddr,
+            # The file bytes end on a granule (the run's first bytes are zeros in the file up to
+            # there): the loader maps anonymous zeros after them and writes nothing, so a read-only
+            # or executable segment (cuBLASLt's kernel store) splits as a writable one does.
+            out.append(replace(p, offset=offset, vaddr=vaddr, paddr=vaddr, filesz=r.tail - r.delta - vaddr,
                                memsz=r.tail - vaddr, align=min(p.align, E.GRANULE)))
             vaddr, offset = r.tail, offset + (r.tail - vaddr)
         out.append(replace(p, offset=offset, vaddr=vaddr, paddr=vaddr, filesz=p.vaddr + p.filesz - vaddr,
@@ -341,7 +346,8 @@ def prove(old, new, keep: tuple[int, ...]) -> list[str]:
     if _memory_map(a) != _memory_map(b):
         return problems + ["the loaded address ranges or their permissions changed"]
     held = find(a, old)
-    if any(not any(F.chosen_for(h.container, g) for h in held) for g in keep):
+    fleet = [h.container for h in held] + _fatbin_containers(a, old)  # a store beside .nv_fatbin: either serves
+    if any(not any(F.chosen_for(c, g) for c in fleet) for g in keep):
         problems.append("a listed GPU has no device code left")
     runs = [(s, e) for s, e, _sec, _n in _runs(held, old, keep)]
     zeroed = 0
@@ -364,6 +370,16 @@ def prove(old, new, keep: tuple[int, ...]) -> list[str]:
         problems.append("nothing was zeroed")
     problems += _sections_match(a, old, b, new)
     return problems
+
+
+def _fatbin_containers(elf: E.Elf, data) -> list[F.Container]:
+    section = elf.section(".nv_fatbin")
+    if section is None or not section.size:
+        return []
+    try:
+        return F.parse_section(data, section.offset, section.size)[0]
+    except F.FatbinError:
+        return []
 
 
 def _headers_only(a: E.Elf, b: E.Elf, at: int, before: bytes, after: bytes) -> bool:

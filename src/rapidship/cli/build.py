@@ -244,6 +244,13 @@ def _print_size_report(rep):
                        for f in rep.prune["files"]])
         by_arch = [(a, gb(b), gb(p["arch_after"].get(a, 0))) for a, b in p["arch_before"].items()]
         console.table("device code by architecture", ["arch", "before", "kept"], by_arch)
+        if left := rep.prune.get("left"):
+            console.table(f"device code no listed GPU loads, wherever it lies: {gb(left['for_no_listed_gpu_bytes'])} of "
+                          f"{gb(left['container_bytes'])} in {left['files_with_device_code']} distinct files "
+                          f"({left['copies_counted_once']} copies counted once)",
+                          ["file", "section", "left", "archs", "why"],
+                          [(s["path"].rsplit("/", 1)[-1] + (f" (+{s['copies']} copies)" if s["copies"] else ""),
+                            s["section"], gb(s["bytes"]), ", ".join(s["by_arch"]), s["why"]) for s in left["sections"]])
     verdict = "[green]within[/]" if rep.within_budget else "[red]OVER[/]"
     console.err.print(f"image {gb(rep.image_bytes)} (uncompressed), zstd -3 {gb(rep.zstd_bytes)}, budget "
                       f"{gb(rep.budget_bytes)}: {verdict}, headroom {rep.headroom_bytes:,} bytes")

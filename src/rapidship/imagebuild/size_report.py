@@ -99,9 +99,15 @@ def prune_summary(record: dict | None, top: int = 25) -> dict:
         return {}
     totals = record.get("totals", {})
     files_ = sorted(record.get("files", []), key=lambda f: f.get("bytes_after", 0) - f.get("bytes_before", 0))
+    census = record.get("census") or {}   # images built before the census have none
     return {"keep": record.get("keep"), "totals": totals,
             "files": [{k: f.get(k) for k in ("path", "status", "bytes_before", "bytes_after", "reason", "layout")}
-                      for f in files_[:top]]}
+                      for f in files_[:top]],
+            **({"left": {k: v for k, v in census.items() if k != "left"} |
+                {"sections": [{"path": f["path"], "copies": len(f["copies"]), "section": name, "bytes": sec["bytes"],
+                               "by_arch": sec["by_arch"], "why": sec["why"]}
+                              for f in census.get("left", []) for name, sec in f["sections"].items()][:top]}}
+               if census else {})}
 
 
 def image_entries(ref: str, keep: set[str] = frozenset({TRIMS_PATH, PRUNE_PATH})) -> tuple[list[Entry], dict[str, bytes]]:

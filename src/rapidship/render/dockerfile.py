@@ -32,7 +32,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
 RUNTIME_SRC = PACKAGE / "runtime"
 BUILDER_SRC = PACKAGE / "builder"  # programs that run inside the builder stage
 PRUNER_SRC = BUILDER_SRC / "prune"
-PRUNER_FILES = ("__init__.py", "__main__.py", "core.py", "elf.py", "fatbin.py", "files.py", "inplace.py",
+PRUNER_FILES = ("__init__.py", "__main__.py", "census.py", "core.py", "elf.py", "fatbin.py", "files.py", "inplace.py",
                 "cuda_rule.py")  # stdlib only
 # Builder-side programs (stdlib, plus py-rattler for the installer), copied into the context's builder/.
 BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "measure_trims.py"), Flavour.pip: ("measure_trims.py", "dedupe.py", "target_layout.py")}

@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     t = record["totals"]
     print(f"prune: kept sm {','.join(map(str, keep))}: {t['pruned']} of {t['with_device_code']} files with device "
           f"code pruned, {t['refused']} refused, {t['saved_bytes']:,} bytes saved in {t['seconds']} s")
+    if c := record.get("census"):
+        print(f"prune: left for no listed GPU: {c['for_no_listed_gpu_bytes']:,} of {c['container_bytes']:,} bytes of "
+              f"device code in {len(c['left'])} of {c['files_with_device_code']} distinct files "
+              f"({c['copies_counted_once']} copies counted once)")
     return 0
 
 

@@ -44,6 +44,8 @@ JOBS = {job.name: job for job in (
         "parts"),
     Job("forms", "the pruner's newer forms: cuFFT, cuBLASLt and NCCL copies pruned and run, the whole CUDA tree "
                  "pruned in place (ARGS: fft gemm nccl tree; docs/prune.md)", "none"),
+    Job("store", "cuBLASLt's kernel store (.cask_resource) pruned in place after its .nv_fatbin: GEMMs of every "
+                 "dtype, epilogues and batches bit-identical; sm_80 only fails loudly (docs/prune.md)", "none"),
     Job("nccl", "libnccl pruned to sm_90 runs NCCL's collectives exactly; sm_80 only refused (docs/prune.md)", "none"),
     Job("round2", "the GPU guard at the first CUDA import, the doctor with the real NVML, the GPU smoke closing "
                   "cleanly (ONLY=123; docs/gpu-smoke.md)", "dir"),

@@ -87,3 +87,9 @@ prune_copy() {  # NAME KEEP LIB [ENV=VALUE...]: LIB copied to /tmp/p/NAME and pr
 prune_in_place() {  # ARGS...: the builder's stage over whole trees, 8 jobs
   PYTHONPATH=$R/src python3 -m rapidship.builder.prune --cuobjdump "$CUOBJDUMP" --jobs 8 "$@"
 }
+
+job() {  # LABEL WHAT [ENV=VALUE...]: forms_kernels.py WHAT in a process of its own, its JSON to $OUT/run-LABEL.json
+  local label=$1 what=$2; shift 2
+  env "$@" timeout 300 python3 "$HERE/jobs/forms_kernels.py" $what --label $label | grep '^{' > "$OUT/run-$label.json"
+  echo "$label rc=${PIPESTATUS[0]} $(head -c 300 "$OUT/run-$label.json")"
+}

@@ -21,11 +21,6 @@ CUOBJDUMP=$(cuobjdump_path)
 for f in "$CUFFT" "$CUBLASLT" "$NCCL"; do echo "$f $(stat -c %s "$f") bytes" | sed "s|$SITE|<site-packages>|"; done
 PARTS=${*:-fft gemm nccl tree}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
-job() {  # label what [env...]
-  local label=$1 what=$2; shift 2
-  env "$@" timeout 300 python3 "$HERE/jobs/forms_kernels.py" $what --label $label | grep '^{' > "$OUT/run-$label.json"
-  echo "$label rc=${PIPESTATUS[0]} $(head -c 300 "$OUT/run-$label.json")"
-}
 export CUDA_CACHE_DISABLE=1   # a PTX fallback shows in the time instead of hiding in the JIT cache
 if part fft; then
 prune_copy cufft-90 90 "$CUFFT"; prune_copy cufft-80 80 "$CUFFT"

@@ -39,8 +39,8 @@ def compare(folder: Path, base: str, other: str) -> dict:
 def main() -> int:
     folder = Path(sys.argv[1])
     pairs = {"fft": ["fft-original-again", "fft-90", "fft-80-on-sm90", "fft-tree-90", "fft-tree-90-eager"],
-             "gemm": ["gemm-original-again", "gemm-90", "gemm-90-eager", "gemm-80-on-sm90", "gemm-tree-90",
-                      "gemm-tree-90-eager"],
+             "gemm": ["gemm-original-again", "gemm-original-eager", "gemm-8090", "gemm-8090-eager", "gemm-90",
+                      "gemm-90-eager", "gemm-80-on-sm90", "gemm-tree-90", "gemm-tree-90-eager"],
              "sparse": ["sparse-tree-90", "sparse-tree-90-eager"],
              "nccl": ["nccl-90", "nccl-90-eager", "nccl-90-fatbin-only", "nccl-90-fatbin-only-eager",
                       "nccl-90-relfatbin-only", "nccl-90-neither", "nccl-original-neither", "nccl-80-on-sm90",

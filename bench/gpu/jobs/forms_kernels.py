@@ -5,7 +5,9 @@
         precision, powers of two, primes and mixed radices; sha256 of every result and its error
         against NumPy's FFT in double precision.
   gemm  cuBLASLt directly (cublasLtMatmul, heuristic algorithm) and through cuBLAS (cublasGemmEx)
-        in fp32, fp16 and bf16; sha256 of every result and its error against a float64 product.
+        in fp32, fp16 and bf16; then cuBLASLt in tf32, fp8 (e4m3, the TN layout sm_90 runs), with
+        epilogues (ReLU, GELU, bias) and strided batches; sha256 of every result and its error
+        against a float64 product.
   sparse  cuSPARSE through CuPy (CSR times vector and matrix, CSR times CSR, transposes) in single and
         double precision; sha256 of every result and its error against SciPy-free float64 NumPy.
   nccl  NCCL's one-rank reduction kernel (a pre-multiplied sum: with one rank NCCL copies for
@@ -128,6 +130,120 @@ def gemm_cases():
                 value = _from_bf16(got) if name == "bf16" else got.astype(np.float64)
                 err = float(np.abs(value - want).max() / max(np.abs(want).max(), 1e-30))
                 out[f"{api} {name} {m}x{n}x{k}"] = {"status": status, "sha": sha(got), "rel_err": err}
+    out |= lt_more_cases(lt, lt_handle, blas, blas_handle, workspace, rng)
+    return out
+
+
+# cublasLt enums (cublasLt.h): matmul descriptor and matrix layout attributes, epilogues
+DESC_TRANSA, DESC_EPILOGUE, DESC_BIAS_POINTER = 3, 7, 8
+LAYOUT_BATCH_COUNT, LAYOUT_STRIDED_BATCH_OFFSET = 5, 6
+EPILOGUES = {"relu": 2, "bias": 4, "relu+bias": 6, "gelu": 32, "gelu+bias": 36}
+COMPUTE_32F_FAST_TF32, CUDA_R_8F_E4M3 = 77, 28
+E4M3 = {-2.0: 0xC0, -1.0: 0xB8, -0.5: 0xB0, 0.0: 0x00, 0.5: 0x30, 1.0: 0x38, 2.0: 0x40}  # exact in e4m3
+
+
+def _lt_matmul(lt, handle, workspace, a, b, c, dims, types, compute=COMPUTE_32F, transa=False, epilogue=None,
+               bias=None, batch=None):
+    """One cublasLtMatmul, column-major: A is m x k (k x m stored when transa), B k x n, D m x n."""
+    import cupy as cp
+    m, n, k = dims
+    a_type, b_type, d_type = types
+    desc = ctypes.c_void_p()
+    assert lt.cublasLtMatmulDescCreate(ctypes.byref(desc), compute, CUDA_R_32F) == 0
+    if transa:
+        lt.cublasLtMatmulDescSetAttribute(desc, DESC_TRANSA, ctypes.byref(ctypes.c_int32(1)), ctypes.c_size_t(4))
+    if epilogue is not None:
+        lt.cublasLtMatmulDescSetAttribute(desc, DESC_EPILOGUE, ctypes.byref(ctypes.c_int32(epilogue)), ctypes.c_size_t(4))
+    if bias is not None:
+        lt.cublasLtMatmulDescSetAttribute(desc, DESC_BIAS_POINTER, ctypes.byref(ctypes.c_void_p(bias.data.ptr)), ctypes.c_size_t(8))
+    lay = [ctypes.c_void_p() for _ in range(3)]
+    shapes = (((k, m) if transa else (m, k)), (k, n), (m, n))
+    for layout, kind, (rows, cols) in zip(lay, (a_type, b_type, d_type), shapes):
+        assert lt.cublasLtMatrixLayoutCreate(ctypes.byref(layout), kind, ctypes.c_uint64(rows), ctypes.c_uint64(cols),
+                                             ctypes.c_int64(rows)) == 0
+        if batch:
+            lt.cublasLtMatrixLayoutSetAttribute(layout, LAYOUT_BATCH_COUNT, ctypes.byref(ctypes.c_int32(batch)), ctypes.c_size_t(4))
+            lt.cublasLtMatrixLayoutSetAttribute(layout, LAYOUT_STRIDED_BATCH_OFFSET,
+                                                ctypes.byref(ctypes.c_int64(rows * cols)), ctypes.c_size_t(8))
+    one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
+    status = lt.cublasLtMatmul(handle, desc, ctypes.byref(one), ctypes.c_void_p(a.data.ptr), lay[0],
+                               ctypes.c_void_p(b.data.ptr), lay[1], ctypes.byref(zero), ctypes.c_void_p(c.data.ptr),
+                               lay[2], ctypes.c_void_p(c.data.ptr), lay[2], None, ctypes.c_void_p(workspace.data.ptr),
+                               ctypes.c_size_t(workspace.nbytes), ctypes.c_void_p(0))
+    cp.cuda.runtime.deviceSynchronize()
+    return status
+
+
+def lt_more_cases(lt, handle, blas, blas_handle, workspace, rng) -> dict:
+    import cupy as cp
+    out = {}
+
+    def record(key, status, got, want):
+        value = _from_bf16(got) if got.dtype == np.uint16 else got.astype(np.float64)
+        err = float(np.abs(value - want).max() / max(np.abs(want).max(), 1e-30))
+        out[key] = {"status": status, "sha": sha(got), "rel_err": err}
+
+    # tf32: fp32 data, tensor cores (both APIs)
+    for m, n, k in GEMM_SHAPES[:4]:
+        a = rng.standard_normal((k, m)).astype(np.float32)
+        b = rng.standard_normal((n, k)).astype(np.float32)
+        want = b.astype(np.float64) @ a.astype(np.float64)
+        da, db = cp.asarray(a), cp.asarray(b)
+        dc = cp.zeros((n, m), dtype=cp.float32)
+        status = _lt_matmul(lt, handle, workspace, da, db, dc, (m, n, k), (CUDA_R_32F,) * 3, COMPUTE_32F_FAST_TF32)
+        record(f"cublasLt tf32 {m}x{n}x{k}", status, cp.asnumpy(dc), want)
+        dc = cp.zeros((n, m), dtype=cp.float32)
+        one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
+        status = blas.cublasGemmEx(blas_handle, 0, 0, m, n, k, ctypes.byref(one), ctypes.c_void_p(da.data.ptr),
+                                   CUDA_R_32F, m, ctypes.c_void_p(db.data.ptr), CUDA_R_32F, k, ctypes.byref(zero),
+                                   ctypes.c_void_p(dc.data.ptr), CUDA_R_32F, m, COMPUTE_32F_FAST_TF32, -1)
+        cp.cuda.runtime.deviceSynchronize()
+        record(f"cublas tf32 {m}x{n}x{k}", status, cp.asnumpy(dc), want)
+    # fp8 e4m3 in, bf16 out: A stored k x m and transposed (TN), values exact in e4m3
+    values = np.array(sorted(E4M3))
+    codes = np.array([E4M3[v] for v in values], dtype=np.uint8)
+    for m, n, k in ((1024, 1024, 1024), (4096, 4096, 4096), (256, 8192, 512), (2048, 512, 4096)):
+        ia, ib = rng.integers(0, len(values), (m, k)), rng.integers(0, len(values), (n, k))
+        want = values[ib] @ values[ia].T          # row-major view (n x m) of the column-major m x n product
+        da, db = cp.asarray(codes[ia]), cp.asarray(codes[ib])   # A: k x m column-major = m rows of k
+        dc = cp.zeros((n, m), dtype=cp.uint16)
+        status = _lt_matmul(lt, handle, workspace, da, db, dc, (m, n, k), (CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, CUDA_R_16BF),
+                            transa=True)
+        record(f"cublasLt fp8-e4m3 {m}x{n}x{k}", status, cp.asnumpy(dc), want)
+    # epilogues (fp16 and bf16 data, a bias per row of D)
+    for name, ctype in (("fp16", CUDA_R_16F), ("bf16", CUDA_R_16BF)):
+        for m, n, k in ((1024, 1024, 1024), (4096, 1024, 2048), (127, 255, 513)):
+            a32 = rng.standard_normal((k, m)).astype(np.float32)
+            b32 = rng.standard_normal((n, k)).astype(np.float32)
+            bias32 = rng.standard_normal(m).astype(np.float32)
+            if name == "fp16":
+                a, b, bias = a32.astype(np.float16), b32.astype(np.float16), bias32.astype(np.float16)
+                ea, eb, ebias = a.astype(np.float64), b.astype(np.float64), bias.astype(np.float64)
+            else:
+                a, b, bias = _bf16(a32), _bf16(b32), _bf16(bias32)
+                ea, eb, ebias = (_from_bf16(x).astype(np.float64) for x in (a, b, bias))
+            base = eb @ ea
+            da, db, dbias = cp.asarray(a), cp.asarray(b), cp.asarray(bias)
+            for label, code in EPILOGUES.items():
+                want = base + ebias if "bias" in label else base
+                if "relu" in label:
+                    want = np.maximum(want, 0)
+                elif "gelu" in label:   # tanh form, as cuBLASLt computes it
+                    want = 0.5 * want * (1 + np.tanh(0.7978845608028654 * (want + 0.044715 * want ** 3)))
+                dc = cp.zeros((n, m), dtype=da.dtype)
+                status = _lt_matmul(lt, handle, workspace, da, db, dc, (m, n, k), (ctype,) * 3, epilogue=code,
+                                    bias=dbias if "bias" in label else None)
+                record(f"cublasLt {name} {label} {m}x{n}x{k}", status, cp.asnumpy(dc), want)
+    # strided batches
+    for name, ctype, dtype in (("fp32", CUDA_R_32F, np.float32), ("fp16", CUDA_R_16F, np.float16)):
+        for batch, (m, n, k) in ((16, (256, 256, 256)), (64, (128, 512, 64)), (8, (1000, 300, 700))):
+            a = rng.standard_normal((batch, k, m)).astype(dtype)
+            b = rng.standard_normal((batch, n, k)).astype(dtype)
+            want = np.einsum("bnk,bkm->bnm", b.astype(np.float64), a.astype(np.float64))
+            da, db = cp.asarray(a), cp.asarray(b)
+            dc = cp.zeros((batch, n, m), dtype=dtype)
+            status = _lt_matmul(lt, handle, workspace, da, db, dc, (m, n, k), (ctype,) * 3, batch=batch)
+            record(f"cublasLt {name} batch{batch} {m}x{n}x{k}", status, cp.asnumpy(dc), want)
     return out
 
 

@@ -52,9 +52,14 @@ def test_rapids_pip_image_builds_and_fits_the_budget(engine, arch):
     # the optional giants nothing loads (traced on a GPU, docs/prune.md): trimmed, each with its reason
     giants = {"*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*": 100_000_000,
               "*/site-packages/nvidia/cuda_nvcc/bin/ptxas": 30_000_000,
-              "*/site-packages/nvidia/libnvcomp/bin/nvlzcat": 10_000_000}
+              "*/site-packages/nvidia/libnvcomp/bin/nvlzcat": 10_000_000,
+              "*/site-packages/nvidia/nccl/lib/libnccl_device.*": 10_000_000}
     assert all(rep["trims"]["patterns"][p] > least for p, least in giants.items()), rep["trims"]["patterns"]
     assert all("docs/prune.md" in rep["trims"]["why"][p] for p in giants)
+    # the census sees every container left, wherever it lies: cuBLASLt's kernel store is pruned too
+    left = rep["prune"]["left"]
+    assert left["files_with_device_code"] >= 20 and left["for_no_listed_gpu_bytes"] < 20_000_000, left
+    assert any(s["section"] == ".cask_resource" for s in left["sections"])  # its short runs, named with why
     print(f"\n{VARIANT} {arch}: {built.size_bytes:,} bytes uncompressed, zstd {built.zstd_bytes:,}, "
           f"headroom {rep['headroom_bytes']:,}, built in {built.seconds}s")
 

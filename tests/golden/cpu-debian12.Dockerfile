@@ -46,6 +46,7 @@ RUN --mount=type=secret,id=cacert,required=false \
       --trim '*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*' 'the alternate build of NVRTC and its builtins (only libnvrtc.alt names them); libnvrtc.so stays: traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)' \
       --trim '*/site-packages/nvidia/cuda_nvcc/bin/ptxas' 'the PTX assembler program; numba-cuda compiles through libnvvm and links through nvJitLink: traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)' \
       --trim '*/site-packages/nvidia/libnvcomp/bin/nvlzcat' 'the nvCOMP command-line decompressor; cuDF uses libnvcomp.so: traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)' \
+      --trim '*/site-packages/nvidia/nccl/lib/libnccl_device.*' 'the bitcode and LTO-IR of the NCCL device API, for programs that compile their own kernels against nccl_device.h; libnccl.so and the RAPIDS comms never read them (docs/prune.md)' \
       --out /out/rapidship-trims.json \
  && find /opt/rapids -depth -path '*/site-packages/*/tests' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*.a' -exec rm -rf {} + \
@@ -57,6 +58,7 @@ RUN --mount=type=secret,id=cacert,required=false \
  && find /opt/rapids -depth -path '*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*/site-packages/nvidia/cuda_nvcc/bin/ptxas' -exec rm -rf {} + \
  && find /opt/rapids -depth -path '*/site-packages/nvidia/libnvcomp/bin/nvlzcat' -exec rm -rf {} + \
+ && find /opt/rapids -depth -path '*/site-packages/nvidia/nccl/lib/libnccl_device.*' -exec rm -rf {} + \
  && /opt/rapids/bin/python -I -S -m compileall -f -q -j 0 --invalidation-mode unchecked-hash /opt/rapids/lib \
  && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
 # ---- byte-identical copies (a wheel's soname "links" are copies) become relative symlinks to one; ----

@@ -68,8 +68,8 @@ PACK_EXCLUDES = tuple(Trim(p, why) for p, why in (
     ("share/pkgconfig/*", "pkg-config files: " + _BUILD_ONLY), ("CACHEDIR.TAG", "a cache marker")))
 # The same for a pip venv, as `find PREFIX -path PATTERN` (C++ headers and CMake files of the RAPIDS
 # libraries; nvidia/*/include stays: NVRTC and numba-cuda compile against those at run time). The last
-# three are the optional giants no import, kernel or UDF of cupy, numba.cuda, cudf, dask_cudf or
-# dask_cuda loads or starts, traced on a GPU with the same answers once they were hidden (docs/prune.md).
+# four are optional giants no import, kernel or UDF of cupy, numba.cuda, cudf, dask_cudf, dask_cuda, cuml
+# or ucxx loads or starts (traced on a GPU and in the image, docs/prune.md).
 _UNLOADED = "traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)"
 VENV_TRIMS = tuple(Trim(p, why) for p, why in (
     ("*/site-packages/*/tests", "test suites of the packages"), ("*.a", "static libraries: " + _BUILD_ONLY),
@@ -83,7 +83,10 @@ VENV_TRIMS = tuple(Trim(p, why) for p, why in (
     ("*/site-packages/nvidia/cuda_nvcc/bin/ptxas",
      "the PTX assembler program; numba-cuda compiles through libnvvm and links through nvJitLink: " + _UNLOADED),
     ("*/site-packages/nvidia/libnvcomp/bin/nvlzcat",
-     "the nvCOMP command-line decompressor; cuDF uses libnvcomp.so: " + _UNLOADED)))
+     "the nvCOMP command-line decompressor; cuDF uses libnvcomp.so: " + _UNLOADED),
+    ("*/site-packages/nvidia/nccl/lib/libnccl_device.*",
+     "the bitcode and LTO-IR of the NCCL device API, for programs that compile their own kernels against "
+     "nccl_device.h; libnccl.so and the RAPIDS comms never read them (docs/prune.md)")))
 
 # glibc of each pip-flavour OS release: the highest manylinux_2_N tag its builder may install.
 GLIBC_MINOR = {("debian", "12"): 36, ("debian", "13"): 41, ("ubuntu", "22.04"): 35, ("ubuntu", "24.04"): 39}

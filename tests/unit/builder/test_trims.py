@@ -1,5 +1,5 @@
 """The venv trims against the real layouts of the wheels they reach into: each pattern takes what its
-reason names and nothing beside it (libnvrtc.so stays, libnvvm and the headers NVRTC compiles
+reason names and nothing beside it (libnvrtc.so, libnccl.so, libnvvm and the headers NVRTC compiles
 against stay), and every reason can travel through the Dockerfile's single-quoted shell words."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from rapidship.builder.measure_trims import measure
 from rapidship.render.dockerfile import PACK_EXCLUDES, VENV_TRIMS
 
 SP = "lib/python3.11/site-packages"
-# File lists of nvidia-cuda-nvrtc-cu12 12.9.86, nvidia-cuda-nvcc-cu12 12.9.86 and nvidia-libnvcomp-cu12
-# 5.3.0.16 (the lock's pins), as their RECORDs name them; the sizes are the amd64 wheels'.
+# File lists of nvidia-cuda-nvrtc-cu12 12.9.86, nvidia-cuda-nvcc-cu12 12.9.86, nvidia-libnvcomp-cu12
+# 5.3.0.16 and nvidia-nccl-cu12 2.32.3 (the lock's pins), as their RECORDs name them; the sizes are the
+# amd64 wheels'.
 WHEELS = {
     "nvidia/cuda_nvrtc/lib/libnvrtc.so.12": 106_244_480,
     "nvidia/cuda_nvrtc/lib/libnvrtc.alt.so.12": 106_723_760,
@@ -25,9 +26,14 @@ WHEELS = {
     "nvidia/libnvcomp/lib64/libnvcomp.so.5": 44_495_080,
     "nvidia/libnvcomp/lib64/libnvcomp_cpu.so.5": 574_440,
     "nvidia/libnvcomp/bin/nvlzcat": 16_142_216,
+    "nvidia/nccl/lib/libnccl.so.2": 473_614_536,
+    "nvidia/nccl/lib/libnccl_device.bc": 5_459_448,
+    "nvidia/nccl/lib/libnccl_device.ltoir": 10_579_396,
+    "nvidia/nccl/include/nccl_device.h": 1_012,
 }
 GONE = {"nvidia/cuda_nvrtc/lib/libnvrtc.alt.so.12", "nvidia/cuda_nvrtc/lib/libnvrtc-builtins.alt.so.12.9",
-        "nvidia/cuda_nvcc/bin/ptxas", "nvidia/libnvcomp/bin/nvlzcat"}
+        "nvidia/cuda_nvcc/bin/ptxas", "nvidia/libnvcomp/bin/nvlzcat", "nvidia/nccl/lib/libnccl_device.bc",
+        "nvidia/nccl/lib/libnccl_device.ltoir"}
 
 
 def test_the_giant_trims_take_the_unloaded_files_and_keep_what_cudf_and_numba_load(tmp_path):
@@ -42,6 +48,7 @@ def test_the_giant_trims_take_the_unloaded_files_and_keep_what_cudf_and_numba_lo
     assert record["patterns"]["*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*"] == 106_723_760 + 7_169_992
     assert record["patterns"]["*/site-packages/nvidia/cuda_nvcc/bin/ptxas"] == 34_931_056
     assert record["patterns"]["*/site-packages/nvidia/libnvcomp/bin/nvlzcat"] == 16_142_216
+    assert record["patterns"]["*/site-packages/nvidia/nccl/lib/libnccl_device.*"] == 5_459_448 + 10_579_396
     assert record["why"] == {t.pattern: t.why for t in VENV_TRIMS}
 
 

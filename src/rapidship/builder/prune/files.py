@@ -77,23 +77,16 @@ def prune_file(path: Path, keep: tuple[int, ...], dest: Path | None = None,
             return _copied(path, dest, entry | {"status": "refused", "reason": "; ".join(problems[:3])})
     passes = [("", plan)]   # (the section a later pass read, its plan)
     try:
-        if form is core:   # NCCL: its relocatable fatbins, a second section of device code
-            with open(tmp, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                second = _second_pass(data, keep, target, cuobjdump)
-            if isinstance(second, str):
-                plan.notes.append(second)
-            elif second:
-                os.replace(second[0], tmp)
-                new_size = second[1]
-                passes.append((core.RELFATBIN, second[2]))
-            with open(tmp, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                stored = _data_pass(data, keep, target, cuobjdump)
-            if isinstance(stored, str):
-                plan.notes.append(stored)
-            elif stored:
-                os.replace(stored[0], tmp)
-                new_size = stored[1]
-                passes.append((", ".join(sorted({h.section.name for h in stored[2].dropped})), stored[2]))
+        if form is core:   # then NCCL's relocatable fatbins, and a kernel store beside .nv_fatbin (cuBLASLt)
+            for later in (_second_pass, _data_pass):
+                with open(tmp, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                    got = later(data, keep, target, cuobjdump)
+                if isinstance(got, str):
+                    plan.notes.append(got)
+                elif got:
+                    os.replace(got[0], tmp)
+                    new_size = got[1]
+                    passes.append((got[3], got[2]))
         os.chmod(tmp, path.stat().st_mode & 0o7777)
         os.replace(tmp, target)
     except BaseException:
@@ -141,7 +134,7 @@ def _rewrite(data, form, plan, keep: tuple[int, ...], target: Path, cuobjdump: s
 
 
 def _second_pass(data, keep: tuple[int, ...], target: Path, cuobjdump: str | None):
-    """(temp file, size, plan) for __nv_relfatbin pruned after .nv_fatbin; None when there is no
+    """(temp file, size, plan, section) for __nv_relfatbin pruned after .nv_fatbin; None when there is no
     such section or nothing to save; a note saying why it stays whole when it is refused (the first
     pass stands alone then)."""
     if E.parse(data).section(core.RELFATBIN) is None:
@@ -153,11 +146,11 @@ def _second_pass(data, keep: tuple[int, ...], target: Path, cuobjdump: str | Non
     if plan is None:
         return None
     tmp, size, problems = _rewrite(data, core, plan, keep, target, cuobjdump, core.RELFATBIN)
-    return f"{core.RELFATBIN} left whole: {'; '.join(problems[:2])}" if problems else (tmp, size, plan)
+    return f"{core.RELFATBIN} left whole: {'; '.join(problems[:2])}" if problems else (tmp, size, plan, core.RELFATBIN)
 
 
 def _data_pass(data, keep: tuple[int, ...], target: Path, cuobjdump: str | None):
-    """(temp file, size, plan) for containers a library keeps in its own data beside `.nv_fatbin`
+    """(temp file, size, plan, sections) for containers a library keeps in its own data beside `.nv_fatbin`
     (cuBLASLt's kernel store `.cask_resource`), after the wrappers' pass: those no listed GPU runs
     are zero-filled where they lie (inplace), every other byte stays at its address. None when there
     are none worth a cut; a note saying why they stay when refused (the earlier passes stand)."""
@@ -173,7 +166,9 @@ def _data_pass(data, keep: tuple[int, ...], target: Path, cuobjdump: str | None)
     if plan is None:
         return None
     tmp, size, problems = _rewrite(data, inplace, plan, keep, target, cuobjdump)
-    return f"containers in {where} left whole: {'; '.join(problems[:2])}" if problems else (tmp, size, plan)
+    if problems:
+        return f"containers in {where} left whole: {'; '.join(problems[:2])}"
+    return tmp, size, plan, ", ".join(sorted({h.section.name for h in plan.dropped}))
 
 
 def _summed(dicts) -> dict[str, int]:

@@ -250,7 +250,7 @@ def _print_size_report(rep):
                           f"({left['copies_counted_once']} copies counted once)",
                           ["file", "section", "left", "archs", "why"],
                           [(s["path"].rsplit("/", 1)[-1] + (f" (+{s['copies']} copies)" if s["copies"] else ""),
-                            s["section"], gb(s["bytes"]), ", ".join(s["by_arch"]), s["why"]) for s in left["sections"]])
+                            s["section"], f"{s['bytes']:,} B", ", ".join(s["by_arch"]), s["why"]) for s in left["sections"]])
     verdict = "[green]within[/]" if rep.within_budget else "[red]OVER[/]"
     console.err.print(f"image {gb(rep.image_bytes)} (uncompressed), zstd -3 {gb(rep.zstd_bytes)}, budget "
                       f"{gb(rep.budget_bytes)}: {verdict}, headroom {rep.headroom_bytes:,} bytes")

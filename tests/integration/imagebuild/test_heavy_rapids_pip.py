@@ -50,10 +50,11 @@ def test_rapids_pip_image_builds_and_fits_the_budget(engine, arch):
     assert rep["within_budget"] and rep["image_bytes"] == built.size_bytes
     assert rep["trims"]["trimmed_bytes"] > 0  # the venv trims removed something real
     # the optional giants nothing loads (traced on a GPU, docs/prune.md): trimmed, each with its reason
-    giants = {"*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*": 100_000_000,
-              "*/site-packages/nvidia/cuda_nvcc/bin/ptxas": 30_000_000,
+    giants = {"*/site-packages/nvidia/cuda_nvcc/bin/ptxas": 20_000_000,
               "*/site-packages/nvidia/libnvcomp/bin/nvlzcat": 10_000_000,
               "*/site-packages/nvidia/nccl/lib/libnccl_device.*": 10_000_000}
+    if arch == "amd64":   # the aarch64 NVRTC wheel ships no alternate build
+        giants["*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*"] = 100_000_000
     assert all(rep["trims"]["patterns"][p] > least for p, least in giants.items()), rep["trims"]["patterns"]
     assert all("docs/prune.md" in rep["trims"]["why"][p] for p in giants)
     # the census sees every container left, wherever it lies: cuBLASLt's kernel store is pruned too

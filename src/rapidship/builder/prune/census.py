@@ -59,6 +59,7 @@ def for_no_listed_gpu(found: list[F.Container], keep: tuple[int, ...]) -> dict[s
 
 
 def why(section: str, entry: dict | None) -> str:
+    """Why code no listed GPU loads stays in this section of a file, from the file's prune entry."""
     if entry and entry.get("status") == "refused":
         return f"file left whole: {entry.get('reason', '')}"
     noted = [n for n in (entry or {}).get("notes", []) if n.startswith(f"containers in {section}") and "left whole" in n]

@@ -14,7 +14,7 @@ import mmap
 from collections import defaultdict
 from pathlib import Path
 
-from . import core, inplace
+from . import inplace
 from . import elf as E
 from . import fatbin as F
 
@@ -27,20 +27,9 @@ WHY_IN_PLACE = ("containers in the library's own data are dropped only whole, wh
 def containers(data) -> dict[str, list[F.Container]]:
     """Section name -> the containers in it, for every section that holds any."""
     elf = E.parse(data)
-    out: dict[str, list[F.Container]] = {}
-    for name in (core.FATBIN, core.RELFATBIN):
-        section = elf.section(name)
-        if section is None or not section.size or section.type == E.SHT_NOBITS or not section.alloc:
-            continue
-        try:
-            found = F.parse_section(data, section.offset, section.size)[0]
-        except F.FatbinError:
-            continue   # the pruner refused it for the same reason; the record says why
-        if found:
-            out[name] = found
+    out = inplace.wrapped(elf, data)
     for held in inplace.find(elf, data):
-        if held.section.name != core.RELFATBIN:
-            out.setdefault(held.section.name, []).append(held.container)
+        out.setdefault(held.section.name, []).append(held.container)
     return out
 
 
@@ -50,7 +39,7 @@ def for_no_listed_gpu(found: list[F.Container], keep: tuple[int, ...]) -> dict[s
     GPU), and LTO-IR no listed GPU can link (nvJitLink, not the driver, reads LTO-IR)."""
     out: dict[str, int] = {}
     for c in found:
-        chosen = {e.offset for gpu in keep for e in F.chosen_for(c, gpu)}
+        chosen = {e.offset for e in F.select(c, keep)}
         for e in c.entries:
             used = any(F.runs_on(e, gpu) for gpu in keep) if e.kind == F.KIND_LTOIR else e.offset in chosen
             if not used:
@@ -67,7 +56,7 @@ def why(section: str, entry: dict | None) -> str:
         return noted[0]
     if entry and entry.get("status") != "pruned":
         return entry.get("reason") or "not pruned"
-    if section not in (core.FATBIN, core.RELFATBIN):
+    if section not in inplace.WRAPPED:
         return WHY_IN_PLACE
     if entry and str(entry.get("layout", "")).startswith("containers in place"):   # only the store was cut
         return "device code too small to shrink"

@@ -155,7 +155,7 @@ def _data_pass(data, keep: tuple[int, ...], target: Path, cuobjdump: str | None)
     are zero-filled where they lie (inplace), every other byte stays at its address. None when there
     are none worth a cut; a note saying why they stay when refused (the earlier passes stand)."""
     elf = E.parse(data)
-    held = [h for h in inplace.find(elf, data) if h.section.name != core.RELFATBIN]
+    held = inplace.find(elf, data)
     if not held:
         return None
     where = ", ".join(sorted({h.section.name for h in held}))
@@ -193,7 +193,7 @@ def _plan(data, keep: tuple[int, ...]):
         elf = E.parse(data)  # headers only: plan_file parsed them fine
         fatbin = elf.section(core.FATBIN)
         if fatbin is not None:   # nothing to drop there; a kernel store beside it may still hold some
-            held = [h for h in inplace.find(elf, data) if h.section.name != core.RELFATBIN]
+            held = inplace.find(elf, data)
             stored = inplace.plan_file(data, keep, held, served=keep) if held else None
             return (inplace, stored, True) if stored else (core, None, fatbin.size > 0 or bool(held))
     elf = E.parse(data)

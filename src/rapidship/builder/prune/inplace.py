@@ -24,13 +24,14 @@ from dataclasses import dataclass, replace
 
 from . import elf as E
 from . import fatbin as F
-from .core import Refused
+from .core import FATBIN, RELFATBIN, Refused
 
 SHT_PROGBITS = 1
 SHF_EXECINSTR = 0x4
 MIN_RUN = 1 << 20   # a run saving less than this is not worth a program header
 EHDR_PHOFF, EHDR_SHOFF, EHDR_PHNUM, EHDR_SHNUM = 32, 40, 56, 60
 _MAGIC = struct.pack("<I", F.MAGIC)
+WRAPPED = (FATBIN, RELFATBIN)   # sections of containers the wrappers register
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,13 @@ class Plan:
 
 
 def find(elf: E.Elf, data) -> list[Held]:
-    """Fatbin containers that lie in loaded, non-code sections other than `.nv_fatbin`, in address
-    order. Each must parse whole (known kinds, sizes inside the section); an 8-byte aligned magic
-    that does not is data and is left alone."""
+    """Fatbin containers that lie in loaded, non-code sections other than those the wrappers register
+    (`.nv_fatbin`, NCCL's `__nv_relfatbin`: the wrappers' pass reads them), in address order. Each
+    must parse whole (known kinds, sizes inside the section); an 8-byte aligned magic that does not
+    is data and is left alone."""
     out = []
     for s in elf.sections:
-        if s.type != SHT_PROGBITS or not s.alloc or s.flags & SHF_EXECINSTR or s.name == ".nv_fatbin":
+        if s.type != SHT_PROGBITS or not s.alloc or s.flags & SHF_EXECINSTR or s.name in WRAPPED:
             continue
         pos, end = s.offset, s.offset + s.size
         while (pos := data.find(_MAGIC, pos, end)) >= 0:
@@ -346,7 +348,7 @@ def prove(old, new, keep: tuple[int, ...]) -> list[str]:
     if _memory_map(a) != _memory_map(b):
         return problems + ["the loaded address ranges or their permissions changed"]
     held = find(a, old)
-    fleet = [h.container for h in held] + _fatbin_containers(a, old)  # a store beside .nv_fatbin: either serves
+    fleet = [h.container for h in held] + wrapped(a, old).get(FATBIN, [])  # a store beside .nv_fatbin: either serves
     if any(not any(F.chosen_for(c, g) for c in fleet) for g in keep):
         problems.append("a listed GPU has no device code left")
     runs = [(s, e) for s, e, _sec, _n in _runs(held, old, keep)]
@@ -372,14 +374,21 @@ def prove(old, new, keep: tuple[int, ...]) -> list[str]:
     return problems
 
 
-def _fatbin_containers(elf: E.Elf, data) -> list[F.Container]:
-    section = elf.section(".nv_fatbin")
-    if section is None or not section.size:
-        return []
-    try:
-        return F.parse_section(data, section.offset, section.size)[0]
-    except F.FatbinError:
-        return []
+def wrapped(elf: E.Elf, data) -> dict[str, list[F.Container]]:
+    """The containers of each loaded section the wrappers register that parses whole (one that does
+    not is refused by the wrappers' pass, which says why)."""
+    out = {}
+    for name in WRAPPED:
+        section = elf.section(name)
+        if section is None or not section.size or section.type == E.SHT_NOBITS or not section.alloc:
+            continue
+        try:
+            found = F.parse_section(data, section.offset, section.size)[0]
+        except F.FatbinError:
+            continue
+        if found:
+            out[name] = found
+    return out
 
 
 def _headers_only(a: E.Elf, b: E.Elf, at: int, before: bytes, after: bytes) -> bool:

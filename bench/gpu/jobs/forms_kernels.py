@@ -91,7 +91,6 @@ def gemm_cases():
     workspace = cp.empty(64 << 20, dtype=cp.uint8)
     rng = np.random.default_rng(11)
     out = {}
-    one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
     for name, ctype in (("fp32", CUDA_R_32F), ("fp16", CUDA_R_16F), ("bf16", CUDA_R_16BF)):
         for m, n, k in GEMM_SHAPES:
             a = rng.standard_normal((k, m)).astype(np.float32)   # column-major m x k
@@ -109,27 +108,10 @@ def gemm_cases():
             for api in ("cublasLt", "cublas"):
                 dc = cp.zeros((n, m), dtype=da.dtype)
                 if api == "cublasLt":
-                    desc = ctypes.c_void_p()
-                    lay = [ctypes.c_void_p() for _ in range(3)]
-                    assert lt.cublasLtMatmulDescCreate(ctypes.byref(desc), COMPUTE_32F, CUDA_R_32F) == 0
-                    for layout, (rows, cols) in zip(lay, ((m, k), (k, n), (m, n))):
-                        assert lt.cublasLtMatrixLayoutCreate(ctypes.byref(layout), ctype, ctypes.c_uint64(rows),
-                                                             ctypes.c_uint64(cols), ctypes.c_int64(rows)) == 0
-                    status = lt.cublasLtMatmul(lt_handle, desc, ctypes.byref(one), ctypes.c_void_p(da.data.ptr), lay[0],
-                                               ctypes.c_void_p(db.data.ptr), lay[1], ctypes.byref(zero),
-                                               ctypes.c_void_p(dc.data.ptr), lay[2], ctypes.c_void_p(dc.data.ptr),
-                                               lay[2], None, ctypes.c_void_p(workspace.data.ptr),
-                                               ctypes.c_size_t(workspace.nbytes), ctypes.c_void_p(0))
+                    status = _lt_matmul(lt, lt_handle, workspace, da, db, dc, (m, n, k), (ctype,) * 3)
                 else:
-                    status = blas.cublasGemmEx(blas_handle, 0, 0, m, n, k, ctypes.byref(one),
-                                               ctypes.c_void_p(da.data.ptr), ctype, m, ctypes.c_void_p(db.data.ptr),
-                                               ctype, k, ctypes.byref(zero), ctypes.c_void_p(dc.data.ptr), ctype, m,
-                                               COMPUTE_32F, -1)
-                cp.cuda.runtime.deviceSynchronize()
-                got = cp.asnumpy(dc)
-                value = _from_bf16(got) if name == "bf16" else got.astype(np.float64)
-                err = float(np.abs(value - want).max() / max(np.abs(want).max(), 1e-30))
-                out[f"{api} {name} {m}x{n}x{k}"] = {"status": status, "sha": sha(got), "rel_err": err}
+                    status = _gemm_ex(blas, blas_handle, da, db, dc, (m, n, k), ctype, COMPUTE_32F)
+                out[f"{api} {name} {m}x{n}x{k}"] = _result(status, cp.asnumpy(dc), want)
     out |= lt_more_cases(lt, lt_handle, blas, blas_handle, workspace, rng)
     return out
 
@@ -174,14 +156,31 @@ def _lt_matmul(lt, handle, workspace, a, b, c, dims, types, compute=COMPUTE_32F,
     return status
 
 
+def _gemm_ex(blas, handle, a, b, c, dims, ctype, compute) -> int:
+    """One cublasGemmEx, column-major, no transposes; synchronised."""
+    import cupy as cp
+    m, n, k = dims
+    one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
+    status = blas.cublasGemmEx(handle, 0, 0, m, n, k, ctypes.byref(one), ctypes.c_void_p(a.data.ptr), ctype, m,
+                               ctypes.c_void_p(b.data.ptr), ctype, k, ctypes.byref(zero), ctypes.c_void_p(c.data.ptr),
+                               ctype, m, compute, -1)
+    cp.cuda.runtime.deviceSynchronize()
+    return status
+
+
+def _result(status: int, got: np.ndarray, want: np.ndarray) -> dict:
+    """A GEMM's record: its status, the sha256 of its bytes, its error against the float64 product
+    (bf16 results arrive as uint16 bits)."""
+    value = _from_bf16(got) if got.dtype == np.uint16 else got.astype(np.float64)
+    return {"status": status, "sha": sha(got), "rel_err": float(np.abs(value - want).max() / max(np.abs(want).max(), 1e-30))}
+
+
 def lt_more_cases(lt, handle, blas, blas_handle, workspace, rng) -> dict:
     import cupy as cp
     out = {}
 
     def record(key, status, got, want):
-        value = _from_bf16(got) if got.dtype == np.uint16 else got.astype(np.float64)
-        err = float(np.abs(value - want).max() / max(np.abs(want).max(), 1e-30))
-        out[key] = {"status": status, "sha": sha(got), "rel_err": err}
+        out[key] = _result(status, got, want)
 
     # tf32: fp32 data, tensor cores (both APIs)
     for m, n, k in GEMM_SHAPES[:4]:
@@ -193,11 +192,7 @@ def lt_more_cases(lt, handle, blas, blas_handle, workspace, rng) -> dict:
         status = _lt_matmul(lt, handle, workspace, da, db, dc, (m, n, k), (CUDA_R_32F,) * 3, COMPUTE_32F_FAST_TF32)
         record(f"cublasLt tf32 {m}x{n}x{k}", status, cp.asnumpy(dc), want)
         dc = cp.zeros((n, m), dtype=cp.float32)
-        one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
-        status = blas.cublasGemmEx(blas_handle, 0, 0, m, n, k, ctypes.byref(one), ctypes.c_void_p(da.data.ptr),
-                                   CUDA_R_32F, m, ctypes.c_void_p(db.data.ptr), CUDA_R_32F, k, ctypes.byref(zero),
-                                   ctypes.c_void_p(dc.data.ptr), CUDA_R_32F, m, COMPUTE_32F_FAST_TF32, -1)
-        cp.cuda.runtime.deviceSynchronize()
+        status = _gemm_ex(blas, blas_handle, da, db, dc, (m, n, k), CUDA_R_32F, COMPUTE_32F_FAST_TF32)
         record(f"cublas tf32 {m}x{n}x{k}", status, cp.asnumpy(dc), want)
     # fp8 e4m3 in, bf16 out: A stored k x m and transposed (TN), values exact in e4m3
     values = np.array(sorted(E4M3))

@@ -116,6 +116,25 @@ def test_rapids_pip_image_builds_and_fits_the_budget(engine, arch):
                             capture_output=True, text=True, check=False)
     assert loaded.returncode == 0, loaded.stderr
     assert int(loaded.stdout) == prune["totals"]["pruned"]
+    # ldd and the C++ unwinder read each pruned library's program header table where the loader
+    # maps it (arm64 under qemu: 4 KiB pages); the rule for 64 KiB-page kernels runs on the files
+    support, prune_pkg = ROOT / "tests" / "support", ROOT / "src" / "rapidship" / "builder"
+    tables = subprocess.run([*docker_run, "-v", f"{support}:/check:ro", "--entrypoint", "python", built.ref,
+                             "/check/loaded_tables.py", "--import", "cudf,cuml,ucxx",
+                             "--record", "/opt/rapidship/prune.json", "--root", "/opt/rapids"],
+                            capture_output=True, text=True, check=False)
+    assert tables.returncode == 0, tables.stderr[-2000:]
+    seen = json.loads(tables.stdout)
+    assert len(seen) == prune["totals"]["pruned"]
+    assert all(v == {"listed": 0, "said": [], "same_in_memory": True} for v in seen.values()), seen
+    rule = ("import sys, json, mmap; sys.path.insert(0, '/rs'); from prune import elf; "
+            "r = json.load(open('/opt/rapidship/prune.json')); "
+            "m = lambda f: mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ); "
+            "print(json.dumps({f['path']: elf.table_problems(elf.parse(m(open('/opt/rapids/' + f['path'], 'rb')))) "
+            "for f in r['files'] if f['status'] == 'pruned'}))")
+    problems = json.loads(subprocess.run([*docker_run, "-v", f"{prune_pkg}:/rs:ro", "--entrypoint", "python",
+                                          built.ref, "-c", rule], capture_output=True, text=True, check=True).stdout)
+    assert len(problems) == len(seen) and not any(problems.values()), problems
     labels = json.loads(subprocess.run(["docker", "inspect", "--format", "{{json .Config.Labels}}", built.ref],
                                        capture_output=True, text=True, check=True).stdout)
     assert labels["io.rapidship.gpu.archs"] == "80,90"

@@ -14,11 +14,13 @@ import mmap
 import os
 import stat
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from support.commands import ROOT
 from support.fatbin_samples import KIND_CUBIN, build_library, container, entry, fleet_container, gcc
 from rapidship.builder.prune import core, files
 from rapidship.builder.prune import elf as E
@@ -26,6 +28,7 @@ from rapidship.builder.prune import fatbin as F
 
 pytestmark = pytest.mark.skipif(gcc() is None and not os.environ.get("CI"), reason="needs gcc (CI installs it)")
 KEEP = (80, 90)
+SUPPORT = ROOT / "tests" / "support"
 CONTAINERS = [fleet_container(size=40_000, seed=i) for i in range(3)]
 
 
@@ -107,8 +110,8 @@ def test_refused_when_other_code_points_into_the_device_code(tmp_path):
 
 def test_with_no_header_slot_the_table_moves_to_the_file_end_and_the_loader_follows(tmp_path):
     # NVIDIA's aarch64 libraries: no build-id note, no free bytes after the program headers, no
-    # PT_PHDR. The grown table goes past the last byte; the real loader maps the library from it,
-    # and a C++ exception (the unwinder walks the program headers the loader copied) still works.
+    # PT_PHDR. The grown table goes past the last byte, mapped there by its own segment; the real
+    # loader maps the library from it, and a C++ exception (the unwinder walks the table) still works.
     lib_dir = tmp_path / "src"
     lib = build_library(lib_dir, CONTAINERS, layout="split", ldflags=("-Wl,--build-id=none",))
     (lib_dir / "throw.cc").write_text('extern "C" int throws(int x) { try { if (x) throw x; } catch (int v) '
@@ -125,11 +128,61 @@ def test_with_no_header_slot_the_table_moves_to_the_file_end_and_the_loader_foll
         data = out.read_bytes()
         new_elf = E.parse(data)
         assert new_elf.phoff >= new_elf.shoff and new_elf.phoff + len(new_elf.segments) * E.PHDR.size == len(data)
-        assert len(new_elf.segments) == len(old_elf.segments) + 1 and E.check_layout(new_elf) == []
+        # one more for the split, two that map the moved table (a PT_PHDR and a LOAD of it)
+        assert len(new_elf.segments) == len(old_elf.segments) + 3 and E.check_layout(new_elf) == []
+        assert E.table_segments(new_elf) is not None and E.unmapped(new_elf).phoff == new_elf.phoff
         assert core.prove(original.read_bytes(), data, KEEP) == []
         subprocess.run(["readelf", "-lSW", str(out)], check=True, capture_output=True)
     assert loaded_containers(tmp_path / "out" / lib.name) == [expected_container(c) for c in CONTAINERS]
     assert ctypes.CDLL(str(tmp_path / "out" / both.name)).throws(21) == 42
+
+
+def test_a_moved_table_is_where_the_loader_reads_it_even_beside_bss(tmp_path):
+    # NVIDIA's aarch64 libcurand: stripped, a .bss after the last segment's file bytes, no slot for
+    # one more header. The moved table lay inside the last segment's last page, which glibc maps and
+    # then zero-fills past the file bytes: dl_iterate_phdr read zeros (no PT_GNU_EH_FRAME, so a C++
+    # exception could not unwind), and `ld.so --list` failed an assertion (no PT_TLS seen). The table
+    # is now mapped by its own read-only segment and named by a PT_PHDR.
+    lib_dir = tmp_path / "src"
+    build_library(lib_dir, CONTAINERS, layout="split", extra_c="static char zeros[1 << 16]; char *bss(void) { return zeros; }")
+    (lib_dir / "throw.cc").write_text('extern "C" int throws(int x) { try { if (x) throw x; } catch (int v) '
+                                      '{ return v * 2; } return -1; }\n')
+    lib = lib_dir / "libbss.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-s", "-Wl,--build-id=none", "-o", str(lib), str(lib_dir / "lib.c"),
+                    str(lib_dir / "fatbin.S"), "-x", "c++", str(lib_dir / "throw.cc")], check=True, capture_output=True)
+    old_elf = E.parse(lib.read_bytes())
+    assert old_elf.loads()[-1].memsz > old_elf.loads()[-1].filesz, "the sample must end in .bss"
+    out = tmp_path / "out" / lib.name
+    result = files.prune_file(lib, KEEP, dest=out)
+    assert result["status"] == "pruned" and E.TABLE_MOVED in result["layout"], result
+    new_elf = E.parse(out.read_bytes())
+    assert E.table_problems(new_elf) == [] and E.check_layout(new_elf) == []
+    assert new_elf.segments[0].type == E.PT_PHDR
+    # the loader's view: dl_iterate_phdr hands out the file's table, `ld.so --list` (ldd) accepts the library
+    run = subprocess.run([sys.executable, str(SUPPORT / "loaded_tables.py"), str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-500:]
+    assert json.loads(run.stdout)[str(out)] == {"listed": 0, "said": [], "same_in_memory": True}
+    # and a C++ exception thrown in it unwinds (it terminated the process when the table read as zeros)
+    thrown = subprocess.run([sys.executable, "-c", f"import ctypes; print(ctypes.CDLL({str(out)!r}).throws(21))"],
+                            capture_output=True, text=True)
+    assert thrown.stdout.strip() == "42", thrown.stderr[-300:]
+
+
+def test_the_table_rule_names_each_way_the_loader_would_misread_it():
+    text = E.Segment(E.PT_LOAD, 5, 0, 0, 0, 0x1000, 0x1000, 0x1000)
+    data = E.Segment(E.PT_LOAD, 6, 0x2000, 0x2000, 0x2000, 0x100, 0x3000, 0x1000)
+    def elf(*segments, phoff):
+        return E.Elf(E.EM_X86_64, phoff, 0, E.PHDR.size, E.SHDR.size, segments, (), 0x10000)
+    assert E.table_problems(elf(text, data, phoff=64)) == []            # as linkers write it
+    assert E.table_problems(elf(text, data, phoff=0x8000)) == []        # past every mapped page: read from the file
+    # the layout the pruner wrote before: past the file bytes, inside the last page, .bss after them
+    assert "zero" in E.table_problems(elf(text, data, phoff=0x2200))[0]
+    table = 4 * E.PHDR.size
+    mapped = E.Segment(E.PT_LOAD, 4, 0x2200, 0x10200, 0x10200, table, table, 0x1000)
+    phdr = E.Segment(E.PT_PHDR, 4, 0x2200, 0x10200, 0x10200, table, table, 8)
+    assert E.table_problems(elf(phdr, text, data, mapped, phoff=0x2200)) == []
+    wrong = E.Segment(E.PT_PHDR, 4, 0x2200, 0x10300, 0x10300, table, table, 8)
+    assert "PT_PHDR" in E.table_problems(elf(wrong, text, data, mapped, phoff=0x2200))[0]
 
 
 def test_refused_when_a_pt_phdr_pins_a_full_table(tmp_path):

@@ -5,10 +5,14 @@ libraries are linked by the real gcc + ld and loaded by the real dynamic loader.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from support.commands import ROOT
 from support.fatbin_samples import (
     KIND_CUBIN,
     KIND_LTOIR,
@@ -178,6 +182,28 @@ def test_a_kernel_store_beside_the_fatbin_is_pruned_in_place_after_the_wrappers(
     for i, blob in enumerate(STORE):
         assert loaded[i] == (blob if i == 30 else bytes(len(blob))), i
     assert store_in_memory(lib, STORE) == STORE
+
+
+def test_a_table_moved_by_the_wrappers_pass_moves_again_mapped_once(tmp_path):
+    # NVIDIA's aarch64 cuBLASLt: no build-id note, no free header bytes, .bss at the end. The wrappers'
+    # pass moves the table past the file's end and maps it (PT_PHDR + its own LOAD); the store's pass
+    # plans without that mapping, moves the table again and maps it anew: one PT_PHDR, one table LOAD.
+    lib = build_library(tmp_path / "src", [fleet_container(size=40_000, seed=i) for i in range(3)], layout="split",
+                        store=tuple(STORE), ldflags=("-Wl,--build-id=none", "-s"),
+                        extra_c="static char zeros[1 << 16]; char *bss(void) { return zeros; }")
+    assert not [p for p in E.parse(lib.read_bytes()).segments if p.type in (E.PT_NOTE, E.PT_PHDR)]
+    out = tmp_path / "out" / "libcublasLt-like.so"
+    result = files.prune_file(lib, KEEP, dest=out)
+    assert result["status"] == "pruned" and result["layout"].count(E.TABLE_MOVED) == 2, result
+    new = E.parse(out.read_bytes())
+    assert [p.type for p in new.segments].count(E.PT_PHDR) == 1 and E.table_segments(new) is not None
+    assert E.check_layout(new) == [] and new.segments[0].type == E.PT_PHDR
+    assert [p.type for p in E.unmapped(new).segments].count(E.PT_PHDR) == 0
+    loaded = store_in_memory(out, STORE)
+    assert all(loaded[i] == (blob if i == 30 else bytes(len(blob))) for i, blob in enumerate(STORE))
+    run = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "loaded_tables.py"), str(out)],
+                         capture_output=True, text=True)
+    assert json.loads(run.stdout)[str(out)] == {"listed": 0, "said": [], "same_in_memory": True}, run.stderr[-300:]
 
 
 def test_a_kernel_store_the_fleet_needs_whole_stays(tmp_path):

@@ -17,6 +17,7 @@ RELA = struct.Struct("<QQq")
 SYM = struct.Struct("<IBBHQQ")
 
 PT_LOAD, PT_NOTE, PT_PHDR = 1, 4, 6
+PF_R = 4
 SHT_SYMTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_DYNSYM, SHT_RELR = 2, 4, 8, 9, 11, 19
 SHF_ALLOC = 0x2
 SHN_UNDEF, SHN_LORESERVE = 0, 0xFF00
@@ -248,6 +249,8 @@ def plan_shrink(elf: Elf, data, section: Section, new_size: int) -> Shrink | Non
     file byte moves down by a multiple of GRANULE so each segment keeps p_offset = p_vaddr mod p_align.
     None when less than one granule would be saved.
     """
+    moved_before = table_segments(elf) is not None
+    elf = unmapped(elf)
     old_end_off = section.offset + section.size
     keep_end_off = section.offset + new_size
     delta = (old_end_off - keep_end_off) // GRANULE * GRANULE
@@ -311,8 +314,9 @@ def plan_shrink(elf: Elf, data, section: Section, new_size: int) -> Shrink | Non
         for s in elf.sections)
     shoff = elf.shoff - delta if elf.shoff >= old_end_off else elf.shoff
     phoff = elf.phoff - delta if elf.phoff >= old_end_off else elf.phoff
-    if how.endswith(f"({TABLE_MOVED})"):  # the grown table goes after the last byte of the new file
+    if how.endswith(f"({TABLE_MOVED})") or moved_before:  # the table goes after the last byte of the new file
         phoff = _align(elf.size - delta, 8)
+        new_segments = list(map_table(tuple(new_segments), phoff))
     return Shrink(section, new_size, keep_end_off + (old_end_off - keep_end_off - delta), delta,
                   tuple(new_segments), phoff, shoff, sections, how)
 
@@ -322,10 +326,11 @@ TABLE_MOVED = "program header table moved to the end of the file"
 
 def _header_slot(elf: Elf, data) -> tuple[Segment | None, str]:
     """Room for one more program header: free bytes after the table, a build-id-only PT_NOTE, or
-    else the grown table written past the file's last byte (NVIDIA's aarch64 libraries have neither).
-    A loader reads the table from e_phoff with its own read, wherever it lies; with no PT_PHDR, no
-    segment has to map it (glibc copies it to the heap, musl reads it the same way). A PT_PHDR
-    promises the table in memory at its address, so a file that has one cannot move it."""
+    else the grown table written past the file's last byte (NVIDIA's aarch64 libraries have neither)
+    and mapped there by two more headers (map_table). A PT_PHDR the linker wrote promises the table
+    in memory at its address, so a file that has one cannot move it."""
+    if not any(p.offset <= elf.phoff and elf.phoff < p.offset + p.filesz for p in elf.loads()):
+        return None, TABLE_MOVED   # moved by an earlier pass: it moves again, to the new end
     end = elf.phoff + (len(elf.segments) + 1) * PHDR.size
     first_content = min((s.offset for s in elf.sections if s.file_size and s.index), default=elf.size)
     covered = any(p.offset <= elf.phoff and end <= p.offset + p.filesz for p in elf.loads())
@@ -339,6 +344,60 @@ def _header_slot(elf: Elf, data) -> tuple[Segment | None, str]:
         raise ElfError("no room for one more program header (none free, no build-id-only PT_NOTE, "
                        "and a PT_PHDR keeps the table where it is)")
     return None, TABLE_MOVED
+
+
+def map_table(segments: tuple[Segment, ...], phoff: int) -> tuple[Segment, ...]:
+    """The segments plus two that put a table written past the file's content into memory: a
+    PT_PHDR (first, as the gABI asks) and a read-only LOAD of the table alone, above every other
+    address. glibc reads the table from memory after mapping (dl_iterate_phdr, so the C++ unwinder;
+    `ld.so --list`); unmapped, it read the zeros .bss leaves in the last segment's page."""
+    size = (len(segments) + 2) * PHDR.size
+    loads = [i for i, p in enumerate(segments) if p.type == PT_LOAD]
+    top = max(segments[i].vaddr + segments[i].memsz for i in loads)
+    table = Segment(PT_LOAD, PF_R, phoff, _page_up(top) + phoff % GRANULE, _page_up(top) + phoff % GRANULE,
+                    size, size, GRANULE)
+    last = loads[-1] + 1
+    return (replace(table, type=PT_PHDR, align=8), *segments[:last], table, *segments[last:])
+
+
+def table_segments(elf: Elf) -> tuple[int, int] | None:
+    """Indices of the PT_PHDR and the LOAD map_table added, when the table is mapped that way."""
+    size = len(elf.segments) * PHDR.size
+    phdr = [i for i, p in enumerate(elf.segments) if p.type == PT_PHDR and p.offset == elf.phoff]
+    load = [i for i, p in enumerate(elf.segments)
+            if p.type == PT_LOAD and p.offset == elf.phoff and p.filesz == p.memsz == size]
+    return (phdr[0], load[0]) if phdr and load else None
+
+
+def unmapped(elf: Elf) -> Elf:
+    """The file as a later rewrite plans it: without the two headers map_table added (it adds them again)."""
+    found = table_segments(elf)
+    return elf if found is None else replace(elf, segments=tuple(p for i, p in enumerate(elf.segments) if i not in found))
+
+
+def table_problems(elf: Elf) -> list[str]:
+    """How the loader would misread the program header table in memory (empty: it reads it right).
+    glibc reads it at PT_PHDR's address, else in the first segment whose mapped pages hold all of it
+    (4 KiB or 64 KiB pages), else from the file. Those pages hold the file's bytes up to the
+    segment's file size and zeros after it where the segment has .bss."""
+    start, end = elf.phoff, elf.phoff + len(elf.segments) * PHDR.size
+    phdr = next((p for p in elf.segments if p.type == PT_PHDR), None)
+    if phdr is not None:
+        if phdr.offset != start or phdr.filesz < end - start or not any(
+                p.offset <= start and end <= p.offset + p.filesz and phdr.vaddr == p.vaddr + start - p.offset
+                for p in elf.loads()):
+            return [f"the PT_PHDR does not map the program header table at file offset {start:#x}"]
+        return []
+    for page in (0x1000, GRANULE):
+        for p in elf.loads():
+            lo, hi = p.offset // page * page, -(-(p.offset + p.filesz) // page) * page
+            if lo <= start and end <= hi:   # glibc takes the table from this segment's memory
+                if p.memsz > p.filesz and end > p.offset + p.filesz:
+                    return [f"the program header table at file offset {start:#x} lies in the last page of the "
+                            f"LOAD at {p.vaddr:#x} past its file bytes: with {page // 1024} KiB pages the "
+                            "loader reads it from memory there, where .bss leaves zeros"]
+                break
+    return []
 
 
 def _page_up(addr: int) -> int:
@@ -361,8 +420,9 @@ def header_bytes(plan: Shrink) -> dict[int, bytes]:
 
 
 def check_layout(elf: Elf) -> list[str]:
-    """What a loader would reject: LOAD segments out of order, overlapping pages, offsets that break
-    p_offset = p_vaddr mod p_align, content past the end of the file. Empty list = sound."""
+    """What a loader would reject or misread: LOAD segments out of order, overlapping pages, offsets
+    that break p_offset = p_vaddr mod p_align, content past the end of the file, a program header
+    table it reads wrong in memory. Empty list = sound."""
     problems = []
     loads = elf.loads()
     for p in loads:
@@ -378,4 +438,4 @@ def check_layout(elf: Elf) -> list[str]:
             problems.append(f"LOAD at {b.vaddr:#x} listed after {a.vaddr:#x}")
         elif b.vaddr // page * page < -(-(a.vaddr + a.memsz) // page) * page and b.offset - b.vaddr != a.offset - a.vaddr:
             problems.append(f"LOAD at {a.vaddr:#x} and {b.vaddr:#x} share a page but map different file bytes")
-    return problems
+    return problems + table_problems(elf)

@@ -123,7 +123,7 @@ def plan_file(data, keep: tuple[int, ...], held: list[Held] | None = None,
     """The in-place rewrite, or None when the file has no such containers or no run worth cutting
     (`held`: what `find` already returned for this file; `served`: listed GPUs the file's
     `.nv_fatbin` already has code for, when these containers are a second store beside it)."""
-    elf = E.parse(data)
+    elf = E.unmapped(E.parse(data))   # an earlier pass's table mapping is planned anew
     held = find(elf, data) if held is None else held
     if not held:
         return None
@@ -153,6 +153,7 @@ def plan_file(data, keep: tuple[int, ...], held: list[Held] | None = None,
                          if p.type == E.PT_PHDR else p for p in segments)
     else:
         phoff = _align8(elf.size - sum(r.delta for r in runs))
+        segments = E.map_table(segments, phoff)
     sections = _sections(elf, runs, shift)
     dropped = [h for h in held if any(r.start <= h.start and h.end <= r.end for r in runs)]
     containers = [h.container for h in held]
@@ -326,9 +327,10 @@ def image(elf: E.Elf, data, start: int, end: int) -> bytes:
 
 
 def _memory_map(elf: E.Elf) -> list[tuple[int, int, int]]:
-    """Loaded address ranges with their flags, adjacent ranges of equal flags merged."""
+    """Loaded address ranges with their flags, adjacent ranges of equal flags merged (a moved program
+    header table's own mapping aside: check_layout proves it)."""
     out: list[list[int]] = []
-    for p in elf.loads():
+    for p in E.unmapped(elf).loads():
         if out and out[-1][1] == p.vaddr and out[-1][2] == p.flags:
             out[-1][1] = p.vaddr + p.memsz
         else:

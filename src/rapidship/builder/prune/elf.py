@@ -321,7 +321,7 @@ def plan_shrink(elf: Elf, data, section: Section, new_size: int) -> Shrink | Non
                   tuple(new_segments), phoff, shoff, sections, how)
 
 
-TABLE_MOVED = "program header table moved to the end of the file"
+TABLE_MOVED = "program header table moved to the end of the file, mapped by its own segment"
 
 
 def _header_slot(elf: Elf, data) -> tuple[Segment | None, str]:

@@ -40,9 +40,9 @@ def blackwell(i: int) -> bytes:
 # cuFFT's shape: one container per kernel and arch, the archs in runs; PTX and LTO-IR beside them
 CONTAINERS = ([fleet_container(archs=(80, 90), size=20_000, seed=1)] + [blackwell(i) for i in range(40)] +
               [container(entry(KIND_PTX, 70, 30_000, seed=2)), container(entry(KIND_LTOIR, 50, 30_000, seed=3))] +
-              [blackwell(100 + i) for i in range(3)] + [container(entry(KIND_CUBIN, 90, 20_000, seed=4))])
+              [blackwell(100)] + [container(entry(KIND_CUBIN, 90, 20_000, seed=4))])
 RUN = range(1, 41)            # 40 x 48 KB: one run worth a cut
-SHORT = range(43, 46)         # 3 containers: too short a run, kept as they are
+SHORT = range(43, 44)         # one 48 KB container: less than a granule, kept as it is
 
 
 def in_memory(lib: Path) -> list[bytes]:
@@ -106,10 +106,26 @@ def test_prove_catches_a_kept_byte_changed_and_a_run_only_partly_zeroed(tmp_path
 
 
 def test_a_non_zero_byte_between_containers_ends_a_run(tmp_path):
-    # data that is not a container, between two halves of the run: neither half is worth a cut
+    # data that is not a container, between two halves of the run: two runs, the data kept between them
     lib = build_data_library(tmp_path / "src", CONTAINERS, gaps={20: b"\x01" * 16})
+    out = tmp_path / "out.so"
+    result = files.prune_file(lib, KEEP, dest=out)
+    assert result["status"] == "pruned" and result["layout"].startswith("containers in place (2 run(s)"), result
+    handle = ctypes.CDLL(str(out))
+    handle.container_of.restype = ctypes.c_void_p
+    assert ctypes.string_at(handle.container_of(20) + len(CONTAINERS[20]), 16) == b"\x01" * 16
+    assert inplace.prove(lib.read_bytes(), out.read_bytes(), KEEP) == []
+
+
+def test_a_run_ending_with_its_segments_file_bytes_is_cut(tmp_path):
+    # the last container ends where the writable segment's file bytes end (an end address is exclusive)
+    lib = build_data_library(tmp_path / "src", [fleet_container(archs=(80, 90), size=20_000, seed=1)] +
+                             [blackwell(i) for i in range(8)])
+    elf = E.parse(lib.read_bytes())
+    last = inplace.find(elf, lib.read_bytes())[-1]
+    assert any(p.vaddr + p.filesz == last.end for p in elf.loads())
     result = files.prune_file(lib, KEEP, dest=tmp_path / "out.so")
-    assert result["status"] == "unchanged" and result["reason"] == "device code too small to shrink"
+    assert result["status"] == "pruned" and result["containers_zeroed"] == 8, result
 
 
 def test_a_listed_gpu_without_code_is_refused(tmp_path):

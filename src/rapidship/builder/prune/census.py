@@ -20,8 +20,8 @@ from . import fatbin as F
 
 # Why code for other GPUs stays, by where it lies and what the pruner did with the file.
 WHY_LEADING = "leading containers the library reaches by address keep their place and bytes (docs/prune.md)"
-WHY_IN_PLACE = ("containers in the library's own data are dropped only whole, when no listed GPU runs any of "
-                "their entries and they lie in a run worth a program header (1 MiB or more)")
+WHY_IN_PLACE = ("containers in the library's own data are dropped only whole, when no listed GPU uses any of "
+                "their entries and they lie in a run worth a program header (64 KiB or more)")
 
 
 def containers(data) -> dict[str, list[F.Container]]:
@@ -39,10 +39,9 @@ def for_no_listed_gpu(found: list[F.Container], keep: tuple[int, ...]) -> dict[s
     GPU), and LTO-IR no listed GPU can link (nvJitLink, not the driver, reads LTO-IR)."""
     out: dict[str, int] = {}
     for c in found:
-        chosen = {e.offset for e in F.select(c, keep)}
+        used = {e.offset for e in F.needed(c, keep)}
         for e in c.entries:
-            used = any(F.runs_on(e, gpu) for gpu in keep) if e.kind == F.KIND_LTOIR else e.offset in chosen
-            if not used:
+            if e.offset not in used:
                 out[e.label] = out.get(e.label, 0) + e.size
     return dict(sorted(out.items(), key=lambda kv: F._label_key(kv[0])))
 

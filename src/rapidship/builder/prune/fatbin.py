@@ -142,6 +142,14 @@ def select(container: Container, keep: tuple[int, ...]) -> tuple[Entry, ...]:
     return tuple(e for e in container.entries if e.offset in wanted)
 
 
+def needed(container: Container, keep: tuple[int, ...]) -> tuple[Entry, ...]:
+    """Entries some listed GPU uses, in their original order: what the driver picks (select) and
+    LTO-IR a listed GPU can link (nvJitLink, not the driver, reads LTO-IR: cuSPARSE's SpMMOp)."""
+    chosen = {e.offset for e in select(container, keep)}
+    return tuple(e for e in container.entries
+                 if (any(runs_on(e, gpu) for gpu in keep) if e.kind == KIND_LTOIR else e.offset in chosen))
+
+
 def write_container(data, base: int, container: Container, kept: tuple[Entry, ...]) -> bytes:
     """The container with only `kept` entries: original header bytes with the payload size fixed,
     then the kept entries byte for byte."""

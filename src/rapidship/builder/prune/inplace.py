@@ -28,7 +28,7 @@ from .core import FATBIN, RELFATBIN, Refused
 
 SHT_PROGBITS = 1
 SHF_EXECINSTR = 0x4
-MIN_RUN = 1 << 20   # a run saving less than this is not worth a program header
+MIN_RUN = E.GRANULE   # a run saves whole granules; each costs one program header (56 bytes, one mmap)
 EHDR_PHOFF, EHDR_SHOFF, EHDR_PHNUM, EHDR_SHNUM = 32, 40, 56, 60
 _MAGIC = struct.pack("<I", F.MAGIC)
 WRAPPED = (FATBIN, RELFATBIN)   # sections of containers the wrappers register
@@ -142,9 +142,9 @@ def plan_file(data, keep: tuple[int, ...], held: list[Held] | None = None,
     if not runs:
         return None
     how = "more program headers in free bytes" if in_place else E.TABLE_MOVED
-    cuts = [(_off(elf, r.tail) - r.delta, _off(elf, r.tail)) for r in runs]
+    cuts = [(_end_off(elf, r.tail) - r.delta, _end_off(elf, r.tail)) for r in runs]
     zeros = [(_off(elf, r.start), cuts[i][0]) for i, r in enumerate(runs)] + \
-            [(_off(elf, r.tail), _off(elf, r.end)) for r in runs]
+            [(_end_off(elf, r.tail), _end_off(elf, r.end)) for r in runs]
     shift = _shifter(cuts)
     segments = tuple(_moved(p, shift) for p in _segments(elf, runs))
     if in_place:   # the grown table stays where it is; a PT_PHDR grows with it
@@ -202,6 +202,11 @@ def _off(elf: E.Elf, addr: int) -> int:
     return elf.vaddr_to_offset(addr)
 
 
+def _end_off(elf: E.Elf, end: int) -> int:
+    """The file offset of an end address (a run may end where its segment's file bytes end)."""
+    return elf.vaddr_to_offset(end - 1) + 1
+
+
 def _shifter(cuts: list[tuple[int, int]]):
     def shift(old: int) -> int:
         return old - sum(b - a for a, b in cuts if b <= old)
@@ -243,9 +248,9 @@ def _sections(elf: E.Elf, runs: list[Run], shift) -> tuple[E.Section, ...]:
         for i, r in enumerate(mine):
             piece_end = mine[i + 1].start if i + 1 < len(mine) else s.addr + s.size
             extra.append(replace(s, index=len(elf.sections) + len(extra), type=E.SHT_NOBITS, addr=r.start,
-                                 offset=shift(_off(elf, r.tail)), size=r.tail - r.start))
+                                 offset=shift(_end_off(elf, r.tail)), size=r.tail - r.start))
             extra.append(replace(s, index=len(elf.sections) + len(extra), addr=r.tail,
-                                 offset=shift(_off(elf, r.tail)), size=piece_end - r.tail))
+                                 offset=shift(_end_off(elf, r.tail)), size=piece_end - r.tail))
     return tuple(out + extra)
 
 

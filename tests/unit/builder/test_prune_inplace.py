@@ -143,6 +143,19 @@ def test_cuobjdump_must_list_what_was_zeroed(tmp_path):
     assert result["status"] == "refused" and "cuobjdump lists other device code than zeroed" in result["reason"]
 
 
+def test_cuobjdump_is_not_asked_for_the_lto_ir_it_never_lists(tmp_path):
+    # a dropped container with LTO-IR for a later GPU beside its cubin: cuobjdump lists the cubin only
+    store = [container(entry(KIND_CUBIN, 100, 40_000, seed=i), entry(KIND_LTOIR, 100, 9_000, seed=i))
+             for i in range(40)]
+    lib = build_data_library(tmp_path / "src", [CONTAINERS[0]] + store)
+    fake = tmp_path / "cuobjdump"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = --list-elf ] && for i in $(seq 40); do echo \"ELF file $i: x.$i.sm_100.cubin\"; done\n"
+                    "exit 0\n")
+    fake.chmod(0o755)
+    result = files.prune_file(lib, KEEP, dest=tmp_path / "out.so", cuobjdump=str(fake))
+    assert result["status"] == "pruned" and result["containers_zeroed"] == 40, result
+
+
 def test_the_listing_elf_holds_the_dropped_containers_for_cuobjdump(tmp_path):
     lib = build_data_library(tmp_path / "src", CONTAINERS)
     data = lib.read_bytes()

@@ -249,8 +249,8 @@ def plan_shrink(elf: Elf, data, section: Section, new_size: int) -> Shrink | Non
     file byte moves down by a multiple of GRANULE so each segment keeps p_offset = p_vaddr mod p_align.
     None when less than one granule would be saved.
     """
-    moved_before = table_segments(elf) is not None
-    elf = unmapped(elf)
+    bare = unmapped(elf)   # planned without an earlier pass's table mapping, which is added anew
+    moved_before, elf = bare is not elf, bare
     old_end_off = section.offset + section.size
     keep_end_off = section.offset + new_size
     delta = (old_end_off - keep_end_off) // GRANULE * GRANULE

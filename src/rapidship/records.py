@@ -470,6 +470,9 @@ class ScrapedMetrics(Record):
     last_error: str | None = None
     highest: dict[str, float] = {}   # the highest value each series took over the run
     last: dict[str, float] = {}      # its value at the last scrape that answered
+    # scrapes by other readers after the job's end values were in (the Prometheus --metrics-targets
+    # told); None: not waited for (no targets file, or the worker never answered after the job)
+    others_since_end: int | None = None
 
 
 class ClusterContainer(Record):

@@ -41,7 +41,7 @@ class Prometheus:
 
 
 @contextlib.contextmanager
-def serve_prometheus(d: Path):
+def serve_prometheus(d: Path, every: str = "1s"):
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.fail("prometheus is not installed: scripts/setup installs Debian's prometheus package")
@@ -49,7 +49,7 @@ def serve_prometheus(d: Path):
     shipped = yaml.safe_load((MONITORING / "prometheus.yml").read_text())
     (job,) = [j for j in shipped["scrape_configs"] if j["job_name"] == "dask-workers"]
     job["file_sd_configs"] = [{"files": [str(d / "targets.json")], "refresh_interval": "1s"}]
-    config = {**shipped, "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+    config = {**shipped, "global": {"scrape_interval": every, "evaluation_interval": "1s", "scrape_timeout": every},
               "scrape_configs": [job]}
     (d / "prometheus.yml").write_text(yaml.safe_dump(config))
     subprocess.run(["promtool", "check", "config", str(d / "prometheus.yml")], check=True, capture_output=True)

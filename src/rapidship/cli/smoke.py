@@ -36,21 +36,25 @@ from rapidship.records import Workspace
                        "only); the smoke scrapes them and records each series' highest and last value",
             "metrics-targets": "--cluster --metrics: write Prometheus file_sd JSON naming every /metrics endpoint "
                                "here, for a Prometheus on this machine (docs/monitoring.md)",
+            "metrics-linger": "--metrics-targets: after the job, keep the cluster up until that Prometheus has "
+                              "scraped every worker's end values, at most this many seconds (default 60)",
             **VARIANTS_HELP})
 @exits_cleanly
 def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_size="256m", uid=None, gpus=None,
           data=None, spill_mount=True, spill_owner=None, env=None, image=None, out="build/smoke",
           variants_file="variants.yaml", cluster=None, memory_limit=None, kill_worker=False, timeout=None,
-          metrics=False, metrics_targets=None):
+          metrics=False, metrics_targets=None, metrics_linger=None):
     """Run rapids-smoke spill in the image with the hardened profile; fail on no spill, wrong result or OOM kill."""
     from rapidship.imagebuild.base import host_arch
     from dataclasses import replace
 
     if cluster not in (None, ""):
         return _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount, spill_owner, env, image,
-                        out, variants_file, cluster, memory_limit, kill_worker, timeout, metrics, metrics_targets)
+                        out, variants_file, cluster, memory_limit, kill_worker, timeout, metrics, metrics_targets,
+                        metrics_linger)
     for flag, value in (("--memory-limit", memory_limit), ("--kill-worker", kill_worker), ("--timeout", timeout),
-                        ("--metrics", metrics), ("--metrics-targets", metrics_targets)):
+                        ("--metrics", metrics), ("--metrics-targets", metrics_targets),
+                        ("--metrics-linger", metrics_linger)):
         if value not in (None, "", False):
             from rapidship.errors import ConfigError
             raise ConfigError(flag, "applies to the cluster smoke only", "add --cluster N, or leave it out")
@@ -85,7 +89,8 @@ def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_siz
 
 
 def _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount, spill_owner, env, image, out,
-             variants_file, workers, memory_limit, kill_worker, timeout, metrics=False, metrics_targets=None):
+             variants_file, workers, memory_limit, kill_worker, timeout, metrics=False, metrics_targets=None,
+             metrics_linger=None):
     """invoke smoke --cluster N: the multi-container smoke (smoke/cluster.py)."""
     from dataclasses import replace
 
@@ -105,7 +110,9 @@ def _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount
     plan = cl.plan_cluster(v, a, int_flag("--cluster", workers), pick_uid(uid, v.uid), memory, memory_limit, data,
                            shm_size, Path(out).resolve() / "spill", kill_worker,
                            image=image or built_image(Workspace(), v.id, a), env=env_pairs(env), metrics=metrics,
-                           metrics_targets=Path(metrics_targets).resolve() if metrics_targets else None)
+                           metrics_targets=Path(metrics_targets).resolve() if metrics_targets else None,
+                           metrics_linger=None if metrics_linger in (None, "") else int_flag("--metrics-linger",
+                                                                                              metrics_linger))
     memlock, notes = memlock_for("cpu", *host_memlock())
     plan = replace(plan, memlock=memlock, notes=notes,
                    **({"timeout_s": float(int_flag("--timeout", timeout))} if timeout not in (None, "") else {}))

@@ -15,6 +15,7 @@ Standard library only at import time; prometheus_client is imported when the col
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 
@@ -138,6 +139,7 @@ class RuntimeCollector:
         self.worker, self.spill_dir = worker, spill_dir
         self.memory_limit, self.device_limit, self.data = memory_limit, device_limit, data
         self._said: set[str] = set()
+        self._served = itertools.count(1)   # next() is atomic under the GIL: concurrent scrapes count once each
 
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -146,6 +148,10 @@ class RuntimeCollector:
             device = self.device_limit if self.device_limit is not None else tier_view.device_limit(self.data)
             tiers = tier_view.worker_tiers(self.data) if self.data is not None else None
             found = sample(self.worker, self.spill_dir, self.memory_limit, device, tiers=tiers)
+            # a reader tells its own scrapes from everyone else's by this count (the cluster smoke holds
+            # its cluster up until the Prometheus its targets file named has read the end values)
+            found.add("metrics_scrapes_total", "counter", "scrapes of /metrics this worker process has answered, "
+                      "this one included", next(self._served))
         except Exception as err:  # noqa: BLE001 - a broken view must never fail the worker's scrape
             LOG.warning("rapidship metrics: the views could not be read: %s: %s", type(err).__name__, err)
             return

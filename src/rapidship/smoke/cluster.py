@@ -78,6 +78,7 @@ class ClusterPlan:
     metrics: bool = False              # --metrics: /metrics on every worker and the scheduler, scraped
     metrics_targets: str | None = None  # --metrics-targets: where to write Prometheus file_sd for them
     scrape_every_s: float = 1.0
+    metrics_linger_s: float = 60.0     # --metrics-linger: the most the cluster waits for that Prometheus
 
     @property
     def network(self) -> str:
@@ -114,7 +115,8 @@ def _mib(n: int) -> str:
 def plan_cluster(variant, arch: str, workers, uid: int, memory: str, memory_limit: str | None, data: str | None,
                  shm: str, spill_root: Path, kill_worker: bool = False, image: str | None = None,
                  env: dict | None = None, service_memory: str = "1g", chunk: str | None = None,
-                 metrics: bool = False, metrics_targets: str | None = None) -> ClusterPlan:
+                 metrics: bool = False, metrics_targets: str | None = None,
+                 metrics_linger: int | None = None) -> ClusterPlan:
     """Pure: what to run; a ConfigError naming the flag for anything that cannot work."""
     try:
         n = int(workers)
@@ -157,13 +159,20 @@ def plan_cluster(variant, arch: str, workers, uid: int, memory: str, memory_limi
     if metrics_targets and not metrics:
         raise ConfigError("--metrics-targets", "names where to list the workers' /metrics, which only --metrics serves",
                           "add --metrics, or leave --metrics-targets out")
+    if metrics_linger is not None and not metrics_targets:
+        raise ConfigError("--metrics-linger", "is how long to wait for the Prometheus a --metrics-targets file names",
+                          "add --metrics --metrics-targets FILE, or leave --metrics-linger out")
+    if metrics_linger is not None and not 0 <= metrics_linger <= 3600:
+        raise ConfigError("--metrics-linger", f"{metrics_linger} s: wait 0 to 3600 seconds for a Prometheus",
+                          "pass at least its scrape interval (and file_sd refresh), e.g. --metrics-linger 60")
     chunk_bytes = parse_size(chunk, "--chunk") if chunk else min(64 * MiB, max(4 * MiB, limit // 10))
     name = f"rapidship-cluster-{uuid.uuid4().hex[:8]}"
     return ClusterPlan(variant=variant.id, arch=arch, ref=image or variant.local_ref(arch, run_id()), uid=uid, workers=n,
                        memory_bytes=cap, memory_limit=limit, service_memory_bytes=service, data_bytes=data_bytes,
                        shm_bytes=parse_size(shm, "--shm-size"), name=name, spill_root=str(spill_root / name),
                        kill_worker=bool(kill_worker), chunk_bytes=chunk_bytes, env=dict(env or {}),
-                       metrics=bool(metrics), metrics_targets=str(metrics_targets) if metrics_targets else None)
+                       metrics=bool(metrics), metrics_targets=str(metrics_targets) if metrics_targets else None,
+                       **({"metrics_linger_s": float(metrics_linger)} if metrics_linger is not None else {}))
 
 
 # ---- commands and run profiles (pure) ----
@@ -358,13 +367,17 @@ def _scrape_all(scraped: dict[str, scrape.Scraped]) -> None:
             s.failed("the container had no address on the cluster's network")
 
 
-def final_scrapes(plan: ClusterPlan, scraped: dict[str, scrape.Scraped], clock, sleep, grace_s: float = 15.0) -> None:
+def final_scrapes(plan: ClusterPlan, scraped: dict[str, scrape.Scraped], clock, sleep, grace_s: float = 15.0) -> list[str]:
     """After the job: one answer more from every worker still running (a worker the kernel
-    OOM-killed comes back under its nanny within seconds, and only then shows the kill it counted),
-    then one scrape interval more, so a Prometheus scraping as often has the end values too."""
+    OOM-killed comes back under its nanny within seconds, and only then shows the kill it counted).
+    Where --metrics-targets told a Prometheus of the workers, the cluster then stays up until each
+    worker has counted a scrape by someone else since those end values (its
+    rapidship_metrics_scrapes_total less the smoke's own), at most --metrics-linger seconds: a
+    slow discovery or a missed scrape no longer loses the kill. Returns notes."""
     if not scraped:
-        return
+        return []
     pending = {n: s.scrapes for n, s in scraped.items() if s.target and ENGINE.container_state(n).get("Running")}
+    answered = set(pending)
     deadline = clock() + grace_s
     while pending and clock() < deadline:
         for name in list(pending):
@@ -373,7 +386,23 @@ def final_scrapes(plan: ClusterPlan, scraped: dict[str, scrape.Scraped], clock, 
                 del pending[name]
         if pending:
             sleep(plan.scrape_every_s)
-    sleep(plan.scrape_every_s)
+    if not plan.metrics_targets:
+        return []
+    waiting = sorted(answered - set(pending))
+    for name in waiting:
+        scraped[name].mark_end()
+    deadline = clock() + plan.metrics_linger_s
+    while waiting and clock() < deadline:
+        sleep(plan.scrape_every_s)
+        for name in list(waiting):
+            scrape.fetch(scraped[name])
+            if (scraped[name].others_since_end() or 0) > 0:
+                waiting.remove(name)
+    why = lambda n: ("its /metrics counts no scrapes (an image built before rapidship_metrics_scrapes_total)"  # noqa: E731
+                     if scraped[n].others_since_end() is None else "nothing but the smoke read its /metrics")
+    return [f"{n}: {why(n)} in the {plan.metrics_linger_s:g} s after the job: a Prometheus given "
+            f"{plan.metrics_targets} may lack its end values (pass --metrics-linger above its scrape interval)"
+            for n in waiting]
 
 
 def cleanup(plan: ClusterPlan) -> list[str]:
@@ -439,7 +468,7 @@ def cluster_smoke(plan: ClusterPlan, clock=time.monotonic, sleep=time.sleep) -> 
                 ENGINE.kill(plan.client)
                 break
             sleep(0.5)
-        final_scrapes(plan, scraped, clock, sleep)
+        notes += final_scrapes(plan, scraped, clock, sleep)
         seconds = round(clock() - start, 1)
         client_state = ENGINE.container_state(plan.client)
         stdout, stderr = ENGINE.logs(plan.client)

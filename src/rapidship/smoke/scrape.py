@@ -27,6 +27,7 @@ SCHEDULER_PORT = 8787
 KEPT = ("rapidship_", "dask_worker_memory_bytes", "dask_worker_spill")
 IGNORED_LABELS = {"worker", "cgroup", "source"}   # the container is the record's key already
 OOM_KILLS = 'rapidship_cgroup_memory_events_total{event="oom_kill"}'
+SERVED = "rapidship_metrics_scrapes_total"   # the worker process's count of the scrapes it answered
 
 
 def series_key(name: str, labels: dict[str, str]) -> str:
@@ -55,12 +56,29 @@ class Scraped:
         self.last_error: str | None = None
         self.highest: dict[str, float] = {}
         self.last: dict[str, float] = {}
+        self.end_served: float | None = None   # SERVED at the scrape that read the job's end values
+        self.end_scrapes = 0                   # the smoke's own scrapes by then
 
     def add(self, values: dict[str, float]) -> None:
+        served = values.get(SERVED)
+        if self.end_served is not None and served is not None and served < self.last.get(SERVED, 0):
+            # the worker process restarted after the end: its count starts over, and these are the end values now
+            self.end_served, self.end_scrapes = served, self.scrapes + 1
         self.scrapes += 1
         self.last = dict(values)
         for key, value in values.items():
             self.highest[key] = max(value, self.highest.get(key, value))
+
+    def mark_end(self) -> None:
+        """The last scrape read the job's end values: from here, count the reads of everyone else."""
+        self.end_served, self.end_scrapes = self.last.get(SERVED), self.scrapes
+
+    def others_since_end(self) -> int | None:
+        """Scrapes of this worker by other readers since the end values (a Prometheus the targets file
+        named): the worker's count less the smoke's own; None before mark_end or without the count."""
+        if self.end_served is None or SERVED not in self.last:
+            return None
+        return int(self.last[SERVED] - self.end_served) - (self.scrapes - self.end_scrapes)
 
     def failed(self, why: str) -> None:
         self.failures += 1
@@ -68,7 +86,8 @@ class Scraped:
 
     def record(self) -> ScrapedMetrics:
         return ScrapedMetrics(target=self.target, scrapes=self.scrapes, failures=self.failures,
-                              last_error=self.last_error, highest=self.highest, last=self.last)
+                              last_error=self.last_error, highest=self.highest, last=self.last,
+                              others_since_end=self.others_since_end())
 
 
 def fetch(scraped: Scraped, timeout: float = 2.0) -> None:

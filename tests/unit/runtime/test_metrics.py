@@ -143,6 +143,9 @@ def test_the_collector_speaks_prometheus_exposition(v2, spill, monkeypatch):
             '1.0') in text
     assert "# TYPE rapidship_cgroup_memory_events_total counter" in text
     assert 'rapidship_gpu_memory_total_bytes{gpu="0",name="H200",worker="tcp://127.0.0.1:1234"}' in text
+    # every scrape counts itself: a reader tells its own scrapes from a Prometheus's by it
+    assert 'rapidship_metrics_scrapes_total{worker="tcp://127.0.0.1:1234"} 1.0' in text
+    assert 'rapidship_metrics_scrapes_total{worker="tcp://127.0.0.1:1234"} 2.0' in generate_latest(registry).decode()
 
 
 class _Mr:

@@ -391,6 +391,87 @@ def test_a_worker_whose_metrics_never_answered_or_counted_a_kill_fails_the_run(v
     assert judge(q, containers(q)) == []             # without --metrics nothing is asked
 
 
+def test_reads_by_others_since_the_end_values_are_the_workers_count_less_the_smokes_own():
+    from rapidship.smoke.scrape import SERVED, Scraped
+
+    s = Scraped("10.0.0.2:8788")
+    s.add({SERVED: 5})
+    assert s.others_since_end() is None               # not asked before the end
+    s.mark_end()
+    s.add({SERVED: 6})                                # only the smoke's own scrape since
+    assert s.others_since_end() == 0
+    s.add({SERVED: 9})                                # two by a Prometheus between the smoke's two
+    assert s.others_since_end() == 2 and s.record().others_since_end == 2
+    s.add({SERVED: 1})                                # the process restarted: its own count starts over
+    assert s.others_since_end() == 0
+    s.add({SERVED: 3})
+    assert s.others_since_end() == 1
+    old = Scraped("10.0.0.3:8788")                    # an image whose /metrics counts no scrapes
+    old.add({})
+    old.mark_end()
+    old.add({})
+    assert old.others_since_end() is None
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def _lingering(monkeypatch, variant, answers, **kw):
+    """final_scrapes over scripted answers, [[worker i's SERVED count per fetch]] (None: the fetch
+    fails); past the script each worker answers only the smoke (its count one up per fetch)."""
+    from rapidship.smoke import cluster, scrape
+
+    p = plan(variant, metrics=True, **kw)
+    monkeypatch.setattr(cluster.ENGINE, "container_state", lambda n: {"Running": n in p.worker_names})
+    queue = {n: list(answers[i]) if answers else [] for i, n in enumerate(p.worker_names)}
+
+    def fetch(s):
+        value = queue[s.target].pop(0) if queue[s.target] else s.last.get(scrape.SERVED, 0) + 1
+        if value is None:
+            s.failed("URLError: refused")
+        else:
+            s.add({scrape.SERVED: value})
+
+    monkeypatch.setattr(scrape, "fetch", fetch)
+    scraped = {n: scrape.Scraped(n) for n in p.worker_names}
+    clock = _Clock()
+    notes = cluster.final_scrapes(p, scraped, clock, clock.sleep)
+    return [scraped[n] for n in p.worker_names], notes, clock.now
+
+
+def test_the_cluster_stays_up_until_the_prometheus_told_of_it_has_read_every_workers_end_values(monkeypatch, variant):
+    # worker 0 answers at once and is read by Prometheus after 3 s; worker 1 comes back from an OOM
+    # kill after 2 s and is read before the next interval: the cluster waits for both, not a second more
+    answers = [[10, 11, 13], [None, None, 1, 3]]
+    (w0, w1), notes, waited = _lingering(monkeypatch, variant, answers, metrics_targets="/srv/t.json")
+    assert notes == [] and waited == 4.0 and w0.others_since_end() == 1 and w1.others_since_end() == 1
+    # nobody scrapes: held for --metrics-linger, then a note naming the worker, the file and the flag
+    (w0, w1), notes, waited = _lingering(monkeypatch, variant, [], metrics_targets="/srv/t.json", metrics_linger=5)
+    assert waited == 5.0 and len(notes) == 2 and w0.others_since_end() == 0
+    assert notes[0].startswith(f"{w0.target}: nothing but the smoke read its /metrics in the 5 s after the job")
+    assert "/srv/t.json" in notes[0] and "--metrics-linger" in notes[0]
+    # without a targets file nobody else was told: no waiting past the end values
+    (w0, w1), notes, waited = _lingering(monkeypatch, variant, answers)
+    assert notes == [] and waited == 2.0 and w0.others_since_end() is None
+
+
+def test_metrics_linger_needs_a_targets_file_and_a_sane_number(variant):
+    for kw, what in ((dict(metrics=True, metrics_linger=30), "--metrics-targets"),
+                     (dict(metrics=True, metrics_targets="/srv/t.json", metrics_linger=-1), "3600")):
+        with pytest.raises(ConfigError) as err:
+            plan(variant, **kw)
+        assert err.value.where == "--metrics-linger" and what in str(err.value), err.value
+    assert plan(variant, metrics=True, metrics_targets="/srv/t.json", metrics_linger=0).metrics_linger_s == 0
+
+
 def test_the_targets_file_is_prometheus_file_sd(tmp_path):
     from rapidship.smoke.scrape import targets_file
 

@@ -205,12 +205,20 @@ def pipeline(matrix: Matrix, profile: Profile, variant_ids: list[str] | None = N
     return doc
 
 
+def left_out(matrix: Matrix, profile: Profile) -> dict[str, str]:
+    """The variants the profile cannot build, each with why: with no --variant they are left out."""
+    return {v.id: f"needs its {v.distro} base from a registry; the local profile only makes Debian-family bases"
+            for v in matrix.select(None) if profile.bootstrap_bases and v.family != "deb"}
+
+
 def jobs(matrix: Matrix, profile: Profile, variant_ids: list[str] | None = None) -> list[Job]:
     out: list[Job] = [_release_runners_job()] if profile.robots else []
+    cannot = left_out(matrix, profile)
     for v in matrix.select(variant_ids):
-        if profile.bootstrap_bases and v.family != "deb":
-            raise ConfigError("--variant", f"{v.id} needs its {v.distro} base from a registry; the local profile "
-                              "only makes Debian-family bases", "select Debian-family variants for --profile local")
+        if v.id in cannot:
+            if variant_ids is None:
+                continue
+            raise ConfigError("--variant", f"{v.id} {cannot[v.id]}", "select Debian-family variants for --profile local")
         if not profile.arches_of(v):
             raise ConfigError("--variant", f"{v.id} is built for none of this profile's arches",
                               f"select a variant built for {', '.join(a.value for a in profile.arches or ())}")

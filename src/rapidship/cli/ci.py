@@ -22,7 +22,8 @@ from rapidship.records import Workspace
             "registry": "local profile: loopback registry and project (default 127.0.0.1:5000/staging)",
             "arch": "local profile: build only this arch (repeatable; default every arch of each variant: "
                     "a foreign one runs under qemu)",
-            "variant": "variant id (repeatable; default: every variant)", **VARIANTS_HELP})
+            "variant": "variant id (repeatable; default: every variant the profile can build, naming those "
+                       "it leaves out)", **VARIANTS_HELP})
 @exits_cleanly
 def ci_generate(c, out="build/ci/child-pipeline.yml", profile="production", builder=None, registry=None, variant=None,
                 arch=None, variants_file="variants.yaml"):
@@ -34,7 +35,11 @@ def ci_generate(c, out="build/ci/child-pipeline.yml", profile="production", buil
     m = load_matrix(variants_file)
     path = ci.write_pipeline(m, chosen, Path(out), variant or None)
     count = len(ci.jobs(m, chosen, variant or None))
-    console.err.print(f"wrote {path}: {count} jobs for {', '.join(v.id for v in m.select(variant or None))} "
+    skipped = {} if variant else ci.left_out(m, chosen)
+    for vid, why in skipped.items():
+        console.err.print(f"left out {vid}: {why}")
+    console.err.print(f"wrote {path}: {count} jobs for "
+                      f"{', '.join(v.id for v in m.select(variant or None) if v.id not in skipped)} "
                       f"({chosen.name}, builder {chosen.builder.value})")
 
 

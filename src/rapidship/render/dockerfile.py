@@ -340,9 +340,14 @@ def check_locks(variant: Variant, matrix) -> None:
     if variant.flavour is Flavour.pip:
         check_lock(load_env_spec(variant.env))
     else:
+        from rapidship.config.needs import needs_sentence
         from rapidship.lock.conda import check_conda_locks
 
-        check_conda_locks(load_env_spec(variant.env), matrix)
+        try:
+            check_conda_locks(load_env_spec(variant.env), matrix)
+        except ConfigError as err:   # the lock is the last of what such a variant lacks: say the rest first
+            raise ConfigError(f"--variant {variant.id}", f"{needs_sentence(variant)}; until then {err.where}: "
+                              f"{err.problem}", f"with the mirror, {err.fix} (docs/conda.md, docs/bases.md)") from None
     if missing := missing_locks(variant):
         raise ConfigError(missing[0], "lock file missing", f"run invoke lock --env {variant.env} (and --env tools)")
 

@@ -16,8 +16,19 @@ import pytest
 from support.commands import ROOT
 
 GPU = ROOT / "bench" / "gpu"
-sys.path.insert(0, str(GPU))
-import carry  # noqa: E402 - bench/gpu/carry.py, the runner's table of jobs
+
+
+def load(path: Path, name: str):
+    """A bench/gpu program as a module of its own name, without putting its folder on sys.path
+    (where its names would shadow any other module's for the rest of the run)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module      # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+carry = load(GPU / "carry.py", "gpu_jobs_carry")   # the runner's table of jobs
 
 PROGRAMS = sorted((GPU / "jobs").glob("*.py"))
 SHELL = [GPU / "run.sh", GPU / "lib.sh", *sorted((GPU / "jobs").glob("*.sh"))]
@@ -44,10 +55,12 @@ def test_the_steps_run_only_programs_that_exist_and_every_program_is_run():
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
 def test_every_program_imports(program):
-    spec = importlib.util.spec_from_file_location(f"gpu_job_{program.stem}", program)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)       # its main() only runs as __main__
+    module = load(program, f"gpu_job_{program.stem}")   # its main() only runs as __main__
     assert callable(getattr(module, "main", None))
+
+
+def test_no_bench_folder_is_put_on_the_import_path():
+    assert not [p for p in sys.path if Path(p).resolve().is_relative_to(ROOT / "bench")], sys.path
 
 
 def whl(root: Path, *files: tuple[str, int]) -> Path:

@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent / "src"))  # run from a checkout wi
 
 from invoke import Collection, Task  # noqa: E402
 
-from rapidship.cli import (build, ci, deploy, export, harbor, prepare, prune, publish, registry, report, scan,  # noqa: E402
-                           sign, smoke)
+from rapidship.cli import (build, ci, deploy, docs, export, harbor, prepare, prune, publish, registry, report,  # noqa: E402
+                           scan, sign, smoke)
 from rapidship.cli.options import bad_flags_exit_2  # noqa: E402
 
 bad_flags_exit_2(Path(__file__).parent)
@@ -26,3 +26,4 @@ ns.add_collection(harbor.harbor_tasks)
 ns.add_collection(ci.ci_tasks)
 ns.add_collection(sign.keys_tasks)
 ns.add_collection(registry.registry_tasks)
+ns.add_collection(docs.docs_tasks)

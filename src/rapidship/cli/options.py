@@ -29,6 +29,15 @@ class FlagsTask(invoke.Task):
                               f"it\n  fix: pass {flags} (the task's --help lists its flags)", code=2)
         return super().__call__(*args, **kwargs)
 
+    def get_arguments(self, ignore_unknown_help=None):
+        """invoke consumes the help dict as it makes the arguments, so a second parser (a second
+        Program in one process: the task reference) would show flags without their help."""
+        kept = dict(self.help)
+        try:
+            return super().get_arguments(ignore_unknown_help)
+        finally:
+            self.help = kept
+
     def arg_opts(self, name, default, taken_names):
         opts = super().arg_opts(name, default, taken_names)
         long = opts["names"][0]

@@ -1,0 +1,64 @@
+"""Measured image sizes: one JSON record per image under docs/measurements/images/, and the tables
+the docs show, made from them (budget headroom is computed against variants.yaml, never typed)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+IMAGES = Path("docs/measurements/images")
+
+
+@dataclass(frozen=True)
+class ImageSize:
+    name: str                       # the record's file stem
+    date: str
+    variant: str
+    arch: str
+    gpu_archs: object               # [80, 90], "all" or None (a CPU image)
+    size_bytes: int
+    zstd_bytes: int | None
+    layers: int | None
+    build: str | None
+    what: str
+    approximate: bool = False
+
+    @property
+    def archs_label(self) -> str:
+        if self.gpu_archs is None:
+            return "none"
+        return self.gpu_archs if isinstance(self.gpu_archs, str) else "[" + ", ".join(map(str, self.gpu_archs)) + "]"
+
+
+def load_images(root: Path) -> dict[str, ImageSize]:
+    out = {}
+    for path in sorted((root / IMAGES).glob("*.json")):
+        raw = json.loads(path.read_text())
+        out[path.stem] = ImageSize(path.stem, raw["date"], raw["variant"], raw["arch"], raw["gpu_archs"],
+                                   raw["size_bytes"], raw.get("zstd_bytes"), raw.get("layers"), raw.get("build"),
+                                   raw["what"], raw.get("approximate", False))
+    return out
+
+
+def gb(n: int, places: int = 2) -> str:
+    return f"{n / 1e9:.{places}f} GB"
+
+
+def sizes_table(images: dict[str, ImageSize], budget: int) -> str:
+    rows = ["| image | arch | `gpu_archs` | uncompressed | zstd -3 | budget headroom | layers | measured | build |",
+            "|---|---|---|---:|---:|---:|---:|---|---|"]
+    for r in sorted(images.values(), key=lambda r: (r.approximate, r.variant, r.size_bytes)):
+        size = f"~{r.size_bytes:,}" if r.approximate else f"**{r.size_bytes:,}**"
+        room = "" if r.approximate else f"{budget - r.size_bytes:+,}"
+        rows.append(f"| `{r.variant}` | {r.arch} | {r.archs_label} | {size} | "
+                    f"{'' if r.zstd_bytes is None else f'{r.zstd_bytes:,}'} | {room} | {r.layers or ''} | "
+                    f"{r.date} ([record]({IMAGES.relative_to('docs').as_posix()}/{r.name}.json)) | {r.build or ''} |")
+    return "\n".join(rows)
+
+
+def measured(images: dict[str, ImageSize], variant: str, gpu_archs: tuple[int, ...] | None) -> str:
+    """The README's cell: each arch's size as variants.yaml builds it now (its gpu_archs)."""
+    want = None if gpu_archs is None else list(gpu_archs)
+    found = sorted((r for r in images.values() if r.variant == variant and r.gpu_archs == want), key=lambda r: r.arch)
+    return ", ".join(f"{gb(r.size_bytes)} {r.arch}" for r in found) or "not built here"

@@ -150,10 +150,11 @@ class Readers:
     ram: Callable[[], tuple[int | None, int | None]] | None = None
     spill_fs: Callable[[str], tuple[int, int]] | None = None
     prune: Callable[[], views.PruneRecord] | None = None
+    rmm: Callable[[], tier_view.RmmView | None] | None = None
 
     def given(self) -> dict:
         """`sample`'s keyword arguments: each view read now through its recorded reader."""
-        return {"spill_fs": self.spill_fs, **{k: getattr(self, k)() for k in ("cg", "gpus", "host", "ram", "prune")
+        return {"spill_fs": self.spill_fs, **{k: getattr(self, k)() for k in ("cg", "gpus", "host", "ram", "prune", "rmm")
                                               if getattr(self, k) is not None}}
 
 

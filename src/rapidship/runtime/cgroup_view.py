@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -25,6 +25,7 @@ class CgroupMemory:
     path: str = ""
     soft_limit: int | None = None  # v1 memory.soft_limit_in_bytes (--memory-reservation): distributed obeys it
     swap_unlimited: bool = False   # memory + swap may grow without bound (--memory-swap -1): the cap is no cap
+    mount: str = ""                # where the hierarchy is mounted: `path` below it is the cgroup's own name
 
 
 def _read_int(path: Path) -> int | None | str:
@@ -106,12 +107,13 @@ def read_cgroup(root: Path = Path("/sys/fs/cgroup"), proc_cgroup: str | None = N
         peak = p if isinstance(p, int) else None
         if found:
             swap_unlimited = limit is not None and swap is None and _read_int(own / "memory.swap.max") is None
-            return CgroupMemory(2, limit, high, swap, usage, peak, str(own), swap_unlimited=swap_unlimited)
+            return CgroupMemory(2, limit, high, swap, usage, peak, str(own), swap_unlimited=swap_unlimited,
+                                mount=str(root))
     mem = root / "memory"
     if mem.is_dir():
         dirs = [d for d in _candidates(mem, v1_rel) if _read_int(d / "memory.limit_in_bytes") != ""]
         if dirs:
-            return _read_v1(dirs)
+            return replace(_read_v1(dirs), mount=str(mem))
     return CgroupMemory(None, None, path="")
 
 
@@ -197,9 +199,32 @@ def host_memory() -> tuple[int | None, int | None]:
         return None, None
 
 
-def cgroup_id(cg: CgroupMemory) -> str:
-    """Which cgroup this is, the same in every worker process that shares it: host name and path."""
-    return f"{socket.gethostname()}:{cg.path or '/'}"
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def host_identity() -> tuple[str, str]:
+    """(host name, boot id) as this process sees them. The host name is the container's (Compose sets
+    one per worker index, the same on every machine); the boot id is the kernel's, which no
+    namespace hides: the same in every container of one machine, another on the next machine and
+    after each reboot (which resets every cgroup counter too). Unreadable: ''."""
+    try:
+        boot = BOOT_ID.read_text().strip()
+    except OSError:
+        boot = ""
+    return socket.gethostname(), boot
+
+
+def cgroup_id(cg: CgroupMemory, host: tuple[str, str] | None = None) -> str:
+    """Which cgroup this is, the same in every worker process that shares it and no other cgroup's
+    under one Prometheus: `hostname:name@boot id`. The name is the cgroup's below its mount (`/` in a
+    private cgroup namespace, `/docker/<id>` in the host's); the host name tells containers of one
+    machine apart, the boot id machines (two hosts running one stack share host names and names)."""
+    hostname, boot = host if host is not None else host_identity()
+    name = cg.path or "/"
+    if cg.path and cg.mount:
+        rel = os.path.relpath(cg.path, cg.mount)
+        name = "/" if rel == "." else "/" + rel
+    return f"{hostname}:{name}@{boot}" if boot else f"{hostname}:{name}"
 
 
 def _keyed(path: Path) -> dict[str, int] | None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+from dataclasses import dataclass
+from typing import Callable
 
 from . import cgroup_view, gpu_view, rules, spill_view, tier_view, views
 
@@ -29,15 +31,17 @@ class Samples:
     """What one scrape emits, as (name, kind, help, labels, value), built without prometheus_client
     so the rules can be unit-tested on recorded cgroup trees."""
 
-    def __init__(self, worker: str) -> None:
-        self.worker = worker
+    def __init__(self, worker: str, cgroup: str = "") -> None:
+        # the worker's identity, on every row alike: a rule joining two of its families pairs them
+        # whatever else each carries (labels a row adds, as `tier` or `gpu`, come on top)
+        self.worker, self.identity = worker, {"worker": worker, **({"cgroup": cgroup} if cgroup else {})}
         self.rows: list[tuple[str, str, str, dict[str, str], float]] = []
         self.missing: dict[str, str] = {}  # family -> why it is absent this time
 
     def add(self, name: str, type_: str, help_: str, value, /, **labels: str) -> None:
         if value is None:
             return
-        self.rows.append((PREFIX + name, type_, help_, {"worker": self.worker, **labels}, float(value)))
+        self.rows.append((PREFIX + name, type_, help_, {**self.identity, **labels}, float(value)))
 
     def absent(self, family: str, why: str, **labels: str) -> None:
         """A view this scrape cannot give, said once in the log and as a 1 under its reason."""
@@ -49,58 +53,62 @@ class Samples:
 def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_limit: int | None,
            cg: cgroup_view.CgroupMemory | None = None, gpus: gpu_view.GpuView | None = None,
            prune: views.PruneRecord | None = None, rmm: tier_view.RmmView | None = None,
-           tiers: dict | None = None) -> Samples:
+           tiers: dict | None = None, host: tuple[str, str] | None = None,
+           ram: tuple[int | None, int | None] | None = None, spill_fs: Callable | None = None) -> Samples:
     """Read every view once and turn it into samples (the I/O is the views' readers; `cg`, `gpus`,
-    `prune` and `rmm` may be given, as recorded, instead of read). RMM is read only in a process
-    that imported it (a dask-cuda worker with --rmm-pool-size, cuDF)."""
-    out = Samples(worker)
+    `prune`, `rmm`, `host` (name, boot id), `ram` (host MemTotal, MemAvailable) and `spill_fs` (the
+    spill filesystem's reader) may be given, as recorded, instead of read). RMM is read only in a
+    process that imported it (a dask-cuda worker with --rmm-pool-size, cuDF)."""
     cg = cg if cg is not None else cgroup_view.read_cgroup()
-    # every worker sharing a container's cgroup reports it under one `cgroup` label: the alerts sum
-    # the workers of a cgroup and key its kills to it, not to a worker name that a restart changes
-    cid = {"cgroup": cgroup_view.cgroup_id(cg)}
+    # every worker sharing a container's cgroup reports it under one `cgroup` label, on every row:
+    # the alerts sum the workers of a cgroup and key its kills to it, not to a worker name that a
+    # restart changes; the label names the machine too (two hosts running one stack share the rest)
+    out = Samples(worker, cgroup_view.cgroup_id(cg, host))
+    ram = ram if ram is not None else cgroup_view.host_memory()
+    out.add("host_memory_total_bytes", "gauge", "the machine's RAM (MemTotal): what a worker without a cgroup "
+            "cap may fill before the host's OOM killer picks a process", ram[0])
     if cg.version is None:
         out.absent("cgroup", "no cgroup memory controller visible")
     else:
-        out.add("cgroup_memory_max_bytes", "gauge", "the cgroup's memory limit (the tightest on the way up)", cg.limit,
-                **cid)
-        out.add("cgroup_memory_high_bytes", "gauge", "cgroup v2 memory.high (throttling starts here)", cg.high, **cid)
+        out.add("cgroup_memory_max_bytes", "gauge", "the cgroup's memory limit (the tightest on the way up)", cg.limit)
+        out.add("cgroup_memory_high_bytes", "gauge", "cgroup v2 memory.high (throttling starts here)", cg.high)
         out.add("cgroup_memory_current_bytes", "gauge", "memory the cgroup uses now (what the OOM killer compares)",
-                cg.usage, **cid)
-        out.add("cgroup_memory_peak_bytes", "gauge", "the most memory the cgroup has used", cg.peak, **cid)
+                cg.usage)
+        out.add("cgroup_memory_peak_bytes", "gauge", "the most memory the cgroup has used", cg.peak)
         stat = cgroup_view.memory_stat_of(cg)   # once: the working set and the kinds both come from it
         out.add("cgroup_memory_working_set_bytes", "gauge",
                 "memory.current less inactive page cache: what the kernel cannot reclaim before it kills",
-                cgroup_view.working_set(cg, stat), **cid)
+                cgroup_view.working_set(cg, stat))
         events = cgroup_view.memory_events(cg)
         if events is None or "oom_kill" not in events:
             out.absent("cgroup_memory_events", "the kernel counts no OOM kills for this cgroup (memory.events, "
-                       "or memory.oom_control's oom_kill, Linux 4.13 and later): kills show only as restarts", **cid)
+                       "or memory.oom_control's oom_kill, Linux 4.13 and later): kills show only as restarts")
         for event in ("oom", "oom_kill", "max", "high"):
             if events and event in events:
                 out.add("cgroup_memory_events_total", "counter", "the cgroup's memory events (memory.events)",
-                        events[event], event=event, **cid)
+                        events[event], event=event)
         kinds = cgroup_view.memory_kinds(cg, stat)
         if kinds is None:
             out.absent("cgroup_memory_stat", "memory.stat cannot be read")
         for kind, value in (kinds or {}).items():
             out.add("cgroup_memory_stat_bytes", "gauge", "what the cgroup's memory is (anon, file, shmem)", value,
-                    kind=kind, **cid)
-        budget, source = rules.memory_budget(cg, cgroup_view.host_memory()[0], views.declared_limit())
+                    kind=kind)
+        budget, source = rules.memory_budget(cg, ram[0], views.declared_limit())
         if budget is not None:
             out.add("memory_budget_bytes", "gauge", "the doctor's memory budget of this container: the tightest of its "
-                    "cgroup limit, memory.high, soft limit, declared limit and host RAM", budget, source=source, **cid)
+                    "cgroup limit, memory.high, soft limit, declared limit and host RAM", budget, source=source)
             out.add("memory_workers_budget_bytes", "gauge", "what the doctor lets this cgroup's workers hold in all: "
-                    "the budget less the headroom (rules.headroom)", budget - rules.headroom(budget), **cid)
+                    "the budget less the headroom (rules.headroom)", budget - rules.headroom(budget))
     if spill_dir and os.path.isdir(spill_dir):
         files, used = spill_view.dir_usage(spill_dir, only_storage=False)
-        size, free = spill_view.fs_bytes(spill_dir)
+        size, free = (spill_fs or spill_view.fs_bytes)(spill_dir)
         out.add("spill_dir_used_bytes", "gauge", "bytes of the files in the spill directory", used)
         out.add("spill_dir_files", "gauge", "non-empty files in the spill directory", files)
         out.add("spill_dir_free_bytes", "gauge", "free bytes on the spill directory's filesystem", free)
         out.add("spill_dir_size_bytes", "gauge", "size of the spill directory's filesystem", size)
     else:
         out.absent("spill_dir", f"the spill directory {spill_dir or '(none)'} does not exist (vanished?)")
-    out.add("worker_memory_limit_bytes", "gauge", "the worker's dask memory_limit (host tier)", memory_limit, **cid)
+    out.add("worker_memory_limit_bytes", "gauge", "the worker's dask memory_limit (host tier)", memory_limit)
     out.add("worker_device_memory_limit_bytes", "gauge", "the worker's device memory limit (dask-cuda)", device_limit)
     for tier, (keys, nbytes) in sorted((tiers or {}).items()):
         out.add("worker_tier_keys", "gauge", "keys the worker holds in this tier (device, host, disk)", keys, tier=tier)
@@ -131,13 +139,34 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
     return out
 
 
+@dataclass(frozen=True)
+class Readers:
+    """Where each scrape reads the container from: the real files (None: `sample`'s own readers), or
+    a recorded view of them (a test's cgroup tree, NVML answers, spill filesystem, machine)."""
+
+    cg: Callable[[], cgroup_view.CgroupMemory] | None = None
+    gpus: Callable[[], gpu_view.GpuView] | None = None
+    host: Callable[[], tuple[str, str]] | None = None
+    ram: Callable[[], tuple[int | None, int | None]] | None = None
+    spill_fs: Callable[[str], tuple[int, int]] | None = None
+    prune: Callable[[], views.PruneRecord] | None = None
+    rmm: Callable[[], tier_view.RmmView | None] | None = None
+
+    def given(self) -> dict:
+        """`sample`'s keyword arguments: each view read now through its recorded reader."""
+        return {"spill_fs": self.spill_fs, **{k: getattr(self, k)() for k in ("cg", "gpus", "host", "ram", "prune", "rmm")
+                                              if getattr(self, k) is not None}}
+
+
 class RuntimeCollector:
     """A prometheus_client collector over `sample`, for one worker; `data` is the worker's data
     mapping (its tiers and device limit are read from it at every scrape)."""
 
-    def __init__(self, worker: str, spill_dir: str | None, memory_limit=None, device_limit=None, data=None) -> None:
+    def __init__(self, worker: str, spill_dir: str | None, memory_limit=None, device_limit=None, data=None,
+                 readers: Readers = Readers()) -> None:
         self.worker, self.spill_dir = worker, spill_dir
         self.memory_limit, self.device_limit, self.data = memory_limit, device_limit, data
+        self.readers = readers
         self._said: set[str] = set()
         self._served = itertools.count(1)   # next() is atomic under the GIL: concurrent scrapes count once each
 
@@ -147,7 +176,7 @@ class RuntimeCollector:
         try:
             device = self.device_limit if self.device_limit is not None else tier_view.device_limit(self.data)
             tiers = tier_view.worker_tiers(self.data) if self.data is not None else None
-            found = sample(self.worker, self.spill_dir, self.memory_limit, device, tiers=tiers)
+            found = sample(self.worker, self.spill_dir, self.memory_limit, device, tiers=tiers, **self.readers.given())
             # a reader tells its own scrapes from everyone else's by this count (the cluster smoke holds
             # its cluster up until the Prometheus its targets file named has read the end values)
             found.add("metrics_scrapes_total", "counter", "scrapes of /metrics this worker process has answered, "

@@ -103,8 +103,9 @@ def targets_file(path: Path, cluster: str, targets: dict[str, tuple[str, str]]) 
     """Write Prometheus file_sd JSON for the cluster's endpoints ({container: (role, host:port)}),
     atomically: Prometheus re-reads the file when it changes and must never see half of it."""
     # each in the job of the shipped prometheus.yml (a file_sd label sets `job`): the liveness rules
-    # count worker targets, never the scheduler among them
-    groups = [{"targets": [addr], "labels": {"rapidship_cluster": cluster, "role": role, "container": name,
+    # count worker targets, never the scheduler among them; `cluster` is the label they group by
+    # (monitoring/alerts.yml, as monitoring/targets/workers.json sets it)
+    groups = [{"targets": [addr], "labels": {"cluster": cluster, "role": role, "container": name,
                                              "job": "dask-scheduler" if role == "scheduler" else "dask-workers"}}
               for name, (role, addr) in sorted(targets.items())]
     path = Path(path)

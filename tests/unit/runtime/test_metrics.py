@@ -142,10 +142,41 @@ def test_the_collector_speaks_prometheus_exposition(v2, spill, monkeypatch):
     assert (f'rapidship_cgroup_memory_events_total{{cgroup="{cgroup}",event="oom_kill",worker="tcp://127.0.0.1:1234"}} '
             '1.0') in text
     assert "# TYPE rapidship_cgroup_memory_events_total counter" in text
-    assert 'rapidship_gpu_memory_total_bytes{gpu="0",name="H200",worker="tcp://127.0.0.1:1234"}' in text
+    assert f'rapidship_gpu_memory_total_bytes{{cgroup="{cgroup}",gpu="0",name="H200",worker="tcp://127.0.0.1:1234"}}' in text
     # every scrape counts itself: a reader tells its own scrapes from a Prometheus's by it
-    assert 'rapidship_metrics_scrapes_total{worker="tcp://127.0.0.1:1234"} 1.0' in text
-    assert 'rapidship_metrics_scrapes_total{worker="tcp://127.0.0.1:1234"} 2.0' in generate_latest(registry).decode()
+    assert f'rapidship_metrics_scrapes_total{{cgroup="{cgroup}",worker="tcp://127.0.0.1:1234"}} 1.0' in text
+    assert f'rapidship_metrics_scrapes_total{{cgroup="{cgroup}",worker="tcp://127.0.0.1:1234"}} 2.0' in \
+        generate_latest(registry).decode()
+
+
+def test_every_row_of_a_worker_carries_its_identity_so_any_two_families_join(v2, spill):
+    """The defect: the spill families had no `cgroup` label, the limit had one, so a rule comparing
+    them one-to-one paired nothing. The worker and its cgroup are on every row alike."""
+    found = metrics.sample("w1", spill, 700 * MiB, 4 * GiB, cg=v2, gpus=H200, host=("h", "boot-a"))
+    identity = {"worker": "w1", "cgroup": cgroup_view.cgroup_id(v2, ("h", "boot-a"))}
+    assert all({k: labels.get(k) for k in identity} == identity for _, _, _, labels, _ in found.rows)
+    names = {name for name, *_ in found.rows}
+    assert {"rapidship_spill_dir_free_bytes", "rapidship_worker_memory_limit_bytes",
+            "rapidship_host_memory_total_bytes"} <= names
+
+
+def test_the_cgroup_label_names_the_machine_and_the_cgroup_not_the_mount(tmp_path):
+    """Compose fixes the host name per worker index and a private cgroup namespace shows every
+    container's cgroup at the mount root: the same stack on two machines gave two cgroups one label.
+    The kernel's boot id (no namespace hides it) tells machines apart; the name below the mount
+    tells cgroups of one machine apart where the host's namespace shows them."""
+    write(tmp_path, "cgroup.controllers", "memory")
+    write(tmp_path, "memory.max", str(GiB))
+    write(tmp_path, "docker/abc/memory.max", str(GiB))
+    private = read_cgroup(tmp_path, proc_cgroup="0::/\n")
+    shared = read_cgroup(tmp_path, proc_cgroup="0::/docker/abc\n")
+    one, other = ("rapidship-worker-0", "boot-a"), ("rapidship-worker-0", "boot-b")
+    assert cgroup_view.cgroup_id(private, one) == "rapidship-worker-0:/@boot-a"
+    assert cgroup_view.cgroup_id(private, one) != cgroup_view.cgroup_id(private, other)
+    assert cgroup_view.cgroup_id(shared, one) == "rapidship-worker-0:/docker/abc@boot-a"
+    assert str(tmp_path) not in cgroup_view.cgroup_id(shared, one)   # never where this test mounted it
+    hostname, boot = cgroup_view.host_identity()
+    assert hostname and boot == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 
 
 class _Mr:

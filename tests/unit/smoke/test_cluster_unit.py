@@ -479,9 +479,9 @@ def test_the_targets_file_is_prometheus_file_sd(tmp_path):
     targets_file(path, "c1", {"c1-worker-0": ("worker", "10.0.0.3:8788"), "c1-scheduler": ("scheduler", "10.0.0.2:8787")})
     groups = __import__("json").loads(path.read_text())
     # each in its job of the shipped prometheus.yml: the liveness rules count worker targets only
-    assert groups == [{"targets": ["10.0.0.2:8787"], "labels": {"rapidship_cluster": "c1", "role": "scheduler",
+    assert groups == [{"targets": ["10.0.0.2:8787"], "labels": {"cluster": "c1", "role": "scheduler",
                                                                "container": "c1-scheduler", "job": "dask-scheduler"}},
-                      {"targets": ["10.0.0.3:8788"], "labels": {"rapidship_cluster": "c1", "role": "worker",
+                      {"targets": ["10.0.0.3:8788"], "labels": {"cluster": "c1", "role": "worker",
                                                                "container": "c1-worker-0", "job": "dask-workers"}}]
     assert list(path.parent.iterdir()) == [path]      # written whole: no temp file left
     targets_file(path, "c1", {})                      # the cluster gone: no target left to page about

@@ -159,15 +159,8 @@ def _killed_mid_job(project: str, path, prom) -> None:
             break
         time.sleep(0.5)
     assert state["RestartCount"] >= 1 and state["State"]["Running"], state["State"]
-    scheduler = compose(project, path, "ps", "-q", f"{project}-scheduler").stdout.split()[0]
-    code = ("from distributed import Client; c = Client('tcp://127.0.0.1:8786', timeout=20); "
-            "print(sorted(w['name'] for w in c.scheduler_info()['workers'].values()))")
-    for _ in range(60):
-        names = subprocess.run(["docker", "exec", scheduler, "python", "-c", code], capture_output=True, text=True)
-        if f"'{project}-worker-0'" in names.stdout and f"'{project}-worker-1'" in names.stdout:
-            break
-        time.sleep(1)
-    assert f"'{project}-worker-0'" in names.stdout, names.stdout + names.stderr  # back, under its name
+    names = wait_for_workers(project, path, 60)
+    assert f"{project}-worker-0" in names and f"{project}-worker-1" in names, names  # back, under its name
     scrape_targets(prom, project, path)   # its address may have changed with the restart
     name = ENGINE.inspect_container(victim)["Name"].lstrip("/")
     for _ in range(60):
@@ -178,3 +171,70 @@ def _killed_mid_job(project: str, path, prom) -> None:
     assert fired, prom.query("process_start_time_seconds")
     others = [a for a in prom.firing("WorkerRestarted") if a.get("container") != name]
     assert others == [], others   # the worker that was not killed did not restart
+
+
+# run inside the scheduler's container (the stack's network is internal): each worker's dask name and
+# a sum computed on that worker alone
+_ON_EACH_WORKER = """
+import json, sys
+from distributed import Client
+c = Client('tcp://127.0.0.1:8786', timeout=20)
+if sys.argv[1] == 'names':
+    print(json.dumps(sorted(w['name'] for w in c.scheduler_info()['workers'].values())))
+else:
+    print(json.dumps({w['name']: c.submit(sum, range(10**6), workers=[a], pure=False).result(timeout=120)
+                      for a, w in c.scheduler_info()['workers'].items()}))
+"""
+
+
+def on_each_worker(project: str, path, what: str) -> subprocess.CompletedProcess:
+    scheduler = compose(project, path, "ps", "-q", f"{project}-scheduler").stdout.split()[0]
+    return subprocess.run(["docker", "exec", scheduler, "python", "-c", _ON_EACH_WORKER, what], capture_output=True,
+                          text=True, timeout=180)
+
+
+def wait_for_workers(project: str, path, seconds: int, count: int = 2) -> list[str]:
+    """The workers' names the scheduler has, once it has `count` (or what it has after `seconds`)."""
+    names: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        proc = on_each_worker(project, path, "names")
+        names = json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else []
+        if len(names) >= count:
+            break
+        time.sleep(2)
+    return names
+
+
+def test_a_scheduler_crash_brings_the_workers_back_and_they_compute(cpu_image, tmp_path, unique_name):
+    """The scheduler's main process SIGKILLed (a crash, an OOM kill): the scheduler comes back, and so
+    do both workers, which dask ends with exit 0 once their scheduler is gone (a restart policy that
+    looks at the exit code leaves them down); each then computes an exact sum."""
+    project = unique_name.replace("-", "")[:20]
+    invoke("deploy", "--variant", CPU_VARIANT, "--image", cpu_image.image_id, "--memory", "1g", "--name", project,
+           "--out", str(tmp_path))
+    path = tmp_path / "compose.yaml"
+    try:
+        assert compose(project, path, "up", "-d").returncode == 0
+        expected = [f"{project}-worker-0", f"{project}-worker-1"]
+        assert wait_for_workers(project, path, 180) == expected
+        scheduler = compose(project, path, "ps", "-q", f"{project}-scheduler").stdout.split()[0]
+        os.kill(ENGINE.inspect_container(scheduler)["State"]["Pid"], signal.SIGKILL)
+        for _ in range(120):
+            state = ENGINE.inspect_container(scheduler)
+            if state["State"]["Running"] and state["RestartCount"] >= 1:
+                break
+            time.sleep(0.5)
+        assert state["RestartCount"] >= 1 and state["State"]["Running"], state["State"]
+        names = wait_for_workers(project, path, 180)
+        workers = {n: ENGINE.inspect_container(compose(project, path, "ps", "-q", n).stdout.split()[0]) for n in expected}
+        assert names == expected, {n: (w["State"]["Status"], w["State"]["ExitCode"], w["RestartCount"],
+                                       w["HostConfig"]["RestartPolicy"]) for n, w in workers.items()}
+        assert all(w["RestartCount"] >= 1 for w in workers.values())   # the same containers, restarted
+        computed = on_each_worker(project, path, "compute")
+        assert computed.returncode == 0, computed.stderr[-3000:]
+        assert json.loads(computed.stdout) == {n: 499999500000 for n in expected}
+    finally:
+        down = compose(project, path, "--profile", "check", "down", "-v", "--remove-orphans")
+    assert down.returncode == 0, down.stderr
+    assert left(project) == []

@@ -3,6 +3,7 @@ a site's files back for `invoke deploy-check`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def write(plan: DeployPlan, target: str, out: Path, pull_secret: str | None = No
     for name, text in files.items():
         (out / name).write_text(text)
         paths.append(out / name)
-    (out / "deploy.json").write_text(json.dumps({"plan": plan.__dict__, "target": target,
+    (out / "deploy.json").write_text(json.dumps({"plan": dataclasses.asdict(plan), "target": target,
                                                  "files": sorted(files)}, indent=2) + "\n")
     return [*paths, out / "deploy.json"]
 

@@ -215,10 +215,13 @@ def test_a_scheduler_crash_brings_the_workers_back_and_they_compute(cpu_image, t
            "--out", str(tmp_path))
     path = tmp_path / "compose.yaml"
     try:
+        started = time.monotonic()
         assert compose(project, path, "up", "-d").returncode == 0
         expected = [f"{project}-worker-0", f"{project}-worker-1"]
         assert wait_for_workers(project, path, 180) == expected
+        joined = time.monotonic() - started
         scheduler = compose(project, path, "ps", "-q", f"{project}-scheduler").stdout.split()[0]
+        killed = time.monotonic()
         os.kill(ENGINE.inspect_container(scheduler)["State"]["Pid"], signal.SIGKILL)
         for _ in range(120):
             state = ENGINE.inspect_container(scheduler)
@@ -227,6 +230,7 @@ def test_a_scheduler_crash_brings_the_workers_back_and_they_compute(cpu_image, t
             time.sleep(0.5)
         assert state["RestartCount"] >= 1 and state["State"]["Running"], state["State"]
         names = wait_for_workers(project, path, 180)
+        back = time.monotonic() - killed
         workers = {n: ENGINE.inspect_container(compose(project, path, "ps", "-q", n).stdout.split()[0]) for n in expected}
         assert names == expected, {n: (w["State"]["Status"], w["State"]["ExitCode"], w["RestartCount"],
                                        w["HostConfig"]["RestartPolicy"]) for n, w in workers.items()}
@@ -234,7 +238,41 @@ def test_a_scheduler_crash_brings_the_workers_back_and_they_compute(cpu_image, t
         computed = on_each_worker(project, path, "compute")
         assert computed.returncode == 0, computed.stderr[-3000:]
         assert json.loads(computed.stdout) == {n: 499999500000 for n in expected}
+        print(f"workers joined {joined:.1f} s after up; back and joined {back:.1f} s after the scheduler's kill")
+        _probes_answer(project, path, tmp_path / "k8s")
     finally:
         down = compose(project, path, "--profile", "check", "down", "-v", "--remove-orphans")
     assert down.returncode == 0, down.stderr
     assert left(project) == []
+
+
+_GET = """
+import sys, urllib.request
+for url in sys.argv[1:]:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        print(url, r.status, r.read().decode()[:40])
+"""
+
+
+def _probes_answer(project: str, path, out) -> None:
+    """The Kubernetes manifests' probes (as `invoke deploy --target k8s` writes them) asked of the
+    stack's scheduler and a worker, which run the same dask commands: each probe's port, by the
+    container's port name, answers its path with 200."""
+    invoke("deploy", "--variant", CPU_VARIANT, "--target", "k8s", "--image",
+           "registry.example/rapidship/dask@sha256:" + "0" * 64, "--memory", "1g", "--name", project, "--out", str(out))
+    urls = []
+    for doc in yaml.safe_load_all((out / "plain.yaml").read_text()):
+        if doc["kind"] != "Deployment":
+            continue
+        (c,) = doc["spec"]["template"]["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        host = f"{project}-worker-0" if c["name"] == "worker" else "127.0.0.1"
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            get = c[kind]["httpGet"]
+            urls.append(f"http://{host}:{ports[get['port']]}{get['path']}")
+    scheduler = compose(project, path, "ps", "-q", f"{project}-scheduler").stdout.split()[0]
+    proc = subprocess.run(["docker", "exec", scheduler, "python", "-c", _GET, *sorted(set(urls))], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answered = proc.stdout.splitlines()
+    assert len(answered) == 2 and all(" 200 ok" in line for line in answered), answered   # scheduler and worker

@@ -14,8 +14,6 @@ time."""
 
 from __future__ import annotations
 
-import copy
-
 from rapidship.deploy.plan import (ROUTES_ENV, SCHEDULER_CPU, SCHEDULER_HTTP, SCHEDULER_PORT, SCHEDULER_ROUTES, SPILL,
                                    TLS_DIR, WORKER_HTTP, DeployPlan, Peer, registry_pinned)
 
@@ -164,13 +162,12 @@ def network_policies(plan: DeployPlan, scheduler: dict, workers: dict, operator:
     dns = {"to": [peer(plan.dns_peer)], "ports": [_port(53, "UDP"), _port(53)]}
     from_scheduler = [dns, {"to": [worker_pods]}]
     from_workers = [dns, {"to": [scheduler_pod], "ports": [_port(SCHEDULER_PORT)]}, {"to": [worker_pods]}]
-    policies = [{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-                 "metadata": {"name": f"{plan.name}-{role}", "labels": {"app.kubernetes.io/part-of": "rapidship"}},
-                 "spec": {"podSelector": {"matchLabels": dict(selector)}, "policyTypes": ["Ingress", "Egress"],
-                          "ingress": ingress, "egress": egress}}
-                for role, selector, ingress, egress in (("scheduler", scheduler, to_scheduler, from_scheduler),
-                                                        ("worker", workers, to_workers, from_workers))]
-    return copy.deepcopy(policies)   # no shared dicts: no YAML aliases in the files
+    return [{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+             "metadata": {"name": f"{plan.name}-{role}", "labels": {"app.kubernetes.io/part-of": "rapidship"}},
+             "spec": {"podSelector": {"matchLabels": dict(selector)}, "policyTypes": ["Ingress", "Egress"],
+                      "ingress": ingress, "egress": egress}}
+            for role, selector, ingress, egress in (("scheduler", scheduler, to_scheduler, from_scheduler),
+                                                    ("worker", workers, to_workers, from_workers))]
 
 
 def pod_specs(doc: dict) -> list[tuple[str, dict]]:

@@ -120,7 +120,7 @@ def test_a_worker_killed_mid_job_restarts_and_the_job_ends_with_one_clear_verdic
     """The kernel's OOM kill of a worker container's main process, as SIGKILL to its pid from the
     host (a `docker kill` would be a stop the restart policy honours): the job either finishes with
     the exact result or fails saying why, never a wrong answer; the worker comes back under its name
-    (`restart: on-failure`), the scheduler has both workers again, and a real Prometheus with the
+    (`restart: unless-stopped`), the scheduler has both workers again, and a real Prometheus with the
     shipped rules, scraping the stack, fires WorkerRestarted for that worker."""
     project = unique_name.replace("-", "")[:20]
     invoke("deploy", "--variant", CPU_VARIANT, "--image", cpu_image.image_id, "--memory", "1g", "--name", project,

@@ -161,7 +161,8 @@ def test_the_cli_refuses_a_bad_peer_and_a_compose_target_for_it(tmp_path):
     proc = invoke("deploy", "--variant", "cpu-debian12", "--target", "k8s", "--image", IMAGE, "--out", str(tmp_path),
                   "--prometheus-peer", "observability/app=prometheus", check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "observability" in (tmp_path / "plain.yaml").read_text()
+    written = (tmp_path / "plain.yaml").read_text()
+    assert "observability" in written and "&id" not in written   # every field in full, no YAML aliases
 
 
 # ---- probes ----

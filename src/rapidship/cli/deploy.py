@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from rapidship.cli.options import task
@@ -32,6 +33,12 @@ TARGETS = ("compose", "k8s")
                                    "volume) instead of an emptyDir",
             "tls-secret": "k8s: dask's comms over TLS with the certificates of this Secret (ca.crt, tls.crt, "
                           "tls.key; the site CA's), plain tcp:// refused",
+            "cpu": "k8s: each worker's CPU request (default 1; '2', '1.5', '500m')",
+            "guaranteed": "k8s: CPU and memory limits equal to the requests in every pod (QoS class Guaranteed)",
+            "prometheus-peer": "k8s: the Prometheus that may reach the HTTP ports 8787/8788, NAMESPACE/LABEL=VALUE[,...] "
+                               "(default monitoring/app.kubernetes.io/name=prometheus)",
+            "dns-peer": "k8s: the DNS pods the cluster may ask, NAMESPACE/LABEL=VALUE[,...] "
+                        "(default kube-system/k8s-app=kube-dns)",
             "image": "an image by digest or id instead of the push record's (repo@sha256:..., sha256:...; never a tag)",
             "out": "where the files go (default build/<variant>/deploy-<target>)",
             "json": "print the plan and the files written as JSON on stdout", **VARIANTS_HELP})
@@ -39,7 +46,7 @@ TARGETS = ("compose", "k8s")
 def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=None, gpus=None, spill_size=None,
            arch=None, uid=None, name="rapidship", pull_secret=None, image=None, out=None,
            variants_file="variants.yaml", prometheus_image=None, spill_storage_class=None,
-           tls_secret=None, json=False):
+           tls_secret=None, cpu=None, guaranteed=False, prometheus_peer=None, dns_peer=None, json=False):
     """Write a Compose stack or Kubernetes manifests for a pushed variant, sized by the doctor's rules."""
     from rapidship.deploy import write
 
@@ -57,20 +64,28 @@ def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=
         a = arch_flag(arch).value if arch else sorted(record.arches)[0]
         ref = record
     for flag, value, wants in (("--prometheus-image", prometheus_image, "compose"),
-                               ("--spill-storage-class", spill_storage_class, "k8s"), ("--tls-secret", tls_secret, "k8s")):
+                               ("--spill-storage-class", spill_storage_class, "k8s"), ("--tls-secret", tls_secret, "k8s"),
+                               ("--cpu", cpu, "k8s"), ("--guaranteed", guaranteed, "k8s"),
+                               ("--prometheus-peer", prometheus_peer, "k8s"), ("--dns-peer", dns_peer, "k8s")):
         if value and target != wants:
             raise ConfigError(flag, f"applies to --target {wants} only", f"pass --target {wants}, or leave it out")
     plan = plan_deploy(v, ref, a, workers, memory, memory_limit, gpus, spill_size,
                        int_flag("--uid", uid) if uid not in (None, "") else v.uid, name=name,
                        prometheus_image=prometheus_image, spill_storage_class=spill_storage_class,
-                       tls_secret=tls_secret)
+                       tls_secret=tls_secret, cpu=cpu, guaranteed=guaranteed, prometheus_peer=prometheus_peer,
+                       dns_peer=dns_peer)
     files = write.write(plan, target, Path(out or ws.variant_dir(v.id) / f"deploy-{target}"), pull_secret)
     for path in files:
         console.err.print(f"wrote {path}")
     console.err.print(f"{plan.workers} worker(s) x {plan.memory_bytes // 2**20} MiB (dask --memory-limit "
                       f"{plan.memory_limit // 2**20} MiB), spill {plan.spill_bytes // 2**20} MiB each, image {plan.image}")
+    if target == "k8s":
+        qos = "Guaranteed" if plan.guaranteed else "Burstable"
+        prom = plan.prometheus_peer
+        console.err.print(f"workers request {plan.cpu} CPU (QoS {qos}); HTTP ports admitted to pods "
+                          f"{','.join(f'{k}={v}' for k, v in prom.labels)} in namespace {prom.namespace}")
     if json:
-        console.print_json({"plan": plan.__dict__, "files": [str(p) for p in files]})
+        console.print_json({"plan": dataclasses.asdict(plan), "files": [str(p) for p in files]})
 
 
 @task(name="deploy-check", iterable=["file"],

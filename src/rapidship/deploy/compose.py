@@ -10,6 +10,12 @@ TMPFS = "/tmp:rw,nosuid,nodev,size=64m,mode=1777"
 NETWORK = "cluster"
 MONITORING = "monitoring"
 GIB = 2**30
+# A worker's exit code does not say whether it should come back: dask ends a worker whose scheduler
+# went away with exit 0 (it never reconnects), which `on-failure` leaves down for good. The stack
+# has a fixed set of workers, so each comes back after any exit (a kill, an OOM kill, a lost
+# scheduler), under the same name, until an operator stops it (`stop`, `down`, `docker stop`);
+# unlike `always`, a stopped one stays stopped when dockerd restarts.
+RESTART = "unless-stopped"
 
 
 def _hardened(plan: DeployPlan, cap: int) -> dict:
@@ -25,16 +31,15 @@ def worker_name(plan: DeployPlan, i: int) -> str:
 
 def stack(plan: DeployPlan, job_data_bytes: int | None = None) -> dict:
     scheduler = f"{plan.name}-scheduler"
-    # on-failure: a killed worker (OOM, docker kill) or scheduler comes back, under the same name
     services: dict = {scheduler: {**_hardened(plan, plan.scheduler_memory_bytes), "command": plan.scheduler_command,
                                   "environment": {"DASK_TEMPORARY_DIRECTORY": "/tmp"}, "hostname": scheduler,
-                                  "restart": "on-failure"}}
+                                  "restart": RESTART}}
     volumes = {}
     for i in range(plan.workers):
         name = worker_name(plan, i)
         worker = {**_hardened(plan, plan.memory_bytes), "command": plan.worker_command(name), "hostname": name,
                   "shm_size": plan.shm_bytes, "volumes": [f"{name}-spill:{SPILL}"], "depends_on": [scheduler],
-                  "restart": "on-failure"}
+                  "restart": RESTART}
         if plan.gpu:   # UCX pins its buffers: unlimited memlock (a CPU worker needs none, and hosts may refuse it)
             worker["ulimits"] = {"memlock": {"soft": -1, "hard": -1}}
             worker["deploy"] = {"resources": {"reservations": {"devices": [

@@ -5,28 +5,42 @@ RuntimeDefault seccomp, no service-account token; the dask command is `args`, so
 entrypoint (the preflight) still runs. Workers are named after their Deployment (the operator's
 DASK_WORKER_NAME) or pod, and the scheduler serves distributed's API, so the operator's scale-down
 retires a worker and deletes the Deployment it ran in. The scheduler runs any client's code: the
-NetworkPolicies admit to it only the cluster's workers, pods labelled as its clients, Prometheus
-and (DaskCluster) the operator; with a TLS Secret every comm is tls:// with the site CA's
-certificates (the HTTP ports stay plain: metrics and the API the operator calls)."""
+NetworkPolicies admit to it only the cluster's workers, pods labelled as its clients, the site's
+Prometheus and (DaskCluster) the operator, and let the pods send only to each other and to DNS;
+with a TLS Secret every comm is tls:// with the site CA's certificates (the HTTP ports stay plain:
+metrics and the API the operator calls). Every pod has startup, readiness and liveness probes on
+distributed's /health and CPU requests; a PodDisruptionBudget lets a drain evict one worker at a
+time."""
 
 from __future__ import annotations
 
-from rapidship.deploy.plan import (ROUTES_ENV, SCHEDULER_HTTP, SCHEDULER_PORT, SCHEDULER_ROUTES, SPILL, TLS_DIR,
-                                   WORKER_HTTP, DeployPlan, registry_pinned)
+from rapidship.deploy.plan import (ROUTES_ENV, SCHEDULER_CPU, SCHEDULER_HTTP, SCHEDULER_PORT, SCHEDULER_ROUTES, SPILL,
+                                   TLS_DIR, WORKER_HTTP, DeployPlan, Peer, registry_pinned)
 
-KUBERNETES_VERSION = "1.33.0"   # what the manifests are validated against (kubernetes-validate --strict)
+# the releases the manifests are validated against (kubernetes-validate --strict): what sites run
+KUBERNETES_VERSIONS = tuple(f"1.{minor}.0" for minor in range(29, 36))
 OPERATOR_API = "kubernetes.dask.org/v1"
 CLIENT_LABEL = "rapidship.io/dask-client"   # a pod labelled <this>: <cluster name> may use the scheduler
-PROMETHEUS = {"app.kubernetes.io/name": "prometheus"}   # Prometheus pods, in any namespace, may scrape
 OPERATOR_NAMESPACE = "dask-operator"        # where the Dask operator runs (its retire_workers calls)
+NAMESPACE_NAME = "kubernetes.io/metadata.name"   # set on every namespace by the API server, to its name
+# Probes on distributed's /health (both roles serve it on their HTTP port, plain HTTP even with TLS).
+# A cold node imports RAPIDS (and the preflight checks memory, spill, GPU) before the port opens:
+# the startup probe gives it STARTUP_BUDGET_S; then a pod stops taking part after 30 s without an
+# answer (readiness) and is restarted after 2 minutes (liveness: a task holding the GIL can stall
+# the event loop for a while, a restart loses the worker's data)
+PROBE_PERIOD_S = 10
+STARTUP_BUDGET_S = 300
 
 
 def _pod(plan: DeployPlan, role: str, pull_secret: str | None, worker_name: str = "$(POD_NAME)") -> dict:
     worker = role == "worker"
     cap = plan.memory_bytes if worker else plan.scheduler_memory_bytes
-    limits: dict = {"memory": str(cap)}
+    requests: dict = {"cpu": plan.cpu if worker else SCHEDULER_CPU, "memory": str(cap)}
+    limits: dict = {"memory": str(cap)}   # memory: requests = limits always (the kernel kills at the cap)
+    if plan.guaranteed:   # QoS Guaranteed: a CPU limit too (the static CPU manager then pins whole cores)
+        limits["cpu"] = requests["cpu"]
     if worker and plan.gpu:
-        limits["nvidia.com/gpu"] = str(plan.gpus_per_worker)   # quantities are strings (the CRD says so)
+        limits["nvidia.com/gpu"] = requests["nvidia.com/gpu"] = str(plan.gpus_per_worker)   # strings (the CRD says so)
     mounts = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict] = [{"name": "tmp", "emptyDir": {"sizeLimit": str(64 * 2**20)}}]
     if worker:
@@ -53,7 +67,7 @@ def _pod(plan: DeployPlan, role: str, pull_secret: str | None, worker_name: str 
         "name": role, "image": registry_pinned(plan.image), "imagePullPolicy": "IfNotPresent",
         "args": plan.worker_command(worker_name) if worker else plan.scheduler_command,
         "env": env,
-        "ports": ports, "resources": {"limits": limits, "requests": dict(limits)}, "volumeMounts": mounts,
+        "ports": ports, "resources": {"limits": limits, "requests": requests}, "volumeMounts": mounts, **_probes(),
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True}}
     pod: dict = {"containers": [container], "volumes": volumes, "automountServiceAccountToken": False,
@@ -63,6 +77,23 @@ def _pod(plan: DeployPlan, role: str, pull_secret: str | None, worker_name: str 
     if pull_secret:
         pod["imagePullSecrets"] = [{"name": pull_secret}]   # named, never embedded
     return pod
+
+
+def _probes() -> dict:
+    health = {"httpGet": {"path": "/health", "port": "http-dashboard"}, "periodSeconds": PROBE_PERIOD_S,
+              "timeoutSeconds": 5}
+    return {"startupProbe": {**health, "failureThreshold": STARTUP_BUDGET_S // PROBE_PERIOD_S},
+            "readinessProbe": {**health, "failureThreshold": 3},
+            "livenessProbe": {**health, "periodSeconds": 20, "timeoutSeconds": 10, "failureThreshold": 6}}
+
+
+def disruption_budget(plan: DeployPlan, workers: dict) -> dict:
+    """A drain evicts one worker at a time, each next one once the last is replaced and Ready; a
+    worker that is not Ready (crash-looping) never holds a drain up."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": f"{plan.name}-worker", "labels": {"app.kubernetes.io/part-of": "rapidship"}},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": dict(workers)},
+                     "unhealthyPodEvictionPolicy": "AlwaysAllow"}}
 
 
 def _scheduler_service_spec(plan: DeployPlan, selector: dict) -> dict:
@@ -83,7 +114,7 @@ def dask_cluster(plan: DeployPlan, pull_secret: str | None = None) -> list[dict]
                                    "spec": _pod(plan, "worker", pull_secret, "$(DASK_WORKER_NAME)")},
                         "scheduler": {"spec": _pod(plan, "scheduler", pull_secret),
                                       "service": _scheduler_service_spec(plan, selector)}}}
-    return [cluster, *network_policies(plan, selector, workers, operator=True)]
+    return [cluster, *network_policies(plan, selector, workers, operator=True), disruption_budget(plan, workers)]
 
 
 def plain(plan: DeployPlan, pull_secret: str | None = None) -> list[dict]:
@@ -99,33 +130,44 @@ def plain(plan: DeployPlan, pull_secret: str | None = None) -> list[dict]:
     out.insert(1, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{plan.name}-scheduler"},
                    "spec": _scheduler_service_spec(plan, selector)})
     workers = {"app.kubernetes.io/name": plan.name, "app.kubernetes.io/component": "worker"}
-    return out + network_policies(plan, selector, workers, operator=False)
+    return out + network_policies(plan, selector, workers, operator=False) + [disruption_budget(plan, workers)]
 
 
-def _port(number: int) -> dict:
-    return {"protocol": "TCP", "port": number}
+def _port(number: int, protocol: str = "TCP") -> dict:
+    return {"protocol": protocol, "port": number}
+
+
+def peer(site: Peer) -> dict:
+    """Pods with these labels in the namespace of that name: one peer, both selectors (AND)."""
+    return {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: site.namespace}},
+            "podSelector": {"matchLabels": dict(site.labels)}}
 
 
 def network_policies(plan: DeployPlan, scheduler: dict, workers: dict, operator: bool) -> list[dict]:
     """Ingress to the scheduler (it runs any client's code) from the cluster's workers and its
-    labelled clients on the comm port, their dashboards and Prometheus on the HTTP port (and the
-    operator on both); to the workers from the scheduler, each other and the clients (dask picks
-    their comm ports), Prometheus on their HTTP port. Egress is not limited: the site's own policy."""
+    labelled clients on the comm port, their dashboards and the site's Prometheus on the HTTP port
+    (and the operator on both); to the workers from the scheduler, each other and the clients (dask
+    picks their comm ports), Prometheus on their HTTP port. Egress: DNS, and the cluster's own pods
+    (workers to the scheduler's comm port, the scheduler and workers to any worker port); nothing
+    else (the spill volume is the kubelet's to mount, no traffic of the pod's)."""
     clients = {"podSelector": {"matchLabels": {CLIENT_LABEL: plan.name}}}
-    prometheus = {"namespaceSelector": {}, "podSelector": {"matchLabels": dict(PROMETHEUS)}}
-    peers = [{"podSelector": {"matchLabels": dict(workers)}}, clients]
-    to_scheduler = [{"from": peers, "ports": [_port(SCHEDULER_PORT)]},
+    scheduler_pod, worker_pods = ({"podSelector": {"matchLabels": dict(labels)}} for labels in (scheduler, workers))
+    prometheus = peer(plan.prometheus_peer)
+    to_scheduler = [{"from": [worker_pods, clients], "ports": [_port(SCHEDULER_PORT)]},
                     {"from": [clients, prometheus], "ports": [_port(SCHEDULER_HTTP)]}]
     if operator:
-        to_scheduler.append({"from": [{"namespaceSelector": {"matchLabels": {
-            "kubernetes.io/metadata.name": OPERATOR_NAMESPACE}}}],
-            "ports": [_port(SCHEDULER_PORT), _port(SCHEDULER_HTTP)]})
-    to_workers = [{"from": [{"podSelector": {"matchLabels": dict(scheduler)}}, *peers]},
-                  {"from": [prometheus], "ports": [_port(WORKER_HTTP)]}]
+        to_scheduler.append({"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: OPERATOR_NAMESPACE}}}],
+                             "ports": [_port(SCHEDULER_PORT), _port(SCHEDULER_HTTP)]})
+    to_workers = [{"from": [scheduler_pod, worker_pods, clients]}, {"from": [prometheus], "ports": [_port(WORKER_HTTP)]}]
+    dns = {"to": [peer(plan.dns_peer)], "ports": [_port(53, "UDP"), _port(53)]}
+    from_scheduler = [dns, {"to": [worker_pods]}]
+    from_workers = [dns, {"to": [scheduler_pod], "ports": [_port(SCHEDULER_PORT)]}, {"to": [worker_pods]}]
     return [{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
              "metadata": {"name": f"{plan.name}-{role}", "labels": {"app.kubernetes.io/part-of": "rapidship"}},
-             "spec": {"podSelector": {"matchLabels": dict(selector)}, "policyTypes": ["Ingress"], "ingress": rules}}
-            for role, selector, rules in (("scheduler", scheduler, to_scheduler), ("worker", workers, to_workers))]
+             "spec": {"podSelector": {"matchLabels": dict(selector)}, "policyTypes": ["Ingress", "Egress"],
+                      "ingress": ingress, "egress": egress}}
+            for role, selector, ingress, egress in (("scheduler", scheduler, to_scheduler, from_scheduler),
+                                                    ("worker", workers, to_workers, from_workers))]
 
 
 def pod_specs(doc: dict) -> list[tuple[str, dict]]:

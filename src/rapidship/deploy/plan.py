@@ -37,6 +37,50 @@ MAX_WORKERS = 64
 TLS_DIR = "/etc/rapidship/tls"
 TLS_KEYS = ("ca.crt", "tls.crt", "tls.key")
 _SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+# Kubernetes: who may reach the HTTP ports (Prometheus) and whom the pods may ask for names (DNS),
+# each a namespace AND pod labels (NAMESPACE/LABEL=VALUE[,LABEL=VALUE]); the defaults are
+# kube-prometheus's and kube-dns/CoreDNS's
+PROMETHEUS_PEER = "monitoring/app.kubernetes.io/name=prometheus"
+DNS_PEER = "kube-system/k8s-app=kube-dns"
+WORKER_CPU = SCHEDULER_CPU = "1"   # CPU requests: one dask thread each, and its event loop
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
+_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
+_CPU = re.compile(r"^(?:[0-9]+(?:\.[0-9]{1,3})?|[0-9]+m)$")
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Pods of one namespace with these labels (a NetworkPolicy peer naming both)."""
+    namespace: str
+    labels: tuple[tuple[str, str], ...]
+
+
+def parse_peer(text: str, flag: str) -> Peer:
+    """NAMESPACE/LABEL=VALUE[,LABEL=VALUE...] -> Peer; anything else one error naming the flag."""
+    fix = f"pass {flag} NAMESPACE/LABEL=VALUE[,LABEL=VALUE], e.g. {PROMETHEUS_PEER}"
+    namespace, slash, rest = str(text).partition("/")
+    if not _NAMESPACE.match(namespace):
+        raise ConfigError(flag, f"{text!r} does not start with a namespace name (lower-case letters, digits and '-', "
+                          "at most 63) and '/'", fix)
+    labels = []
+    for pair in rest.split(",") if slash and rest else []:
+        key, eq, value = pair.partition("=")
+        if not eq or not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
+            raise ConfigError(flag, f"{pair!r} in {text!r} is not LABEL=VALUE with a Kubernetes label name and value", fix)
+        labels.append((key, value))
+    if not labels:
+        raise ConfigError(flag, f"{text!r} names no pod labels: every pod of namespace {namespace} would be admitted", fix)
+    return Peer(namespace, tuple(labels))
+
+
+def cpu_quantity(text: str, flag: str = "--cpu") -> str:
+    """A Kubernetes CPU quantity above zero ('2', '1.5', '500m'), as written."""
+    value = str(text).strip()
+    if not _CPU.match(value) or float(value.rstrip("m") or 0) == 0:
+        raise ConfigError(flag, f"{text!r} is not a CPU quantity above zero", f"pass {flag} 2 (cores) or {flag} 500m")
+    return value
 
 
 @dataclass(frozen=True)
@@ -57,6 +101,10 @@ class DeployPlan:
     prometheus_image: str | None = None   # Compose: a Prometheus (pinned) scraping the cluster, profile monitoring
     spill_storage_class: str | None = None  # Kubernetes: the spill volume a per-pod PVC of this class, not an emptyDir
     tls_secret: str | None = None   # Kubernetes: the Secret with the site CA and the cluster's certificate
+    cpu: str = WORKER_CPU           # Kubernetes: each worker's CPU request
+    guaranteed: bool = False        # Kubernetes: limits = requests for CPU and memory (QoS class Guaranteed)
+    prometheus_peer: Peer = parse_peer(PROMETHEUS_PEER, "--prometheus-peer")   # Kubernetes: may reach 8787, 8788
+    dns_peer: Peer = parse_peer(DNS_PEER, "--dns-peer")                        # Kubernetes: the pods' DNS
 
     @property
     def scheme(self) -> str:
@@ -126,7 +174,8 @@ def image_ref(record: PushRecord | str, arch: str) -> str:
 
 def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, memory: str, memory_limit: str | None,
                 gpus, spill_size: str | None, uid: int, name: str = "rapidship", prometheus_image: str | None = None,
-                spill_storage_class: str | None = None, tls_secret: str | None = None) -> DeployPlan:
+                spill_storage_class: str | None = None, tls_secret: str | None = None, cpu: str | None = None,
+                guaranteed: bool = False, prometheus_peer: str | None = None, dns_peer: str | None = None) -> DeployPlan:
     """Flags -> plan; every refusal names its flag and what would work."""
     try:
         n = int(workers)
@@ -174,4 +223,7 @@ def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, 
                       memory_bytes=cap, memory_limit=limit, spill_bytes=spill,
                       shm_bytes=UCX_SHM if gpu else CPU_SHM, uid=uid, name=name, gpus_per_worker=per,
                       prometheus_image=pinned(prometheus_image, "--prometheus-image") if prometheus_image else None,
-                      spill_storage_class=spill_storage_class or None, tls_secret=tls_secret or None)
+                      spill_storage_class=spill_storage_class or None, tls_secret=tls_secret or None,
+                      cpu=cpu_quantity(cpu) if cpu not in (None, "") else WORKER_CPU, guaranteed=bool(guaranteed),
+                      prometheus_peer=parse_peer(prometheus_peer or PROMETHEUS_PEER, "--prometheus-peer"),
+                      dns_peer=parse_peer(dns_peer or DNS_PEER, "--dns-peer"))

@@ -3,6 +3,7 @@ a site's files back for `invoke deploy-check`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,8 +16,15 @@ from rapidship.errors import ConfigError, GateFailure
 MONITORING = Path(__file__).resolve().parents[3] / "monitoring"   # the shipped rules (docs/monitoring.md)
 
 
+class _NoAliases(yaml.SafeDumper):
+    """Every object written out in full: a reader (or a site's edit) sees each field where it applies."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
 def _dump(docs: list[dict]) -> str:
-    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False)
+    return yaml.dump_all(docs, Dumper=_NoAliases, sort_keys=False, default_flow_style=False)
 
 
 def render(plan: DeployPlan, target: str, pull_secret: str | None = None) -> dict[str, str]:
@@ -50,7 +58,7 @@ def write(plan: DeployPlan, target: str, out: Path, pull_secret: str | None = No
     for name, text in files.items():
         (out / name).write_text(text)
         paths.append(out / name)
-    (out / "deploy.json").write_text(json.dumps({"plan": plan.__dict__, "target": target,
+    (out / "deploy.json").write_text(json.dumps({"plan": dataclasses.asdict(plan), "target": target,
                                                  "files": sorted(files)}, indent=2) + "\n")
     return [*paths, out / "deploy.json"]
 

@@ -120,7 +120,7 @@ def test_a_worker_killed_mid_job_restarts_and_the_job_ends_with_one_clear_verdic
     """The kernel's OOM kill of a worker container's main process, as SIGKILL to its pid from the
     host (a `docker kill` would be a stop the restart policy honours): the job either finishes with
     the exact result or fails saying why, never a wrong answer; the worker comes back under its name
-    (`restart: on-failure`), the scheduler has both workers again, and a real Prometheus with the
+    (`restart: unless-stopped`), the scheduler has both workers again, and a real Prometheus with the
     shipped rules, scraping the stack, fires WorkerRestarted for that worker."""
     project = unique_name.replace("-", "")[:20]
     invoke("deploy", "--variant", CPU_VARIANT, "--image", cpu_image.image_id, "--memory", "1g", "--name", project,
@@ -159,15 +159,8 @@ def _killed_mid_job(project: str, path, prom) -> None:
             break
         time.sleep(0.5)
     assert state["RestartCount"] >= 1 and state["State"]["Running"], state["State"]
-    scheduler = compose(project, path, "ps", "-q", f"{project}-scheduler").stdout.split()[0]
-    code = ("from distributed import Client; c = Client('tcp://127.0.0.1:8786', timeout=20); "
-            "print(sorted(w['name'] for w in c.scheduler_info()['workers'].values()))")
-    for _ in range(60):
-        names = subprocess.run(["docker", "exec", scheduler, "python", "-c", code], capture_output=True, text=True)
-        if f"'{project}-worker-0'" in names.stdout and f"'{project}-worker-1'" in names.stdout:
-            break
-        time.sleep(1)
-    assert f"'{project}-worker-0'" in names.stdout, names.stdout + names.stderr  # back, under its name
+    names = wait_for_workers(project, path, 60)
+    assert f"{project}-worker-0" in names and f"{project}-worker-1" in names, names  # back, under its name
     scrape_targets(prom, project, path)   # its address may have changed with the restart
     name = ENGINE.inspect_container(victim)["Name"].lstrip("/")
     for _ in range(60):
@@ -178,3 +171,108 @@ def _killed_mid_job(project: str, path, prom) -> None:
     assert fired, prom.query("process_start_time_seconds")
     others = [a for a in prom.firing("WorkerRestarted") if a.get("container") != name]
     assert others == [], others   # the worker that was not killed did not restart
+
+
+# run inside the scheduler's container (the stack's network is internal): each worker's dask name and
+# a sum computed on that worker alone
+_ON_EACH_WORKER = """
+import json, sys
+from distributed import Client
+c = Client('tcp://127.0.0.1:8786', timeout=20)
+if sys.argv[1] == 'names':
+    print(json.dumps(sorted(w['name'] for w in c.scheduler_info()['workers'].values())))
+else:
+    print(json.dumps({w['name']: c.submit(sum, range(10**6), workers=[a], pure=False).result(timeout=120)
+                      for a, w in c.scheduler_info()['workers'].items()}))
+"""
+
+
+def on_each_worker(project: str, path, what: str) -> subprocess.CompletedProcess:
+    scheduler = compose(project, path, "ps", "-q", f"{project}-scheduler").stdout.split()[0]
+    return subprocess.run(["docker", "exec", scheduler, "python", "-c", _ON_EACH_WORKER, what], capture_output=True,
+                          text=True, timeout=180)
+
+
+def wait_for_workers(project: str, path, seconds: int, count: int = 2) -> list[str]:
+    """The workers' names the scheduler has, once it has `count` (or what it has after `seconds`)."""
+    names: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        proc = on_each_worker(project, path, "names")
+        names = json.loads(proc.stdout) if proc.returncode == 0 and proc.stdout.strip() else []
+        if len(names) >= count:
+            break
+        time.sleep(2)
+    return names
+
+
+def test_a_scheduler_crash_brings_the_workers_back_and_they_compute(cpu_image, tmp_path, unique_name):
+    """The scheduler's main process SIGKILLed (a crash, an OOM kill): the scheduler comes back, and so
+    do both workers, which dask ends with exit 0 once their scheduler is gone (a restart policy that
+    looks at the exit code leaves them down); each then computes an exact sum."""
+    project = unique_name.replace("-", "")[:20]
+    invoke("deploy", "--variant", CPU_VARIANT, "--image", cpu_image.image_id, "--memory", "1g", "--name", project,
+           "--out", str(tmp_path))
+    path = tmp_path / "compose.yaml"
+    try:
+        started = time.monotonic()
+        assert compose(project, path, "up", "-d").returncode == 0
+        expected = [f"{project}-worker-0", f"{project}-worker-1"]
+        assert wait_for_workers(project, path, 180) == expected
+        joined = time.monotonic() - started
+        scheduler = compose(project, path, "ps", "-q", f"{project}-scheduler").stdout.split()[0]
+        killed = time.monotonic()
+        os.kill(ENGINE.inspect_container(scheduler)["State"]["Pid"], signal.SIGKILL)
+        for _ in range(120):
+            state = ENGINE.inspect_container(scheduler)
+            if state["State"]["Running"] and state["RestartCount"] >= 1:
+                break
+            time.sleep(0.5)
+        assert state["RestartCount"] >= 1 and state["State"]["Running"], state["State"]
+        names = wait_for_workers(project, path, 180)
+        back = time.monotonic() - killed
+        workers = {n: ENGINE.inspect_container(compose(project, path, "ps", "-q", n).stdout.split()[0]) for n in expected}
+        assert names == expected, {n: (w["State"]["Status"], w["State"]["ExitCode"], w["RestartCount"],
+                                       w["HostConfig"]["RestartPolicy"]) for n, w in workers.items()}
+        assert all(w["RestartCount"] >= 1 for w in workers.values())   # the same containers, restarted
+        computed = on_each_worker(project, path, "compute")
+        assert computed.returncode == 0, computed.stderr[-3000:]
+        assert json.loads(computed.stdout) == {n: 499999500000 for n in expected}
+        print(f"workers joined {joined:.1f} s after up; back and joined {back:.1f} s after the scheduler's kill")
+        _probes_answer(project, path, tmp_path / "k8s")
+    finally:
+        down = compose(project, path, "--profile", "check", "down", "-v", "--remove-orphans")
+    assert down.returncode == 0, down.stderr
+    assert left(project) == []
+
+
+_GET = """
+import sys, urllib.request
+for url in sys.argv[1:]:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        print(url, r.status, r.read().decode()[:40])
+"""
+
+
+def _probes_answer(project: str, path, out) -> None:
+    """The Kubernetes manifests' probes (as `invoke deploy --target k8s` writes them) asked of the
+    stack's scheduler and a worker, which run the same dask commands: each probe's port, by the
+    container's port name, answers its path with 200."""
+    invoke("deploy", "--variant", CPU_VARIANT, "--target", "k8s", "--image",
+           "registry.example/rapidship/dask@sha256:" + "0" * 64, "--memory", "1g", "--name", project, "--out", str(out))
+    urls = []
+    for doc in yaml.safe_load_all((out / "plain.yaml").read_text()):
+        if doc["kind"] != "Deployment":
+            continue
+        (c,) = doc["spec"]["template"]["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        host = f"{project}-worker-0" if c["name"] == "worker" else "127.0.0.1"
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            get = c[kind]["httpGet"]
+            urls.append(f"http://{host}:{ports[get['port']]}{get['path']}")
+    scheduler = compose(project, path, "ps", "-q", f"{project}-scheduler").stdout.split()[0]
+    proc = subprocess.run(["docker", "exec", scheduler, "python", "-c", _GET, *sorted(set(urls))], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    answered = proc.stdout.splitlines()
+    assert len(answered) == 2 and all(" 200 ok" in line for line in answered), answered   # scheduler and worker

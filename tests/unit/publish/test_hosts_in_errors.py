@@ -8,6 +8,8 @@ The paths (every place src/ formats a host, netloc or URL into a message):
   - the registry flags (publish/oci.split_repository): `invoke push --registry`, `invoke
     ci.generate --profile local --registry`;
   - skopeo's refused push (publish/push.py), which names the host it was given;
+  - the token service a registry names in its Bearer challenge (publish/oci.py): the realm is the
+    server's word, so it may carry anything;
   - the GitLab API of `invoke ci.runners` (CI_API_V4_URL).
 Each error is also checked to still say where (the host and port), or the test would pass on
 an error that names nothing.
@@ -150,3 +152,45 @@ def test_gitlab_api_url_with_credentials():
                env={"CI_API_V4_URL": f"http://{USER}:{SECRET}@127.0.0.1:{port}/api/v4", "CI_PROJECT_ID": "42",
                     "RAPIDSHIP_GITLAB_TOKEN": "glpat-not-the-secret"})
     assert_refused_without_secret(proc, "/api/v4/projects/42/runners", "cannot read")
+
+
+class Challenging(BaseHTTPRequestHandler):
+    """A registry whose Bearer challenge names a token service URL with credentials and a token."""
+    realm = ""
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", f'Bearer realm="{self.realm}",service="registry"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_HEAD = do_GET  # noqa: N815 - http.server's name
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_token_service_named_by_the_registry(tmp_path):
+    from rapidship.publish.oci import Credentials, Registry
+
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", "key.pem", "-out", "cert.pem"], cwd=tmp_path, check=True, capture_output=True)
+    port = closed_port()
+    Challenging.realm = f"https://{USER}:{SECRET}@127.0.0.1:{port}/token?private_token={SECRET}"
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Challenging)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        reg = Registry(f"127.0.0.1:{server.server_address[1]}", Credentials("robot", "not-the-secret", "test"),
+                       str(tmp_path / "cert.pem"), RetryPolicy(attempts=1))
+        reg.session.trust_env = False  # loopback: no proxy
+        with pytest.raises(RapidshipError) as err:
+            reg.head_manifest("staging/image", "latest")
+    finally:
+        server.shutdown()
+    text = str(err.value)
+    assert SECRET not in text and f"{USER}:" not in text, text
+    assert f"token service ***@127.0.0.1:{port}" in text and "nothing listens on" in text, text

@@ -100,7 +100,8 @@ def ci_runners(c, pipeline=None, offline=False, require=None):
     from rapidship.errors import ConfigError
 
     if not pipeline and not require:
-        raise ConfigError("--pipeline / --require", "nothing to check", "pass --pipeline build/ci/child-protected.yml")
+        raise ConfigError("--pipeline / --require", "nothing to check",
+                          "pass --pipeline build/ci/child-protected.yml")
     if offline and require:
         raise ConfigError("--offline", "--require asks GitLab", "drop one of them")
     runners = {}

@@ -22,7 +22,8 @@ SUFFIX_FILES = {"sig": "sig.json", "att": "att.json"}
 class RegistrySource:
     def __init__(self, reg: Registry, repo: str) -> None:
         self.reg, self.repo = reg, repo
-        self.where = f"{reg.host}/{repo}"  # also the signed reference: the host as pushed (split_repository refused credentials there)
+        # also the signed reference: the host as pushed (split_repository refused credentials there)
+        self.where = f"{reg.host}/{repo}"
 
     def manifest(self, ref: str) -> bytes | None:
         if self.reg.head_manifest(self.repo, ref) is None:

@@ -541,6 +541,7 @@ def test_pipeline_variables_never_reach_the_child(validator):
     triggers = {n: j for n, j in _jobs(merged).items() if isinstance(j, dict) and "trigger" in j}
     assert triggers and not [n for n, j in triggers.items() if forwards(j)]
     assert _schema_errors(validator, merged) == []
-    forwarding = {**triggers["images"], "trigger": {**triggers["images"]["trigger"], "forward": {"pipeline_variables": True}}}
+    on = {**triggers["images"]["trigger"], "forward": {"pipeline_variables": True}}
+    forwarding = {**triggers["images"], "trigger": on}
     assert forwards(forwarding) and _schema_errors(validator, {**merged, "images": forwarding}) == []
     assert default is False and not forwards({"trigger": {"include": "x.yml"}})

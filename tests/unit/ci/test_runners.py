@@ -1,4 +1,5 @@
-"""protected-runners (release jobs and every job with a protected secret): GitLab's runner API, served on loopback as its REST reference describes it
+"""protected-runners (release jobs and every job with a protected secret): GitLab's runner API,
+served on loopback as its REST reference describes it
 (`GET /projects/:id/runners?tag_list=`, `GET /runners/:id` with tag_list, access_level, run_untagged,
 status), asked the way the CI job asks it. A release tag carried only by protected online runners
 passes; none, only offline or paused ones, an unprotected one, a runner that also takes untagged

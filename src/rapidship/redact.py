@@ -45,6 +45,13 @@ def redact(value: str) -> str:
     return (f"{scheme}://" if sep else "") + path + query + fragment
 
 
+def host_of(url: str) -> str:
+    """Where `url` points, for a message that names a host: its netloc (or `url` itself when it
+    has no scheme) as redact() shows it, so user:password@ never reaches an error."""
+    netloc = urlsplit(url).netloc if "://" in url else url.partition("/")[0]
+    return redact(netloc)
+
+
 def _mask_pair(pair: str) -> str:
     """`key=***` where the pair has a value; a bare item (`?TOKEN`, `?TOKEN=`) may be the secret itself."""
     key, eq, value = pair.partition("=")

@@ -17,13 +17,18 @@ failures) and takes every job's artifacts, to show the whole release on one page
 
 Privileges (docs/ci.md, "Who reaches what"): no secret is a pipeline variable. Each secret is a
 project variable scoped to a GitLab environment, and only the jobs that use it declare that
-environment: the `ci` robot (protected refs) and the `mr` robot (every other ref) reach the jobs
-that build, pull or push, through `ci-staging` or `mr-staging` chosen by `rules:`; the signing key
-reaches `sign:V` alone (`ci-signing`), the promote robot `promote:V` alone (`release`). Release jobs
-(sign, promote, export) carry the runner tag `release`, which only protected runners on hosts no
-merge request reaches may carry; `release-runners` checks that such a runner exists first.
-`verify:V` checks what was signed before `promote:V` and `export:V`. Job scripts never name a
-secret: the tasks read them from the environment.
+environment. The production profile is generated twice, once per kind of ref, because GitLab
+picks a job's runner from tags fixed before `rules:` run (tags cannot follow the ref):
+- `refs="protected"`: every job runs only on protected refs and on protected runners, tagged
+  `protected` (release jobs: `release`); the `ci` robot reaches the jobs that build, pull or push
+  (`ci-staging`), the signing key `sign:V` alone (`ci-signing`), the promote robot `promote:V`
+  alone (`release`); `protected-runners` asks GitLab first that protected runners carry those tags;
+- `refs="unprotected"` (merge requests, other branches and tags): the same jobs with the `mr`
+  robot (`mr-staging`) on the plain arch tags, never a protected tag, and no sign, verify, promote
+  or export.
+The parent pipeline's trigger jobs pick the file by `$CI_COMMIT_REF_PROTECTED`. `verify:V` checks
+what was signed before `promote:V` and `export:V`. Job scripts never name a secret: the tasks read
+them from the environment.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ POLICY = "policy/trivy.yaml"
 # Protected variables reach only pipelines of protected branches and tags: elsewhere there is no
 # key, so sign and verify are left out there instead of failing every merge request.
 PROTECTED_REF = '$CI_COMMIT_REF_PROTECTED == "true"'
+UNPROTECTED_REF = '$CI_COMMIT_REF_PROTECTED != "true"'
 PROTECTED_TAG = f'$CI_COMMIT_TAG && {PROTECTED_REF}'
 
 # The environments secrets are scoped to (docs/ci.md): a job gets a secret only by declaring one.
@@ -71,16 +77,25 @@ CI_ENVIRONMENT = "ci-staging"         # the `ci` robot (protected, scope ci-*): 
 MR_ENVIRONMENT = "mr-staging"         # the `mr` robot (scope mr-*): the same jobs on every other ref
 SIGNING_ENVIRONMENT = "ci-signing"    # the signing key (protected, scope ci-signing) and the `ci` robot
 RELEASE_ENVIRONMENT = "release"       # the promote robot (protected, scope release): promote:V alone
-RUNNERS_ENVIRONMENT = "runners"       # the read_api token release-runners asks GitLab with (scope runners)
-ROBOT_ENVIRONMENT = "RAPIDSHIP_ROBOT_ENVIRONMENT"  # set by rules: which of the two robot environments
+RUNNERS_ENVIRONMENT = "runners"       # the read_api token protected-runners asks GitLab with (scope runners)
+# the environments holding protected secrets: a job declaring one must run on a protected runner
+PROTECTED_ENVIRONMENTS = (CI_ENVIRONMENT, SIGNING_ENVIRONMENT, RELEASE_ENVIRONMENT, RUNNERS_ENVIRONMENT)
 CI_ROBOT = {"RAPIDSHIP_REGISTRY_USER": "$HARBOR_CI_ROBOT_NAME", "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_CI_ROBOT_SECRET"}
 MR_ROBOT = {"RAPIDSHIP_REGISTRY_USER": "$HARBOR_MR_ROBOT_NAME", "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_MR_ROBOT_SECRET"}
 PROMOTE_ROBOT = {"RAPIDSHIP_REGISTRY_USER": "$HARBOR_PROMOTE_ROBOT_NAME",
                  "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_PROMOTE_ROBOT_SECRET"}
-# Release jobs run only on runners carrying this tag: protected runners (they take jobs of protected
-# refs only) on hosts that no merge-request job reaches (docs/ci.md, "Runner topology").
+# Runner tags that only protected runners (they take jobs of protected refs only) on hosts that no
+# merge-request job reaches may carry (docs/ci.md, "Runner topology"): `protected` on every job of
+# the protected-ref pipeline, `release` instead on the release jobs (hosts of their own).
+PROTECTED_RUNNER_TAG = "protected"
 RELEASE_TAG = "release"
-RELEASE_RUNNERS_JOB = "release-runners"
+PROTECTED_RUNNER_TAGS = (PROTECTED_RUNNER_TAG, RELEASE_TAG)
+RUNNERS_JOB = "protected-runners"
+# The two production files, one per kind of ref (ci/project.yml writes them, ci/images.yml runs one)
+CHILD_PIPELINES = {"protected": "build/ci/child-protected.yml", "unprotected": "build/ci/child-unprotected.yml"}
+REFS = tuple(CHILD_PIPELINES)
+# the parent's job that writes the protected file: protected-runners reads that artifact
+GENERATE_JOB = "generate"
 
 
 class Builder(str, Enum):
@@ -106,10 +121,15 @@ class Profile:
     sign_if: str = PROTECTED_REF
     sign_skipped: str = "skipped on unprotected refs, which get no key (protected variables)"
     release_if: str = PROTECTED_TAG  # promote and export: release tags only, which must be protected
+    refs: str | None = None  # production: "protected" or "unprotected" (one file per kind); local: None
 
     def arch_tags(self, arch: str, *extra: str) -> dict:
-        """`tags:` routes a job to a runner; a single shell executor takes every job untagged."""
-        return {} if self.shell else {"tags": [arch, *extra]}
+        """`tags:` routes a job to a runner; a single shell executor takes every job untagged. On
+        protected refs every job goes to the protected pool (release jobs to the release hosts)."""
+        if self.shell:
+            return {}
+        pool = (PROTECTED_RUNNER_TAG,) if self.refs == "protected" and RELEASE_TAG not in extra else ()
+        return {"tags": [arch, *extra, *pool]}
 
     def release_tags(self, arch: str, *extra: str) -> dict:
         return self.arch_tags(arch, *extra, RELEASE_TAG)
@@ -125,13 +145,16 @@ def _narrowed(v: Variant, p: Profile) -> str:
     return "" if arches == tuple(v.arches) else "".join(f" --arch {a.value}" for a in arches)
 
 
-def production(builder: Builder = Builder.buildctl) -> Profile:
+def production(builder: Builder = Builder.buildctl, refs: str = "protected") -> Profile:
     if builder is Builder.docker:
         raise ConfigError("--builder", "the production profile builds without a docker daemon",
                           "use --builder buildctl (default) or --builder kaniko")
+    if refs not in REFS:
+        raise ConfigError("--refs", f"{refs!r} is not protected or unprotected",
+                          "pass --refs protected (protected branches and tags) or --refs unprotected (every other ref)")
     harbor = "$HARBOR_HOST"
     return Profile(
-        name="production", builder=builder, shell=False, handoff=True,
+        name="production", builder=builder, shell=False, handoff=True, refs=refs,
         trivy_db_repository="$TRIVY_DB_REPOSITORY", harbor_gate=True, robots=True,
         registry=f"{harbor}/$HARBOR_STAGING_PROJECT",
         # no secret among them: robots reach jobs only through their environments (module docstring)
@@ -175,9 +198,9 @@ class Job:
 
 
 def profile_for(name: str, builder: str | None = None, registry: str | None = None,
-                arches: tuple[Arch, ...] | None = None) -> Profile:
-    """The --profile / --builder / --registry / --arch flags -> a Profile; a flag the profile does
-    not use is an error, never silently ignored."""
+                arches: tuple[Arch, ...] | None = None, refs: str | None = None) -> Profile:
+    """The --profile / --builder / --registry / --arch / --refs flags -> a Profile; a flag the profile
+    does not use is an error, never silently ignored."""
     if name == "production":
         if arches:
             raise ConfigError("--arch", "the production profile builds every arch of each variant on its runners",
@@ -186,10 +209,14 @@ def profile_for(name: str, builder: str | None = None, registry: str | None = No
             raise ConfigError("--registry", "the production profile pushes to the Harbor project of harbor/ "
                               "(CI variable RAPIDSHIP_REGISTRY), not to --registry", "drop --registry, or use --profile local")
         try:
-            return production(Builder(builder or Builder.buildctl.value))
+            chosen = Builder(builder or Builder.buildctl.value)
         except ValueError:
             raise ConfigError("--builder", f"{builder!r} is not buildctl or kaniko", "pass --builder buildctl") from None
+        return production(chosen, refs or "protected")
     if name == "local":
+        if refs is not None:
+            raise ConfigError("--refs", "gitlab-ci-local has no protected refs: the local profile is one file",
+                              "drop --refs, or use --profile production")
         if builder is not None:
             raise ConfigError("--builder", "the local profile builds with this machine's Docker engine",
                               "drop --builder, or use --profile production")
@@ -211,8 +238,30 @@ def left_out(matrix: Matrix, profile: Profile) -> dict[str, str]:
             for v in matrix.select(None) if profile.bootstrap_bases and v.family != "deb"}
 
 
+def _gated(body: dict, refs: str | None) -> dict:
+    """The job left out on the other kind of ref, first of its rules: a file of one kind never runs
+    a job on the other (a job-level `when:` moves into the last rule: GitLab refuses both)."""
+    if refs is None:
+        return body
+    gate = {"if": UNPROTECTED_REF if refs == "protected" else PROTECTED_REF, "when": "never"}
+    body = dict(body)
+    rules = body.pop("rules", None) or [{"when": body.pop("when", "on_success")}]
+    return {**body, "rules": [gate, *rules]}
+
+
 def jobs(matrix: Matrix, profile: Profile, variant_ids: list[str] | None = None) -> list[Job]:
-    out: list[Job] = [_release_runners_job()] if profile.robots else []
+    found = _jobs(matrix, profile, variant_ids)
+    if profile.refs == "unprotected":  # what only protected refs may run is not in their file at all
+        found = [j for j in found if j.name.split(":")[0] not in PROTECTED_ONLY]
+    return [Job(j.name, _gated(j.body, profile.refs), j.description) for j in found]
+
+
+# jobs that need a protected secret on every ref they run on: absent from the unprotected file
+PROTECTED_ONLY = (RUNNERS_JOB, "sign", "verify", "promote", "export")
+
+
+def _jobs(matrix: Matrix, profile: Profile, variant_ids: list[str] | None = None) -> list[Job]:
+    out: list[Job] = [_runners_job(profile)] if profile.robots and profile.refs == "protected" else []
     cannot = left_out(matrix, profile)
     for v in matrix.select(variant_ids):
         if v.id in cannot:
@@ -272,16 +321,15 @@ def _names(robot: dict[str, str], user: str, password: str) -> dict[str, str]:
 
 
 def _any_ref(p: Profile, never: tuple[str, ...] = (), names: tuple[str, str] | None = None) -> dict:
-    """rules + environment of a job that runs on every ref and uses a registry: the `ci` robot on
-    protected refs, the `mr` robot elsewhere, each from the environment its variables are scoped to.
-    `never`: conditions under which the job is left out (checked first)."""
+    """rules + environment of a job that runs on every ref and uses a registry: the `ci` robot in the
+    protected-ref file, the `mr` robot in the other, each from the environment its variables are
+    scoped to. `never`: conditions under which the job is left out (checked first)."""
     rules: list[dict] = [{"if": cond, "when": "never"} for cond in never]
     if not p.robots:
         return {"rules": rules + [{"when": "on_success"}]} if rules else {}
-    ci_robot, mr_robot = (CI_ROBOT, MR_ROBOT) if names is None else (_names(CI_ROBOT, *names), _names(MR_ROBOT, *names))
-    rules += [{"if": PROTECTED_REF, "variables": {ROBOT_ENVIRONMENT: CI_ENVIRONMENT, **ci_robot}},
-              {"variables": {ROBOT_ENVIRONMENT: MR_ENVIRONMENT, **mr_robot}}]
-    return {"rules": rules, "environment": {"name": f"${ROBOT_ENVIRONMENT}", "action": "access"}}
+    robot, environment = (CI_ROBOT, CI_ENVIRONMENT) if p.refs == "protected" else (MR_ROBOT, MR_ENVIRONMENT)
+    rules.append({"variables": robot if names is None else _names(robot, *names)})
+    return {"rules": rules, "environment": {"name": environment, "action": "access"}}
 
 
 def _only(p: Profile, condition: str, environment: str | None, robot: dict[str, str] | None,
@@ -296,17 +344,21 @@ def _only(p: Profile, condition: str, environment: str | None, robot: dict[str, 
     return {"rules": rules, "environment": {"name": environment, **({"action": action} if action != "start" else {})}}
 
 
-def _release_runners_job() -> Job:
+def _runners_job(p: Profile) -> Job:
     """Before any release job: GitLab holds a job with no runner for its tags as pending; this one
-    fails at once, naming the tag, when no protected runner carries it (or one that is not)."""
-    return Job(RELEASE_RUNNERS_JOB, {
+    reads the very file GitLab runs (the parent's artifact) and fails at once, naming the job or the
+    tag, when a job with a protected secret lacks a protected tag, or no protected runner carries
+    a job's tags, or an unprotected one carries a protected tag."""
+    return Job(RUNNERS_JOB, {
         "stage": "prepare",
-        "tags": ["amd64"],
+        **p.arch_tags("amd64"),
         "rules": [{"if": PROTECTED_REF, "when": "on_success"}, {"when": "never"}],
         "environment": {"name": RUNNERS_ENVIRONMENT, "action": "access"},  # its read_api token alone
-        "script": [f"invoke ci.runners --require {RELEASE_TAG}"],
-    }, f"a protected online runner carries the tag {RELEASE_TAG} and every runner that does is protected "
-       "(protected refs; before sign, promote and export)")
+        # the trigger job passes PARENT_PIPELINE_ID: the artifact is the file this pipeline runs
+        "needs": [{"pipeline": "$PARENT_PIPELINE_ID", "job": GENERATE_JOB}],
+        "script": [f"invoke ci.runners --pipeline {CHILD_PIPELINES['protected']}"],
+    }, f"every job with a protected secret carries the runner tag {PROTECTED_RUNNER_TAG} or {RELEASE_TAG}, and "
+       "protected online runners, and only protected ones, carry each job's tags (protected refs)")
 
 
 def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
@@ -371,7 +423,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         gpus = " --mode gpu --gpus all" if v.cuda else ""
         found.append(Job(smoke, {
             "stage": "smoke",
-            "tags": ["gpu", a] if not p.shell else ["gpu"],
+            "tags": ["gpu"] if p.shell else ["gpu", *p.arch_tags(a)["tags"]],
             "needs": [render, _name("build", v, arch), push],
             **_any_ref(p, never=(f'$RAPIDSHIP_GPU_RUNNERS == "{NO_GPU}"',)),
             "script": [*_pull(v, arch, p), f"invoke smoke --variant {vid} --arch {a}{gpus}"],
@@ -380,7 +432,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
            "(no runner tagged gpu with the NVIDIA container toolkit)"))
         smoke_jobs.append(smoke)
     sign, verify = _name("sign", v), _name("verify", v)
-    runners = [{"job": RELEASE_RUNNERS_JOB, "artifacts": False}] if p.robots else []
+    runners = [{"job": RUNNERS_JOB, "artifacts": False}] if p.robots else []
     found.append(Job(sign, {
         "stage": "publish",
         **p.release_tags("amd64"),

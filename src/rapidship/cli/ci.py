@@ -16,8 +16,10 @@ from rapidship.records import Workspace
 
 
 @task(name="generate", iterable=["variant", "arch"],
-      help={"out": "where to write the child pipeline (default build/ci/child-pipeline.yml)",
+      help={"out": "where to write the child pipeline (default build/ci/child-protected.yml)",
             "profile": "production (GitLab runners, Harbor) or local (shell executor, loopback registry)",
+            "refs": "production profile: protected (protected branches and tags, protected runners; default) or "
+                    "unprotected (merge requests and every other ref)",
             "builder": "production profile: buildctl (rootless BuildKit, default) or kaniko",
             "registry": "local profile: loopback registry and project (default 127.0.0.1:5000/staging)",
             "arch": "local profile: build only this arch (repeatable; default every arch of each variant: "
@@ -25,22 +27,23 @@ from rapidship.records import Workspace
             "variant": "variant id (repeatable; default: every variant the profile can build, naming those "
                        "it leaves out)", **VARIANTS_HELP})
 @exits_cleanly
-def ci_generate(c, out="build/ci/child-pipeline.yml", profile="production", builder=None, registry=None, variant=None,
-                arch=None, variants_file="variants.yaml"):
+def ci_generate(c, out="build/ci/child-protected.yml", profile="production", refs=None, builder=None, registry=None,
+                variant=None, arch=None, variants_file="variants.yaml"):
     """Write the GitLab child pipeline for the matrix (per variant x arch jobs, a needs: DAG)."""
     from rapidship.ci import pipeline as ci
 
     arches = tuple(arch_flag(a) for a in arch) if arch else None
-    chosen = ci.profile_for(profile, builder, registry, arches)
+    chosen = ci.profile_for(profile, builder, registry, arches, refs)
     m = load_matrix(variants_file)
     path = ci.write_pipeline(m, chosen, Path(out), variant or None)
     count = len(ci.jobs(m, chosen, variant or None))
     skipped = {} if variant else ci.left_out(m, chosen)
     for vid, why in skipped.items():
         console.err.print(f"left out {vid}: {why}")
+    kind = f", {chosen.refs} refs" if chosen.refs else ""
     console.err.print(f"wrote {path}: {count} jobs for "
                       f"{', '.join(v.id for v in m.select(variant or None) if v.id not in skipped)} "
-                      f"({chosen.name}, builder {chosen.builder.value})")
+                      f"({chosen.name}{kind}, builder {chosen.builder.value})")
 
 
 @task(name="build", help={"variant": "variant id", "arch": "amd64 or arm64", **VARIANTS_HELP})
@@ -87,16 +90,41 @@ def ci_pull(c, variant, arch=None, variants_file="variants.yaml"):
         console.err.print(f"pulled {built.extra['digest']} as {built.ref} -> {write_record(Workspace(), built)}")
 
 
-@task(name="runners", help={"require": "the runner tag release jobs need (the pipeline passes release)"})
+@task(name="runners", iterable=["require"],
+      help={"pipeline": "the generated pipeline file to check (every job with a protected secret carries a "
+                        "protected runner tag; merge-request jobs never do), then its runners",
+            "offline": "check the file only; ask GitLab nothing",
+            "require": "a runner tag that protected online runners, and only protected ones, must carry "
+                       "(repeatable)"})
 @exits_cleanly
-def ci_runners(c, require):
-    """Fail at once, naming the tag, unless a protected online runner carries it and no unprotected one does."""
-    from rapidship.ci.runners import require as check
+def ci_runners(c, pipeline=None, offline=False, require=None):
+    """Fail at once, naming the job or the tag, unless every job with a protected secret carries a
+    protected runner tag and protected online runners, and only they, carry the tags of each such job."""
+    from rapidship.ci.runners import check_pipeline, require as check
+    from rapidship.config.yamlconf import load_yaml, read_config
+    from rapidship.errors import ConfigError
 
-    runners = check(require)
-    ready = [r for r in runners if r.online and not r.paused]
-    console.err.print(f"{len(ready)} protected runner(s) online with the tag {require}: "
-                      + ", ".join(f"{r.id} ({r.description})" for r in ready))
+    if not pipeline and not require:
+        raise ConfigError("--pipeline / --require", "nothing to check",
+                          "pass --pipeline build/ci/child-protected.yml")
+    if offline and require:
+        raise ConfigError("--offline", "--require asks GitLab", "drop one of them")
+    runners = {}
+    if pipeline:
+        doc = load_yaml(read_config(Path(pipeline), "run `invoke ci.generate` first, or name the file it wrote"),
+                        pipeline)
+        if not isinstance(doc, dict):
+            raise ConfigError(pipeline, "not a pipeline (a YAML mapping of jobs)", "pass the file ci.generate wrote")
+        runners.update({r.id: r for r in check_pipeline(doc, ask=not offline)})
+        if offline:
+            console.err.print(f"{pipeline}: every job with a protected secret carries a protected runner tag, "
+                              "and no job that may run on an unprotected ref does")
+    for tag in require or ():
+        runners.update({r.id: r for r in check(tag)})
+    ready = [r for r in runners.values() if r.online and not r.paused]
+    if ready:
+        console.err.print(f"{len(ready)} protected runner(s) online: "
+                          + ", ".join(f"{r.id} ({r.description}: {', '.join(r.tags)})" for r in ready))
 
 
 @task(name="test", help={"markers": "pytest -m expression (default: the suite's own default)",

@@ -22,7 +22,7 @@ import requests
 
 from rapidship import oci_json
 from rapidship.errors import ConfigError, RapidshipError
-from rapidship.redact import redact
+from rapidship.redact import host_of, redact
 from rapidship.publish.retrying import OnRetry, RetryPolicy, send
 
 DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
@@ -87,6 +87,7 @@ class Registry:
     def __init__(self, host: str, creds: Credentials | None, ca_bundle: str | None = None,
                  policy: RetryPolicy = RetryPolicy(), on_retry: OnRetry | None = None) -> None:
         self.host, self.creds, self.policy, self.on_retry = host, creds, policy, on_retry
+        self.where = f"registry {host_of(host)}"  # messages name the host through the one redaction rule
         self.base = f"https://{host}"
         self.session = requests.Session()
         self.session.verify = ca_bundle or True
@@ -101,7 +102,7 @@ class Registry:
             auth = self._basic or self._tokens.get(scope)
             if auth:
                 headers["Authorization"] = auth
-            resp = send(self.session, method, url, policy=self.policy, what=f"registry {self.host}",
+            resp = send(self.session, method, url, policy=self.policy, what=self.where,
                         idempotent=idempotent, on_retry=self.on_retry, headers=headers, **kw)
             kw["headers"] = headers
             if resp.status_code != 401 or auth:
@@ -115,21 +116,22 @@ class Registry:
 
     def _authorize(self, challenge: str, scope: str) -> str:
         if self.creds is None:
-            raise ConfigError(f"registry {self.host}", "the registry asks for credentials and none are set",
+            raise ConfigError(self.where, "the registry asks for credentials and none are set",
                               "export RAPIDSHIP_REGISTRY_USER / RAPIDSHIP_REGISTRY_PASSWORD (a robot account) "
                               "or log in with docker login")
         basic = "Basic " + base64.b64encode(f"{self.creds.user}:{self.creds.password}".encode()).decode()
         if challenge.lower().startswith("basic"):
             return basic
         if not challenge.lower().startswith("bearer"):
-            raise RapidshipError(f"registry {self.host}", f"unsupported auth challenge {challenge.split(' ')[0]!r}")
+            raise RapidshipError(self.where, f"unsupported auth challenge {challenge.split(' ')[0]!r}")
         params = dict(_CHALLENGE.findall(challenge))
         realm = params.pop("realm", "")
         params["scope"] = scope.split(" ")
-        resp = send(self.session, "GET", realm, policy=self.policy, what=f"token service {realm}",
+        # the realm is the registry's word: it may carry anything, so it is shown redacted
+        resp = send(self.session, "GET", realm, policy=self.policy, what=f"token service {host_of(realm)}",
                     on_retry=self.on_retry, params=params, headers={"Authorization": basic})
         if resp.status_code != 200:
-            raise RapidshipError(f"registry {self.host}", f"token service refused the credentials "
+            raise RapidshipError(self.where, f"token service refused the credentials "
                                  f"from {self.creds.source} (HTTP {resp.status_code})",
                                  "check the robot account's name, secret, expiry and permissions")
         body = resp.json()
@@ -138,9 +140,9 @@ class Registry:
     def _fail(self, resp: requests.Response, what: str) -> RapidshipError:
         if resp.status_code in (401, 403):
             source = self.creds.source if self.creds else "no credentials"
-            return RapidshipError(f"registry {self.host}", f"{what}: HTTP {resp.status_code} (credentials from {source})",
+            return RapidshipError(self.where, f"{what}: HTTP {resp.status_code} (credentials from {source})",
                                   "the account lacks the permission, or its secret is wrong or expired")
-        return RapidshipError(f"registry {self.host}", f"{what}: HTTP {resp.status_code} {resp.text[:200]}",
+        return RapidshipError(self.where, f"{what}: HTTP {resp.status_code} {resp.text[:200]}",
                               "see the registry's logs")
 
     @staticmethod
@@ -166,7 +168,7 @@ class Registry:
         data = resp.content
         digest = sha256(data)
         if ref.startswith("sha256:") and digest != ref:
-            raise RapidshipError(f"registry {self.host}", f"manifest {repo}@{ref} arrived with digest {digest}",
+            raise RapidshipError(self.where, f"manifest {repo}@{ref} arrived with digest {digest}",
                                  "the registry or a proxy altered it: do not use this registry path")
         media = self.parse_manifest(data, f"{repo}:{ref}").get("mediaType") or resp.headers.get("Content-Type", "")
         return data, Descriptor(media, digest, len(data))
@@ -176,7 +178,7 @@ class Registry:
         try:
             return oci_json.parse_manifest(data)
         except oci_json.Ambiguous as err:
-            raise RapidshipError(f"registry {self.host}", f"{what} is refused: {err}",
+            raise RapidshipError(self.where, f"{what} is refused: {err}",
                                  "a Go client (docker, containerd) could read it as something else: do not use it; "
                                  "push it again with rapidship") from None
 
@@ -188,7 +190,7 @@ class Registry:
         digest = sha256(data)
         answered = resp.headers.get("Docker-Content-Digest")
         if answered and answered != digest:
-            raise RapidshipError(f"registry {self.host}", f"stored {repo}:{ref} as {answered}, sent {digest}",
+            raise RapidshipError(self.where, f"stored {repo}:{ref} as {answered}, sent {digest}",
                                  "the registry rewrote the manifest")
         return digest
 
@@ -204,7 +206,7 @@ class Registry:
         if resp.status_code != 200:
             raise self._fail(resp, f"GET blob {repo}@{digest[:19]}")
         if sha256(resp.content) != digest:
-            raise RapidshipError(f"registry {self.host}", f"blob {digest[:19]} arrived corrupted", "run again")
+            raise RapidshipError(self.where, f"blob {digest[:19]} arrived corrupted", "run again")
         return resp.content
 
     def mount_blob(self, repo: str, digest: str, from_repo: str) -> bool:

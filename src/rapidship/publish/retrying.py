@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import requests
 
 from rapidship.errors import RapidshipError
+from rapidship.redact import host_of
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 NOT_TAKEN = frozenset({429, 503})
@@ -39,7 +40,7 @@ def refused_on_loopback(text: str, host: str | None) -> bool:
 
 
 def nothing_listens(what: str, netloc: str) -> RapidshipError:
-    return RapidshipError(what, f"nothing listens on {netloc} (connection refused on this machine)",
+    return RapidshipError(what, f"nothing listens on {host_of(netloc)} (connection refused on this machine)",
                           "start the registry (`invoke registry.up` for the loopback one) or check the host and "
                           "port the flags or variables name")
 
@@ -99,7 +100,7 @@ def send(session: requests.Session, method: str, url: str, *, policy: RetryPolic
             resp = session.request(method, url, timeout=policy.timeout, verify=kwargs.pop("verify", session.verify),
                                    **kwargs)
         except requests.exceptions.SSLError as err:
-            host = urlsplit(url).netloc
+            host = host_of(url)  # every host in a message goes through the one redaction rule
             if any(m in str(err) for m in PLAIN_HTTP):  # the server answered in plain HTTP: no retry heals that
                 raise RapidshipError(what, f"{host} answered in plain HTTP, not HTTPS",
                                      "rapidship speaks HTTPS only (docs/supply-chain.md): serve the registry with "
@@ -108,9 +109,9 @@ def send(session: requests.Session, method: str, url: str, *, policy: RetryPolic
                                  "pass the CA bundle that signs its certificate (--ca-cert or the *_CA variable)") from None
         except _DROPPED as err:
             if refused_on_loopback(str(err), urlsplit(url).hostname):
-                raise nothing_listens(what, urlsplit(url).netloc) from None
+                raise nothing_listens(what, url) from None
             if any(m in str(err) for m in NO_SUCH_HOST):  # DNS says the name does not exist: no retry heals that
-                raise RapidshipError(what, f"no such host: {urlsplit(url).hostname} does not resolve",
+                raise RapidshipError(what, f"no such host: {host_of(url)} does not resolve",
                                      "check the registry's name (the flag, harbor/harbor.yaml, or the variable "
                                      "that sets it) and the machine's DNS") from None
             fault = f"connection failed ({err.__class__.__name__})"

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from rapidship.errors import RapidshipError
+from rapidship.redact import host_of
 from rapidship.publish.oci import Registry
 from rapidship.sign import formats as f
 
@@ -21,6 +22,7 @@ SUFFIX_FILES = {"sig": "sig.json", "att": "att.json"}
 class RegistrySource:
     def __init__(self, reg: Registry, repo: str) -> None:
         self.reg, self.repo = reg, repo
+        # also the signed reference: the host as pushed (split_repository refused credentials there)
         self.where = f"{reg.host}/{repo}"
 
     def manifest(self, ref: str) -> bytes | None:
@@ -91,6 +93,6 @@ def update_referrers(reg: Registry, repo: str, digest: str, added: list[tuple[f.
         try:
             existing = json.loads(reg.get_manifest(repo, tag)[0])
         except ValueError:
-            raise RapidshipError(f"{reg.host}/{repo}:{tag}", "the referrers index is not JSON",
+            raise RapidshipError(f"{host_of(reg.host)}/{repo}:{tag}", "the referrers index is not JSON",
                                  "delete that tag; sign again rebuilds it") from None
     reg.put_manifest(repo, tag, f.referrers_index(existing, added), f.OCI_INDEX)

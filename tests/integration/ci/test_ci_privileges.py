@@ -1,8 +1,10 @@
 """Who gets which secret and needs which runner, measured with gitlab-ci-local, held to docs/ci.md.
 
-The generated production pipeline (cpu-debian12, both arches) and `.gitlab-ci.yml` with its includes
-run under gitlab-ci-local in the four kinds of pipeline a project has: a merge request, a protected
-branch, a protected tag, an unprotected tag. Only the job scripts change (each writes its
+`.gitlab-ci.yml` with its includes and the generated production pipeline (cpu-debian12, both
+arches) run under gitlab-ci-local in the four kinds of pipeline a project has: a merge request, a
+protected branch, a protected tag, an unprotected tag. The child is the file that the trigger job
+which ran in that root pipeline names, written by the command line of the generate job it names
+(only `--out` and `--variant` added). Only the job scripts change (each writes its
 environment to a file; nothing else runs): rules, `rules: variables:`, environments, needs and tags
 are the generated ones. The project variables are set as the CI variables table of docs/ci.md
 says (each secret's environment scope, read from that table), the protected ones only in pipelines
@@ -12,13 +14,15 @@ environment. The jobs that ran, what each received and each job's runner tags mu
 privileges table of docs/ci.md, which this test reads, so the table cannot drift.
 
 gitlab-ci-local treats file variables like plain ones here (the scoping is the same); `tags:` it
-does not route by, so they are compared from the YAML it ran.
+does not route by, so they are compared from the YAML it ran, per kind of ref (the table gives the
+tags on protected refs and on the others).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import uuid
@@ -43,19 +47,25 @@ PIPELINES = {
 }
 
 
+PROTECTED_KINDS = ("protected branch", "protected tag")
+
+
 def doc_tables() -> tuple[dict, dict]:
-    """(privileges: job pattern -> (tags, {pipeline: received labels or None}), secrets: variable name
-    -> (environment scope, protected)) as docs/ci.md states them."""
+    """(privileges: job pattern -> ({protected refs: tags or None, other refs: tags or None},
+    {pipeline: received labels or None}), secrets: variable name -> (environment scope, protected))
+    as docs/ci.md states them."""
     text = DOC.read_text()
     table = text[text.index("<!-- privileges-table"):].split("\n\n", 1)[0].splitlines()[1:]
     header = [c.strip() for c in table[0].strip("|").split("|")]
-    assert header[:2] == ["job", "runner tags"] and header[2:] == list(PIPELINES)
+    assert header[:3] == ["job", "runner tags, protected refs", "runner tags, other refs"]
+    assert header[3:] == list(PIPELINES)
     rows = {}
     for line in table[2:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
-        tags = tuple(re.findall(r"`([^`]+)`", cells[1]))
+        tags = {refs: None if c == "-" else tuple(re.findall(r"`([^`]+)`", c))
+                for refs, c in zip((True, False), cells[1:3])}
         got = {p: None if c == "-" else (set() if c == "none" else {x.strip() for x in c.split(",")})
-               for p, c in zip(PIPELINES, cells[2:])}
+               for p, c in zip(PIPELINES, cells[3:])}
         for job in re.findall(r"`([^`]+)`", cells[0]):
             rows[job] = (tags, got)
     secrets = {}
@@ -76,15 +86,14 @@ def row_for(rows: dict, job: str) -> tuple[str, tuple, dict]:
 
 def neutered(doc: dict) -> dict:
     """The pipeline with every script replaced by a dump of the job's environment; no images, no
-    artifacts, no trigger: what decides who gets what is left as it is."""
+    artifacts; a trigger job dumps its environment too (which one ran says which child runs): what
+    decides who gets what is left as it is."""
     out = {k: v for k, v in doc.items() if k != "include"}
     out["default"] = {k: v for k, v in (doc.get("default") or {}).items() if k not in ("image",)}
     for name, job in doc.items():
         if isinstance(job, dict) and ("script" in job or "trigger" in job) and not name.startswith("."):
-            if "trigger" in job:
-                del out[name]
-                continue
-            out[name] = {k: v for k, v in job.items() if k not in ("image", "artifacts", "resource_group", "script")}
+            out[name] = {k: v for k, v in job.items()
+                         if k not in ("image", "artifacts", "resource_group", "script", "trigger")}
             out[name]["script"] = ['env > "$RAPIDSHIP_REPORT_DIR/$CI_JOB_NAME.env"']
             out[name]["needs"] = [n if isinstance(n, str) else {"job": n["job"], "optional": n.get("optional", False)}
                                   for n in job.get("needs", []) if (n if isinstance(n, str) else n["job"]) in doc]
@@ -112,13 +121,15 @@ def runs(tmp_path_factory):
                                     "RAPIDSHIP_SIGNING_PASSWORD", "RAPIDSHIP_GITLAB_TOKEN"}, secrets
     markers = {name: f"marker-{name.lower()}-{uuid.uuid4().hex[:8]}" for name in secrets}
     work = tmp_path_factory.mktemp("privileges")
-    child = work / "child.yml"
-    subprocess.run(["invoke", "ci.generate", "--variant", "cpu-debian12", "--out", str(child)], cwd=ROOT, check=True,
-                   capture_output=True)
-    pipelines = {"child": yaml.safe_load(child.read_text()), "root": root_pipeline()}
+    root = root_pipeline()
+    pipelines: dict = {}
     found: dict = {}
     for kind, predefined in PIPELINES.items():
-        for which, doc in pipelines.items():
+        pipelines[kind] = {"root": root}
+        for which in ("root", "child"):
+            if which == "child":
+                pipelines[kind]["child"] = child_of(root, found[kind], work / f"child-{kind.replace(' ', '-')}.yml")
+            doc = pipelines[kind][which]
             repo = work / f"{which}-{kind.replace(' ', '-')}"
             reports = repo / "reports"
             reports.mkdir(parents=True)
@@ -143,10 +154,28 @@ def runs(tmp_path_factory):
     return rows, pipelines, found
 
 
+def child_of(root: dict, ran: dict, out: Path) -> dict:
+    """The child GitLab runs after this root pipeline: the file of the one trigger job that ran,
+    written by the command line of the generate job that trigger names (with --out and --variant)."""
+    triggers = [n for n in ran if "trigger" in (root.get(n) or {})]
+    assert len(triggers) == 1, sorted(ran)
+    include = root[triggers[0]]["trigger"]["include"][0]
+    line = next(s for s in root[include["job"]]["script"] if s.startswith("invoke ci.generate "))
+    args = shlex.split(line)
+    assert args[args.index("--out") + 1] == include["artifact"], line
+    args[args.index("--out") + 1] = str(out)
+    subprocess.run([*args, "--variant", "cpu-debian12"], cwd=ROOT, check=True, capture_output=True)
+    return yaml.safe_load(out.read_text())
+
+
+def _jobs_of(doc: dict) -> dict:
+    return {n: j for n, j in doc.items() if isinstance(j, dict) and ("script" in j or "trigger" in j)}
+
+
 def test_every_job_gets_exactly_the_secrets_the_table_gives_it(runs):
     rows, pipelines, found = runs
-    jobs = [n for doc in pipelines.values() for n, j in doc.items() if isinstance(j, dict) and "script" in j]
     for kind in PIPELINES:
+        jobs = [n for doc in pipelines[kind].values() for n in _jobs_of(doc)]
         expected = {}
         for job in jobs:
             _, _, cells = row_for(rows, job)
@@ -157,20 +186,32 @@ def test_every_job_gets_exactly_the_secrets_the_table_gives_it(runs):
 
 def test_every_job_needs_the_runner_tags_the_table_gives_it(runs):
     rows, pipelines, _ = runs
-    for doc in pipelines.values():
-        for job, body in doc.items():
-            if not (isinstance(body, dict) and "script" in body):
-                continue
-            pattern, tags, _ = row_for(rows, job)
-            arch = job.rsplit(":", 1)[1] if pattern.endswith(":A") else None
-            assert tuple(sorted(body.get("tags", []))) == tuple(sorted(arch if t == "A" else t for t in tags)), job
+    for kind in PIPELINES:
+        for doc in pipelines[kind].values():
+            for job, body in _jobs_of(doc).items():
+                pattern, tags, _ = row_for(rows, job)
+                wanted = tags[kind in PROTECTED_KINDS]
+                if wanted is None:   # in the file, but only ever left out by its rules on this kind of ref
+                    assert job not in pipelines[kind].get("child", {}), (kind, job)
+                    continue
+                arch = job.rsplit(":", 1)[1] if pattern.endswith(":A") else None
+                assert tuple(sorted(body.get("tags", []))) == tuple(sorted(arch if t == "A" else t for t in wanted)), \
+                    (kind, job)
 
 
-def test_no_merge_request_job_reaches_a_release_runner_or_a_release_secret(runs):
+def test_no_merge_request_job_reaches_a_protected_runner_or_a_protected_secret(runs):
     rows, pipelines, found = runs
-    release = {n for doc in pipelines.values() for n, j in doc.items() if isinstance(j, dict)
-               and "release" in (j.get("tags") or [])}
+    protected_tags = {"protected", "release"}
+    for kind in ("merge request", "unprotected tag"):
+        ran = {n: j for doc in pipelines[kind].values() for n, j in _jobs_of(doc).items() if n in found[kind]}
+        assert ran and not [n for n, j in ran.items() if protected_tags & set(j.get("tags") or [])], kind
+    release = {n for kind in PROTECTED_KINDS for n, j in _jobs_of(pipelines[kind]["child"]).items()
+               if "release" in (j.get("tags") or [])}
     assert release and not release & set(found["merge request"]) and not release & set(found["unprotected tag"])
+    for kind in PROTECTED_KINDS:   # every job there that got a secret ran on a protected tag
+        for job, got in found[kind].items():
+            body = {**pipelines[kind]["root"], **pipelines[kind]["child"]}[job]
+            assert not got or protected_tags & set(body.get("tags") or []), (kind, job, got)
     for kind in ("merge request", "unprotected tag"):
         assert all(got <= {"mr robot"} for got in found[kind].values()), kind
     assert {j for j, got in found["protected tag"].items() if "promote robot" in got} == {"promote:cpu-debian12"}

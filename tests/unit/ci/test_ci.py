@@ -32,6 +32,7 @@ def matrix():
 
 PROFILES = {"production-buildctl": lambda: ci.production(ci.Builder.buildctl),
             "production-kaniko": lambda: ci.production(ci.Builder.kaniko),
+            "production-unprotected": lambda: ci.production(refs="unprotected"),
             "local": lambda: ci.local("127.0.0.1:5000/staging")}
 
 
@@ -81,12 +82,22 @@ def test_root_pipeline_and_includes_validate(validator):
         assert job.get("stage") in root["stages"], name
         for dep in _needs(job):
             assert dep in jobs, f"{name} needs unknown job {dep}"
-    # the trigger reads the very file the generate job writes and keeps as an artifact
-    trigger = jobs["images"]["trigger"]
-    artifact = trigger["include"][0]["artifact"]
-    assert trigger["include"][0]["job"] == "generate" and trigger["strategy"] == "depend"
-    assert f"--out {artifact}" in " ".join(jobs["generate"]["script"])
-    assert artifact in jobs["generate"]["artifacts"]["paths"]
+    # each trigger reads the very file its generate job writes and keeps as an artifact, the file
+    # of its kind of ref, and both run on exactly the refs of that kind
+    triggers = {n: j for n, j in jobs.items() if "trigger" in j}
+    assert set(triggers) == {"images", "images-unprotected"}
+    for name, job in triggers.items():
+        include = job["trigger"]["include"][0]
+        generate, artifact = jobs[include["job"]], include["artifact"]
+        refs = "protected" if name == "images" else "unprotected"
+        assert artifact == ci.CHILD_PIPELINES[refs] and job["trigger"]["strategy"] == "depend"
+        assert f"invoke ci.generate --refs {refs} --out {artifact}" in generate["script"]
+        assert f"invoke ci.runners --pipeline {artifact} --offline" in generate["script"]
+        assert artifact in generate["artifacts"]["paths"] and generate["rules"] == job["rules"]
+        assert job["variables"] == {"PARENT_PIPELINE_ID": "$CI_PIPELINE_ID"}
+    assert ci.GENERATE_JOB == triggers["images"]["trigger"]["include"][0]["job"]
+    assert jobs["generate"]["tags"] == ["amd64", ci.PROTECTED_RUNNER_TAG]
+    assert ci.PROTECTED_RUNNER_TAG not in jobs["generate-unprotected"]["tags"]
 
 
 def _all_scripts(doc: dict):
@@ -119,13 +130,13 @@ def test_needs_dag_stays_inside_a_variant(matrix):
     """One variant's failure holds no other: no job needs a job of another variant, and every
     need points backwards in the stage order."""
     doc = ci.pipeline(matrix, ci.production())
-    shared = {ci.REPORT_JOB, ci.RELEASE_RUNNERS_JOB}  # the jobs over all variants: the report, last; the runner check
+    shared = {ci.REPORT_JOB, ci.RUNNERS_JOB}  # the jobs over all variants: the report, last; the runner check
     jobs = {n: j for n, j in _jobs(doc).items() if n not in shared}
     assert len({n.split(":")[1] for n in jobs}) == len(matrix.variants)
     for name, job in jobs.items():
         variant = name.split(":")[1]
         for dep in _needs(job):
-            if dep == ci.RELEASE_RUNNERS_JOB:
+            if dep == ci.RUNNERS_JOB:
                 assert doc["stages"].index(doc[dep]["stage"]) < doc["stages"].index(job["stage"]), name
                 continue
             assert dep in jobs, f"{name} needs unknown {dep}"
@@ -143,8 +154,12 @@ def test_release_report_runs_last_after_everything_and_is_exposed(validator, mat
     job = doc[ci.REPORT_JOB]
     assert doc["stages"][-1] == job["stage"] == "report"
     assert [n for n, j in _jobs(doc).items() if j["stage"] == "report"] == [ci.REPORT_JOB]
-    assert "needs" not in job and "dependencies" not in job and "rules" not in job
-    assert job["when"] == "always" and job["script"] == ["invoke report --out build/report"]
+    assert "needs" not in job and "dependencies" not in job
+    if profile.refs is None:
+        assert "rules" not in job and job["when"] == "always"
+    else:  # GitLab refuses a job-level when: beside rules: the ref gate, then always
+        assert "when" not in job and job["rules"][-1] == {"when": "always"} and len(job["rules"]) == 2
+    assert job["script"] == ["invoke report --out build/report"]
     artifacts = job["artifacts"]
     assert artifacts["expose_as"] == "release report" and artifacts["when"] == "always"
     # GitLab's expose_as rules: plain paths (no glob, variable or ./), a folder ends in /
@@ -155,12 +170,13 @@ def test_release_report_runs_last_after_everything_and_is_exposed(validator, mat
     assert any(e.startswith("report.artifacts.expose_as") for e in _schema_errors(validator, broken))
     if profile.shell:
         assert "tags" not in job
-    else:
-        assert job["tags"] == ["amd64"]  # no engine needed: records in, a page out
+    else:  # no engine needed: records in, a page out; on protected refs on the protected pool
+        assert job["tags"] == ["amd64", *([ci.PROTECTED_RUNNER_TAG] if profile.refs == "protected" else [])]
     # every record path the report reads is an artifact of an earlier job, or the report names it
     # as not run: the jobs that write records all keep them
     kept = {p for j in _jobs(doc).values() for p in j.get("artifacts", {}).get("paths", [])}
-    assert "build/cpu-debian12/gates-amd64.json" in kept and "build/smoke/" in kept and "export/cpu-debian12/" in kept
+    assert "build/cpu-debian12/gates-amd64.json" in kept and "build/smoke/" in kept 
+    assert "export/cpu-debian12/" in kept or profile.refs == "unprotected"  # no export there
     text = ci.to_yaml(doc, ci.descriptions(matrix, profile, ids))
     assert "# @Description release report of every variant and arch" in text
 
@@ -176,13 +192,16 @@ def test_manifest_merge_waits_for_every_arch(matrix):
 def test_build_jobs_run_on_arch_runners_with_rootless_buildkit(matrix):
     doc = ci.pipeline(matrix, ci.production())
     arm = doc["build:cuda12-ubuntu22:arm64"]
-    assert arm["tags"] == ["arm64"]
+    assert arm["tags"] == ["arm64", ci.PROTECTED_RUNNER_TAG]
     assert arm["image"]["name"] == "$RAPIDSHIP_BUILDKIT_IMAGE"
     assert arm["script"] == ["invoke ci.build --variant cuda12-ubuntu22 --arch arm64"]
     assert doc["variables"]["RAPIDSHIP_BUILDER"] == "buildctl"
     assert doc["variables"]["RAPIDSHIP_CACHE_REPO"].startswith("$HARBOR_HOST/")
     # later jobs run where an engine is, and pull the candidate the build pushed
-    assert doc["gates:cuda12-ubuntu22:arm64"]["tags"] == ["arm64", "docker"]
+    assert doc["gates:cuda12-ubuntu22:arm64"]["tags"] == ["arm64", "docker", ci.PROTECTED_RUNNER_TAG]
+    mr = ci.pipeline(matrix, ci.production(refs="unprotected"))
+    assert mr["build:cuda12-ubuntu22:arm64"]["tags"] == ["arm64"]
+    assert mr["gates:cuda12-ubuntu22:arm64"]["tags"] == ["arm64", "docker"]
     assert doc["gates:cuda12-ubuntu22:arm64"]["script"][0] == "invoke ci.pull --variant cuda12-ubuntu22 --arch arm64"
     kaniko = ci.pipeline(matrix, ci.production(ci.Builder.kaniko))
     assert kaniko["build:cpu-debian12:amd64"]["image"]["name"] == "$RAPIDSHIP_KANIKO_IMAGE"
@@ -195,9 +214,10 @@ def test_harbor_scans_what_was_pushed_before_promotion(matrix):
     assert job["needs"][0] == "push:cpu-debian12" and job["script"] == ["invoke harbor.gate --variant cpu-debian12"]
     # the records it checks against the pushed image come with it (build, gates, scan of every arch)
     assert {"build:cpu-debian12:amd64", "gates:cpu-debian12:arm64", "scan:cpu-debian12:amd64"} <= set(job["needs"])
-    # the robot of the ref: `ci` on protected refs, `mr` elsewhere, as the Harbor API user
-    assert job["rules"][0]["variables"]["RAPIDSHIP_HARBOR_PASSWORD"] == "$HARBOR_CI_ROBOT_SECRET"
-    assert job["rules"][1]["variables"]["RAPIDSHIP_HARBOR_PASSWORD"] == "$HARBOR_MR_ROBOT_SECRET"
+    # the robot of the ref: `ci` on protected refs, `mr` elsewhere (the other file), as the Harbor API user
+    assert job["rules"][-1]["variables"]["RAPIDSHIP_HARBOR_PASSWORD"] == "$HARBOR_CI_ROBOT_SECRET"
+    mr = ci.pipeline(matrix, ci.production(refs="unprotected"))["harbor-gate:cpu-debian12"]
+    assert mr["rules"][-1]["variables"]["RAPIDSHIP_HARBOR_PASSWORD"] == "$HARBOR_MR_ROBOT_SECRET"
     assert "variables" not in job and "RAPIDSHIP_REGISTRY_PASSWORD" not in yaml.safe_dump(job)
     assert "harbor-gate:cpu-debian12" in _needs(doc["promote:cpu-debian12"])
 
@@ -216,12 +236,13 @@ def test_scan_publishes_gitlab_reports(matrix):
 def test_smoke_needs_a_gpu_runner_and_is_skipped_without_one(matrix):
     prod = ci.pipeline(matrix, ci.production())
     smoke = prod["smoke:cuda12-ubuntu22:arm64"]
-    assert smoke["tags"] == ["gpu", "arm64"]
+    assert smoke["tags"] == ["gpu", "arm64", ci.PROTECTED_RUNNER_TAG]
     assert smoke["script"][-1] == "invoke smoke --variant cuda12-ubuntu22 --arch arm64 --mode gpu --gpus all"
     assert prod["smoke:cpu-debian12:amd64"]["script"][-1] == "invoke smoke --variant cpu-debian12 --arch amd64"
     assert "RAPIDSHIP_GPU_RUNNERS" not in prod["variables"]
     local = ci.pipeline(matrix, ci.local(), ["cpu-debian12"])
     assert local["variables"]["RAPIDSHIP_GPU_RUNNERS"] == ci.NO_GPU
+    assert prod["smoke:cpu-debian12:amd64"]["rules"][1] == local["smoke:cpu-debian12:amd64"]["rules"][0]
     assert local["smoke:cpu-debian12:amd64"]["rules"][0] == {"if": f'$RAPIDSHIP_GPU_RUNNERS == "{ci.NO_GPU}"',
                                                            "when": "never"}
 
@@ -232,7 +253,8 @@ def test_release_on_tags_only_and_not_interruptible(matrix):
     for stage in ("promote", "export"):
         job = doc[f"{stage}:cpu-debian12"]
         # protected tags only: an unprotected tag gets no protected variable, so no release either
-        assert job["rules"] == [{"if": '$CI_COMMIT_TAG && $CI_COMMIT_REF_PROTECTED == "true"',
+        assert job["rules"] == [{"if": ci.UNPROTECTED_REF, "when": "never"},
+                                {"if": '$CI_COMMIT_TAG && $CI_COMMIT_REF_PROTECTED == "true"',
                                  "variables": robots[stage]}, {"when": "never"}]
         assert job["interruptible"] is False
         assert job["tags"] == ["amd64", "docker", ci.RELEASE_TAG]
@@ -252,7 +274,7 @@ def test_local_profile_shares_job_definitions(matrix):
     prod = _jobs(ci.pipeline(matrix, ci.production(), ["cpu-debian12"]))
     local = _jobs(ci.pipeline(matrix, ci.local(), ["cpu-debian12"]))
     # no Harbor here, and one shell executor: no runner to check, no robots in environments
-    assert set(local) == set(prod) - {"harbor-gate:cpu-debian12", ci.RELEASE_RUNNERS_JOB}
+    assert set(local) == set(prod) - {"harbor-gate:cpu-debian12", ci.RUNNERS_JOB}
     conditions = {"sign:cpu-debian12": "$RAPIDSHIP_SIGNING_KEY", "verify:cpu-debian12": "$RAPIDSHIP_SIGNING_KEY",
                   "promote:cpu-debian12": "$CI_COMMIT_TAG", "export:cpu-debian12": "$CI_COMMIT_TAG"}
     for name, job in local.items():
@@ -262,11 +284,12 @@ def test_local_profile_shares_job_definitions(matrix):
             assert job.get(key) == prod[name].get(key), (name, key)
         if name in conditions:  # no protected refs under gitlab-ci-local: the key, or a tag, decides
             assert job["rules"] == [{"if": conditions[name], "when": "on_success"}, {"when": "never"}], name
-        else:  # the production rules without the robot choice: the same `never` conditions first
-            nevers = [r for r in prod[name].get("rules", []) if r.get("when") == "never"]
+        else:  # the production rules without the ref gate and the robot: the same `never` conditions first
+            nevers = [r for r in prod[name].get("rules", []) if r.get("when") == "never"
+                      and r.get("if") != ci.UNPROTECTED_REF]
             assert job.get("rules", []) == (nevers + [{"when": "on_success"}] if nevers else []), name
         assert _needs(job) == [n for n in _needs(prod[name]) if not n.startswith("harbor-gate:")
-                               and n != ci.RELEASE_RUNNERS_JOB], name
+                               and n != ci.RUNNERS_JOB], name
     assert local["build:cpu-debian12:amd64"]["script"] == [
         "invoke base --os debian12 --arch amd64", "invoke build --variant cpu-debian12 --arch amd64"]
     assert not any("ci.pull" in line for _, line in _all_scripts(local))
@@ -333,6 +356,12 @@ def test_flags_a_profile_does_not_use_are_refused_not_ignored():
     assert ci.profile_for("local").registry == "127.0.0.1:5000/staging"
     with pytest.raises(ConfigError, match="production profile builds every arch"):
         ci.profile_for("production", arches=(Arch.amd64,))
+    with pytest.raises(ConfigError, match="is not protected or unprotected"):
+        ci.profile_for("production", refs="merge-request")
+    with pytest.raises(ConfigError, match="no protected refs"):
+        ci.profile_for("local", refs="protected")
+    assert ci.profile_for("production").refs == "protected"
+    assert ci.profile_for("production", refs="unprotected").refs == "unprotected"
 
 
 def test_local_arch_builds_one_arch_and_pushes_only_it(matrix):
@@ -359,8 +388,8 @@ def test_sign_follows_push_and_verify_gates_promote_and_export(matrix):
     # push leaves signing to the one job that gets the key
     assert push["script"][-1] == "invoke push --variant cpu-debian12 --registry $RAPIDSHIP_REGISTRY --no-sign"
     # sign: after push, with every record it checks against the registry as an artifact of a job it needs
-    assert _needs(sign)[-2:] == ["push:cpu-debian12", ci.RELEASE_RUNNERS_JOB]
-    assert set(_needs(sign)) == {"render:cpu-debian12", "push:cpu-debian12", ci.RELEASE_RUNNERS_JOB,
+    assert _needs(sign)[-2:] == ["push:cpu-debian12", ci.RUNNERS_JOB]
+    assert set(_needs(sign)) == {"render:cpu-debian12", "push:cpu-debian12", ci.RUNNERS_JOB,
                                  *(f"{s}:cpu-debian12:{a}" for s in ("build", "gates", "scan") for a in arches)}
     for a in arches:
         gates = doc[f"gates:cpu-debian12:{a}"]["artifacts"]["paths"]
@@ -372,9 +401,10 @@ def test_sign_follows_push_and_verify_gates_promote_and_export(matrix):
     assert sign["environment"] == {"name": "ci-signing", "action": "prepare"}
     assert verify["environment"] == {"name": "ci-staging", "action": "access"}
     assert sign["stage"] == verify["stage"] == "publish"
-    assert sign["tags"] == ["amd64", ci.RELEASE_TAG] and verify["tags"] == ["amd64"]
+    assert sign["tags"] == ["amd64", ci.RELEASE_TAG] and verify["tags"] == ["amd64", ci.PROTECTED_RUNNER_TAG]
     # on protected refs only: elsewhere GitLab hands out no protected variable, so no key
-    rules = [{"if": '$CI_COMMIT_REF_PROTECTED == "true"', "variables": ci.CI_ROBOT}, {"when": "never"}]
+    rules = [{"if": ci.UNPROTECTED_REF, "when": "never"},
+             {"if": '$CI_COMMIT_REF_PROTECTED == "true"', "variables": ci.CI_ROBOT}, {"when": "never"}]
     assert sign["rules"] == verify["rules"] == rules
     # verify: the digest push recorded (push.json, not the tag's current target), the public key, the policy
     assert _needs(verify) == ["push:cpu-debian12", "sign:cpu-debian12"]
@@ -420,6 +450,9 @@ def test_signing_variables_match_the_tasks_and_no_secret_reaches_the_yaml(matrix
             dumped = yaml.safe_dump(part)
             assert "set -x" not in dumped and "CI_DEBUG" not in dumped and "before_script" not in dumped
             assert "after_script" not in dumped
+        if profile.refs == "unprotected":  # no key there: no job that signs, none that names it
+            assert "sign:" not in text and ci.SIGNING_PASSWORD not in text
+            continue
         assert "# @Description sign cpu-debian12" in text
         assert all(v in text for v in (ci.SIGNING_KEY, ci.SIGNING_PASSWORD, ci.SIGNING_PUBLIC_KEY))  # documented
 
@@ -436,3 +469,79 @@ def test_local_profile_signs_when_a_key_is_given_and_says_so_when_not(matrix):
     for job in ("sign", "verify"):
         assert re.search(rf"# @Description .*skipped when RAPIDSHIP_SIGNING_KEY is not set - the images stay UNSIGNED"
                          rf".*\n{job}:cpu-debian12:", text), job
+
+
+# ---- who runs where: protected secrets only on protected runners ----
+
+def _as_gitlab_reads(matrix, profile, ids=None) -> dict:
+    """The file `invoke ci.generate` writes, parsed back: what GitLab reads."""
+    return yaml.safe_load(ci.to_yaml(ci.pipeline(matrix, profile, ids), ci.descriptions(matrix, profile, ids)))
+
+
+@pytest.mark.parametrize("builder", [ci.Builder.buildctl, ci.Builder.kaniko])
+def test_every_job_with_a_protected_secret_runs_only_on_a_protected_runner(validator, matrix, builder):
+    from rapidship.ci import runners
+
+    protected = _as_gitlab_reads(matrix, ci.production(builder, "protected"))
+    unprotected = _as_gitlab_reads(matrix, ci.production(builder, "unprotected"))
+    assert _schema_errors(validator, protected) == [] and _schema_errors(validator, unprotected) == []
+    with_secret = {n for n, j in _jobs(protected).items() if runners.protected_secrets(j)}
+    # found by what each job receives, not listed by hand: every stage that uses the ci robot, the key,
+    # the promote robot or the GitLab token
+    stages = {n.split(":")[0] for n in with_secret}
+    assert stages == {"build", "gates", "scan", "push", "smoke", "harbor-gate", "sign", "verify", "promote", "export",
+                      ci.RUNNERS_JOB}, stages
+    for name in with_secret:
+        job = protected[name]
+        assert set(job["tags"]) & set(ci.PROTECTED_RUNNER_TAGS), name
+        assert runners.only_on_protected_refs(job), name
+    assert runners.pipeline_problems(protected) == []
+    # merge requests and every other ref: the other file, the plain pool; no protected tag, no protected secret
+    for name, job in _jobs(unprotected).items():
+        assert not set(job.get("tags", [])) & set(ci.PROTECTED_RUNNER_TAGS), name
+        assert runners.protected_secrets(job) == [], name
+        assert not runners.only_on_protected_refs(job) and job["rules"][0] == {"if": ci.PROTECTED_REF, "when": "never"}
+    assert runners.pipeline_problems(unprotected) == []
+
+
+def test_the_runner_check_fails_naming_the_job(matrix):
+    """The gate can fail: a secret-bearing job without the tag, a merge-request job with it, an
+    environment only known at run time."""
+    from rapidship.ci import runners
+
+    protected = _as_gitlab_reads(matrix, ci.production(), ["cpu-debian12"])
+    protected["push:cpu-debian12"]["tags"] = ["amd64", "docker"]
+    found = runners.pipeline_problems(protected)
+    assert len(found) == 1 and found[0].startswith("job push:cpu-debian12 receives a protected secret "
+                                                   "(environment ci-staging, variable HARBOR_CI_ROBOT_NAME")
+    mr = _as_gitlab_reads(matrix, ci.production(refs="unprotected"), ["cpu-debian12"])
+    mr["build:cpu-debian12:amd64"]["tags"].append(ci.PROTECTED_RUNNER_TAG)
+    found = runners.pipeline_problems(mr)
+    assert len(found) == 1 and "job build:cpu-debian12:amd64 carries the runner tag protected but may run on an " \
+                               "unprotected ref" in found[0]
+    dynamic = {"build": {"stage": "build", "tags": ["amd64"], "environment": {"name": "$WHICHEVER"}, "script": ["x"]}}
+    assert "job build receives a protected secret (environment $WHICHEVER)" in runners.pipeline_problems(dynamic)[0]
+
+
+def test_pipeline_variables_never_reach_the_child(validator):
+    """Whoever may run a pipeline with variables on a protected ref must not redirect HARBOR_HOST (and
+    the ci robot's credentials) for the child: no trigger forwards them, read as GitLab reads the
+    keyword (absent means the schema's default)."""
+    schema = json.loads(SCHEMA.read_text())
+    text = json.dumps(schema)
+    at = text.index('"pipeline_variables": {')
+    default = json.loads(text[at + len('"pipeline_variables": '):].split("}", 1)[0] + "}")["default"]
+
+    def forwards(job: dict) -> bool:
+        return bool((job["trigger"].get("forward") or {}).get("pipeline_variables", default))
+
+    merged: dict = {}
+    for path in [ROOT / ".gitlab-ci.yml", *sorted((ROOT / "ci").glob("*.yml"))]:
+        merged.update(yaml.safe_load(path.read_text()))
+    triggers = {n: j for n, j in _jobs(merged).items() if isinstance(j, dict) and "trigger" in j}
+    assert triggers and not [n for n, j in triggers.items() if forwards(j)]
+    assert _schema_errors(validator, merged) == []
+    on = {**triggers["images"]["trigger"], "forward": {"pipeline_variables": True}}
+    forwarding = {**triggers["images"], "trigger": on}
+    assert forwards(forwarding) and _schema_errors(validator, {**merged, "images": forwarding}) == []
+    assert default is False and not forwards({"trigger": {"include": "x.yml"}})

@@ -1,4 +1,5 @@
-"""release-runners: GitLab's runner API, served on loopback as its REST reference describes it
+"""protected-runners (release jobs and every job with a protected secret): GitLab's runner API,
+served on loopback as its REST reference describes it
 (`GET /projects/:id/runners?tag_list=`, `GET /runners/:id` with tag_list, access_level, run_untagged,
 status), asked the way the CI job asks it. A release tag carried only by protected online runners
 passes; none, only offline or paused ones, an unprotected one, a runner that also takes untagged
@@ -134,3 +135,72 @@ def test_the_task_is_one_clear_line_and_exits_1(gitlab):
                           env={**os.environ, **api.env})
     assert proc.returncode == 1 and proc.stderr.count("error:") == 1 and "Traceback" not in proc.stderr
     assert "no protected runner carrying the tag release is online" in proc.stderr and TOKEN not in proc.stderr
+
+
+# ---- the generated pipeline: every job with a protected secret on protected runners ----
+
+POOL = [runner(10, ["amd64", "protected"]), runner(11, ["amd64", "docker", "protected"]),
+        runner(12, ["arm64", "protected"]), runner(13, ["arm64", "docker", "protected"]),
+        runner(14, ["gpu", "amd64", "protected"]), runner(15, ["gpu", "arm64", "protected"]),
+        runner(20, ["amd64", "release"]), runner(21, ["amd64", "docker", "release"]),
+        runner(30, ["amd64", "docker"], protected=False, description="merge-request pool")]
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """What the parent's generate jobs write (the real producer), per kind of ref."""
+    out = {}
+    for refs in ("protected", "unprotected"):
+        path = tmp_path_factory.mktemp("child") / f"{refs}.yml"
+        subprocess.run(["invoke", "ci.generate", "--refs", refs, "--variant", "cpu-debian12", "--out", str(path)],
+                       cwd=ROOT, check=True, capture_output=True)
+        out[refs] = path
+    return out
+
+
+def runners_task(env: dict, *args: str) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run(["invoke", "ci.runners", *args], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **env})
+
+
+def test_the_generated_files_pass_offline_and_with_every_pool_online(gitlab, generated):
+    for path in generated.values():
+        proc = runners_task({}, "--pipeline", str(path), "--offline")
+        assert proc.returncode == 0 and "every job with a protected secret carries a protected runner tag" \
+            in proc.stderr, proc.stderr
+    api = gitlab(POOL)
+    proc = runners_task(api.env, "--pipeline", str(generated["protected"]))
+    assert proc.returncode == 0 and "8 protected runner(s) online" in proc.stderr, proc.stderr
+    assert {q["tag_list"][0] for path, q, _ in api.requests if path.endswith("/42/runners")} == {"protected", "release"}
+
+
+def test_a_job_no_protected_runner_takes_is_named(gitlab, generated):
+    api = gitlab([r for r in POOL if r["id"] != 15])   # no protected GPU runner for arm64
+    proc = runners_task(api.env, "--pipeline", str(generated["protected"]))
+    assert proc.returncode == 1 and proc.stderr.count("error:") == 1 and "Traceback" not in proc.stderr
+    assert "job smoke:cpu-debian12:arm64: no protected online runner carries all of its tags (gpu, arm64, " \
+           "protected)" in proc.stderr, proc.stderr
+
+
+def test_an_unprotected_runner_with_the_protected_tag_fails(gitlab, generated):
+    api = gitlab([*POOL, runner(31, ["amd64", "docker", "protected"], protected=False, description="shared-host")])
+    proc = runners_task(api.env, "--pipeline", str(generated["protected"]))
+    assert proc.returncode == 1 and "runner 31 (shared-host) carries the tag protected but is not protected" \
+        in proc.stderr, proc.stderr
+
+
+def test_a_job_with_a_protected_secret_but_no_protected_tag_fails_before_asking(gitlab, generated, tmp_path):
+    import yaml
+
+    doc = yaml.safe_load(generated["protected"].read_text())
+    doc["gates:cpu-debian12:arm64"]["tags"] = ["arm64", "docker"]   # back on the shared engine
+    bad = tmp_path / "bad.yml"
+    bad.write_text(yaml.safe_dump(doc, sort_keys=False))
+    api = gitlab(POOL)
+    for args in (("--offline",), ()):
+        proc = runners_task(api.env, "--pipeline", str(bad), *args)
+        assert proc.returncode == 1 and proc.stderr.count("error:") == 1, proc.stderr
+        assert "job gates:cpu-debian12:arm64 receives a protected secret (environment ci-staging" in proc.stderr
+    assert api.requests == []   # the file fails first: GitLab is never asked

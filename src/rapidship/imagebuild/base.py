@@ -161,6 +161,7 @@ def host_arch() -> str:
 BASE_EPOCH = LAYER_MTIME  # SOURCE_DATE_EPOCH of every made base: its times and the shadow change day
 # what the tree holds that is the host's, not the archive's (mmdebstrap copies both in)
 HOST_FILES = ("etc/resolv.conf", "etc/hostname")
+MERGED_USR = "/usr/share/mmdebstrap/hooks/merged-usr"
 
 
 def engine_ref(plan: BasePlan, run: str) -> str:
@@ -196,7 +197,8 @@ def mmdebstrap_command(plan: BasePlan, out_tar: Path, facts: Path) -> list[str]:
     out = shlex.quote(str(facts))
     hook = ('cd "$1/var/lib/apt/lists" && for f in *Release *Packages*; do [ -f "$f" ] && sha256sum "$f"; done '
             f'> {out}/lists.sha256; sed -n "s/^Date: //p" *Release | head -n 1 > {out}/date.txt')
-    cmd = ["mmdebstrap", "--mode=root", "--variant=minbase", f"--arch={plan.arch.value}"]
+    # merged /usr, as debootstrap makes it: else apt picks usrmerge, which brings the whole of perl
+    cmd = ["mmdebstrap", "--mode=root", "--variant=minbase", f"--arch={plan.arch.value}", f"--hook-dir={MERGED_USR}"]
     if plan.include:
         cmd.append("--include=" + ",".join(plan.include))
     return cmd + [f"--customize-hook={hook}",

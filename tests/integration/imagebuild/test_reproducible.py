@@ -73,7 +73,7 @@ def test_a_cold_rebuild_from_another_clone_a_minute_later_is_the_same_image(cpu_
     base = _invoke(clone, "base", "--os", "debian12", run="c")
     assert base.returncode == 0, base.stdout + base.stderr
     suite_base, clone_base = _base_record(ROOT, ""), _base_record(clone, "c")
-    assert clone_base["ref"] != suite_base["ref"] and clone_base["ref"].endswith("-c")
+    assert clone_base["ref"] != suite_base["ref"] and clone_base["ref"].endswith(os.environ["RAPIDSHIP_RUN_ID"] + "c")
     assert clone_base["image_id"] == suite_base["image_id"] == cpu_image.extra["bases"]["RUNTIME_BASE"]["id"]
     assert clone_base["inputs"] == suite_base["inputs"]
     started = time.monotonic()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -72,6 +73,11 @@ class Workspace:
 
     def reproduce(self, variant: str, arch: str) -> Path:
         return self.variant_dir(variant) / f"reproduce-{arch}.json"
+
+    def base(self, name: str, arch: str, run: str = "") -> Path:
+        """The base record of one run: `invoke base` writes it, `invoke build` takes the base it names."""
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+        return self.root / "bases" / (f"{slug}-{arch}" + (f"-{run}" if run else "") + ".json")
 
     def sign(self, variant: str) -> Path:
         return self.variant_dir(variant) / "sign.json"
@@ -151,6 +157,32 @@ class BuiltImage(Record):
     @property
     def release_name(self) -> str:
         return self.name or self.ref
+
+
+class BaseInputs(Record):
+    """What a made base is a function of: one archive state and these flags give one image id."""
+
+    tool: str                    # "mmdebstrap 1.3.5"
+    distro: str
+    suite: str
+    mirror: str                  # any credential hidden (redact)
+    include: list[str] = []
+    archive_date: str = ""       # the Date of the suite's Release file the packages came from
+    archive: dict[str, str] = {}  # apt list file -> sha256: the Release and Packages files used
+    packages: dict[str, str] = {}  # package -> version, as dpkg installed them
+
+
+class BaseRecord(Record):
+    """build/bases/<name>-<arch>[-<run>].json: a base `invoke base` made, under this run's own name."""
+
+    name: str          # the base as variants.yaml names it (what FROM says in production)
+    arch: str
+    ref: str           # the engine's name of it: name, arch and this run's identity (never moved by another run)
+    image_id: str
+    source_date_epoch: int
+    seconds: float
+    rootfs_bytes: int
+    inputs: BaseInputs
 
 
 class Reproduction(Record):

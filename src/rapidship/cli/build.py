@@ -17,31 +17,38 @@ from rapidship.records import Workspace
                          "arch": "amd64 or arm64 (default: this machine's)",
                          "mirror": "Debian/Ubuntu archive URL (default: the distro's public archive)",
                          "conda_builder": "make the conda builder stand-in (python3 + venv) instead of the OS base",
-                         "force": "rebuild even when the image exists", **VARIANTS_HELP})
+                         "force": "rebuild even when this run's base exists", **VARIANTS_HELP})
 @exits_cleanly
 def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, force=False,
                variants_file="variants.yaml"):
-    """Bootstrap a Debian-family base with debootstrap and load it under the name variants expect."""
+    """Bootstrap a Debian-family base with mmdebstrap (one archive state, one image id) under this run's
+    own name; writes build/bases/<name>-<arch>[-<run>].json, the record invoke build takes it by."""
+    from rapidship.config.matrix import run_id
     from rapidship.engine import ENGINE
     from rapidship.errors import ConfigError
-    from rapidship.imagebuild.base import bootstrap, differences, host_arch, plan_base, resolve_local_base
+    from rapidship.imagebuild.base import bootstrap, differences, host_arch, plan_base, read_base
 
     plan = plan_base(load_matrix(variants_file), os, arch_flag(arch or host_arch()), mirror, conda_builder)
-    existing = resolve_local_base(plan.ref, plan.arch)
-    if existing and not force:
-        changed = differences(plan, (ENGINE.inspect(existing).get("Config") or {}).get("Labels"))
+    ws, run = Workspace(), run_id()
+    existing = read_base(ws, plan.ref, plan.arch.value, run)
+    there = ENGINE.try_inspect(existing.ref) if existing else None
+    if existing and there and there.get("Id") == existing.image_id and not force:
+        changed = differences(plan, (there.get("Config") or {}).get("Labels"))
         if changed and mirror is not None:  # asked for something else: never a silent no-op
-            raise ConfigError("--mirror", f"{existing} ({plan.arch.value}) exists, made otherwise: "
+            raise ConfigError("--mirror", f"{existing.ref} ({plan.arch.value}) exists, made otherwise: "
                               + "; ".join(changed), "pass --force to rebuild it with these flags")
-        console.err.print(f"{existing} ({plan.arch.value}) exists" + (f" ({'; '.join(changed)})" if changed else
-                          ", made with these flags") + "; --force to rebuild")
+        console.err.print(f"{existing.ref} ({plan.arch.value}) exists as {existing.image_id[:19]}"
+                          + (f" ({'; '.join(changed)})" if changed else ", made with these flags") + "; --force to rebuild")
         return
-    Path("build").mkdir(exist_ok=True)
-    log = Path("build") / f"base-{os}-{plan.arch.value}.log"
-    with console.status(f"debootstrap {plan.suite} {plan.arch.value} from {plan.mirror} (log: {log})",
+    ws.root.mkdir(exist_ok=True)
+    log = ws.root / f"base-{os}-{plan.arch.value}.log"
+    with console.status(f"mmdebstrap {plan.suite} {plan.arch.value} from {plan.mirror} (log: {log})",
                         detail=lambda: console.last_line(log)):
-        made = bootstrap(plan, Path("build"), log)
-    console.err.print(f"made {made.ref} ({made.arch}) in {made.seconds}s, rootfs {made.rootfs_bytes / 1e6:.0f} MB")
+        made = bootstrap(plan, ws.root, log, run)
+    path = ws.save(ws.base(plan.ref, plan.arch.value, run), made)
+    console.err.print(f"made {made.ref} ({made.arch}) in {made.seconds}s, rootfs {made.rootfs_bytes / 1e6:.0f} MB: "
+                      f"image id {made.image_id} ({len(made.inputs.packages)} packages, {plan.suite} of "
+                      f"{made.inputs.archive_date or 'an undated archive'}) -> {path}")
 
 
 @task(iterable=["conda_channel"],
@@ -102,9 +109,10 @@ def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=
 
     from rapidship.engine import ENGINE
     from rapidship.errors import ConfigError
-    from rapidship.imagebuild.base import host_arch
-    from rapidship.imagebuild.buildkit import BuildSecrets, build as build_image, plan_build, read_record
-    from rapidship.imagebuild.reproduce import DIGEST, differences, input_problems, listing
+    from rapidship.config.matrix import run_id
+    from rapidship.imagebuild.base import host_arch, read_base
+    from rapidship.imagebuild.buildkit import BuildSecrets, build as build_image, plan_build, read_record, stage_bases
+    from rapidship.imagebuild.reproduce import DIGEST, base_args, differences, input_problems, listing
     from rapidship.records import BuiltImage, Reproduction
     from rapidship.render.dockerfile import render as render_variant
 
@@ -122,15 +130,17 @@ def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=
     rendered = render_variant(v)
     head = c.run("git rev-parse HEAD", hide=True, warn=True).stdout.strip()
     dirty = bool(c.run("git status --porcelain --untracked-files=no", hide=True, warn=True).stdout.strip())
-    bases = {key: (ENGINE.try_inspect(used.get("ref", "")) or {}).get("Id", "")
-             for key, used in (rec.extra.get("bases") or {}).items()}
-    if problems := input_problems(rec, head, dirty, rendered.lock_sha256, bases):
+    engine_ids = {key: (ENGINE.try_inspect(used.get("ref", "")) or {}).get("Id", "")
+                  for key, used in (rec.extra.get("bases") or {}).items()}
+    made_here = {key: read_base(ws, ref, base_arch.value, run_id()) for key, (ref, base_arch) in stage_bases(v, a).items()}
+    bases, base_problems = base_args(rec, made_here, engine_ids)
+    if problems := input_problems(rec, head, dirty, rendered.lock_sha256) + base_problems:
         raise ConfigError(str(source), "cannot rebuild from the recorded inputs: " + "; ".join(problems),
                           "bring each input named back, then run invoke reproduce again")
     secrets = BuildSecrets.from_flags(ca_bundle, pip_index, conda_channel)
     plan = plan_build(v, a, rendered, secrets, rec.extra["revision"], no_cache=True, network=network,
                       epoch=rec.extra["source_date_epoch"])
-    plan = replace(plan, ref=f"{plan.ref}-reproduce", base_args=dict(rec.extra.get("build_args") or {}))
+    plan = replace(plan, ref=f"{plan.ref}-reproduce", base_args=bases)
     log = ws.variant_dir(v.id) / f"reproduce-{a.value}.log"
     start = time.monotonic()
     try:

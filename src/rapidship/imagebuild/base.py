@@ -1,16 +1,21 @@
-"""Make Debian-family base images locally (debootstrap), for sites with no registry to pull from.
+"""Make Debian-family base images locally (mmdebstrap), for sites with no registry to pull from.
 
-The image gets exactly the name a variant expects (registry prefix + image from variants.yaml),
-so `invoke build` finds it in the engine and never pulls. Arm64 bootstraps run under
-qemu-user-static; the rootfs is then imported with BuildKit (`FROM scratch` + `ADD`) because
-`docker import --platform` is ignored by older engines and would label an arm64 tree amd64.
+One archive state gives one image id, on any machine, in any directory: mmdebstrap with
+SOURCE_DATE_EPOCH writes the same tree bit for bit, and the tree is loaded as a one-layer image
+written the way every normalised layer is (normalise.load_rootfs), its config made here (so the
+arch is the plan's: `docker import --platform` is ignored by older engines). The image is named
+for this run (engine_ref), and its base record (build/bases/) names the id and the inputs:
+mirror, suite, the Release and Packages hashes, every package's version. `invoke build` takes
+the base that record names, so another run on the same engine cannot move it.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -19,6 +24,8 @@ from pathlib import Path
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Matrix
+from rapidship.imagebuild.normalise import LAYER_MTIME, load_rootfs
+from rapidship.records import BaseInputs, BaseRecord, Workspace
 from rapidship.redact import redact
 
 DEFAULT_MIRRORS = {"debian": "http://deb.debian.org/debian", "ubuntu": "http://archive.ubuntu.com/ubuntu"}
@@ -36,15 +43,6 @@ class BasePlan:
     arch: Arch
     mirror: str
     include: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class BaseImage:
-    ref: str
-    arch: str
-    image_id: str
-    seconds: float
-    rootfs_bytes: int
 
 
 def plan_base(m: Matrix, os_key: str, arch: Arch, mirror: str | None, conda_builder: bool = False) -> BasePlan:
@@ -160,33 +158,96 @@ def host_arch() -> str:
     return {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
 
 
-def bootstrap(plan: BasePlan, workdir: Path, log: Path) -> BaseImage:
-    """debootstrap a minbase rootfs, trim it, and load it into the engine under plan.ref."""
-    if not shutil.which("debootstrap"):
-        raise ConfigError("invoke base", "debootstrap is not installed", "apt-get install debootstrap")
+BASE_EPOCH = LAYER_MTIME  # SOURCE_DATE_EPOCH of every made base: its times and the shadow change day
+# what the tree holds that is the host's, not the archive's (mmdebstrap copies both in)
+HOST_FILES = ("etc/resolv.conf", "etc/hostname")
+MERGED_USR = "/usr/share/mmdebstrap/hooks/merged-usr"
+
+
+def engine_ref(plan: BasePlan, run: str) -> str:
+    """Pure: the engine's name of the base `plan` makes in run `run`: its arch alias and the run's
+    identity, so that a second run on one engine makes its own and never moves this one's."""
+    return arch_alias(plan.ref, plan.arch) + (f"-{run}" if run else "")
+
+
+def in_image(path: str) -> bool:
+    """Pure: whether a rootfs entry belongs in the image (the engine makes /dev's nodes itself)."""
+    return not path.startswith("dev/")
+
+
+def installed_packages(status: str) -> dict[str, str]:
+    """Pure: package -> version of what dpkg's status file says is installed."""
+    out = {}
+    for stanza in status.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line[0].isspace())
+        if fields.get("Status", "").endswith(" installed") and "Package" in fields:
+            out[fields["Package"]] = fields.get("Version", "")
+    return dict(sorted(out.items()))
+
+
+def archive_files(sums: str) -> dict[str, str]:
+    """Pure: apt list file -> sha256 from `sha256sum` lines."""
+    return dict(sorted((name.strip(), digest) for digest, _, name in (ln.partition("  ") for ln in sums.splitlines())
+                       if name.strip()))
+
+
+def mmdebstrap_command(plan: BasePlan, out_tar: Path, facts: Path) -> list[str]:
+    """Pure: the mmdebstrap argv. The customize hook keeps what the archive said (the Release and
+    Packages files' hashes, the Release's Date) before the cleanup drops apt's lists."""
+    out = shlex.quote(str(facts))
+    hook = ('cd "$1/var/lib/apt/lists" && for f in *Release *Packages*; do [ -f "$f" ] && sha256sum "$f"; done '
+            f'> {out}/lists.sha256; sed -n "s/^Date: //p" *Release | head -n 1 > {out}/date.txt')
+    # merged /usr, as debootstrap makes it: else apt picks usrmerge, which brings the whole of perl
+    cmd = ["mmdebstrap", "--mode=root", "--variant=minbase", f"--arch={plan.arch.value}", f"--hook-dir={MERGED_USR}"]
+    if plan.include:
+        cmd.append("--include=" + ",".join(plan.include))
+    return cmd + [f"--customize-hook={hook}",
+                  "--customize-hook=rm -f " + " ".join(f'"$1/{f}"' for f in HOST_FILES),
+                  plan.suite, str(out_tar), plan.mirror]
+
+
+def tool_version() -> str:
+    got = subprocess.run(["mmdebstrap", "--version"], capture_output=True, text=True, check=False)
+    return got.stdout.strip() or "mmdebstrap"
+
+
+def bootstrap(plan: BasePlan, workdir: Path, log: Path, run: str = "") -> BaseRecord:
+    """mmdebstrap a minbase rootfs with SOURCE_DATE_EPOCH (the same archive state gives the same
+    tree, bit for bit) and load it as a one-layer image (normalise.load_rootfs) under this run's
+    own name; plus the plain names variants expect when no run identity is set."""
+    if not shutil.which("mmdebstrap"):
+        raise ConfigError("invoke base", "mmdebstrap is not installed", "apt-get install mmdebstrap (scripts/setup)")
     enable_emulation(plan.arch)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=workdir, prefix="rootfs-") as tmp:
-        rootfs = Path(tmp) / "rootfs"
-        cmd = ["debootstrap", "--variant=minbase", f"--arch={plan.arch.value}"]
-        if plan.include:
-            cmd.append("--include=" + ",".join(plan.include))
-        _run(cmd + [plan.suite, str(rootfs), plan.mirror], f"debootstrap {plan.suite} {plan.arch.value}", log)
-        for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "var/log"):
-            for entry in (rootfs / junk).glob("*"):
-                if entry.is_file():
-                    entry.unlink()
-        context = Path(tmp) / "context"
-        context.mkdir()
-        _run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(context / "rootfs.tar"), "."], "tar rootfs", log)
-        size = (context / "rootfs.tar").stat().st_size
-        labels = "".join(f'LABEL {k}="{v}"\n' for k, v in made_from(plan).items())
-        (context / "Dockerfile").write_text("FROM scratch\nADD rootfs.tar /\n" + labels + "CMD [\"bash\"]\n")
-        env = dict(os.environ, DOCKER_BUILDKIT="1")
-        alias = arch_alias(plan.ref, plan.arch)
-        tags = ["-t", alias] + (["-t", plan.ref] if plan.arch.value == host_arch() else [])
-        ENGINE.build_logged(["--platform", f"linux/{plan.arch.value}", *tags, str(context)], log, env,
-                            f"importing {plan.ref}")
-    return BaseImage(ref=alias if plan.arch.value != host_arch() else plan.ref, arch=plan.arch.value,
-                     image_id=ENGINE.inspect(alias)["Id"],
-                     seconds=round(time.monotonic() - start, 1), rootfs_bytes=size)
+        facts = Path(tmp).resolve()  # the hook runs in the chroot's directory
+        rootfs = facts / "rootfs.tar"
+        env = dict(os.environ, SOURCE_DATE_EPOCH=str(BASE_EPOCH))
+        _run(mmdebstrap_command(plan, rootfs, facts), f"mmdebstrap {plan.suite} {plan.arch.value}", log, env=env)
+        with tarfile.open(rootfs) as tar:
+            status = tar.extractfile("./var/lib/dpkg/status")
+            packages = installed_packages(status.read().decode() if status else "")
+        tool = tool_version()
+        inputs = BaseInputs(tool=tool, distro=plan.distro, suite=plan.suite, mirror=redact(plan.mirror),
+                            include=list(plan.include), archive_date=(facts / "date.txt").read_text().strip(),
+                            archive=archive_files((facts / "lists.sha256").read_text()), packages=packages)
+        ref = engine_ref(plan, run)
+        tags = [ref] + ([plan.ref] if not run and plan.arch.value == host_arch() else [])
+        made_by = f"{tool} --variant=minbase --arch={plan.arch.value} {plan.suite} (SOURCE_DATE_EPOCH={BASE_EPOCH})"
+        image_id = load_rootfs(rootfs, tags, plan.arch.value, made_from(plan), made_by, BASE_EPOCH, keep=in_image)
+        size = rootfs.stat().st_size
+    return BaseRecord(name=plan.ref, arch=plan.arch.value, ref=ref, image_id=image_id, source_date_epoch=BASE_EPOCH,
+                      seconds=round(time.monotonic() - start, 1), rootfs_bytes=size, inputs=inputs)
+
+
+def read_base(ws: Workspace, name: str, arch: str, run: str) -> BaseRecord | None:
+    """This run's record of the base `name` for `arch`, or None when this run made none."""
+    path = ws.base(name, arch, run)
+    return ws.load(path, BaseRecord, f"invoke base (for {name} {arch})", "base record") if path.is_file() else None
+
+
+def package_differences(then: dict[str, str], now: dict[str, str], limit: int = 20) -> list[str]:
+    """Pure: how two bases' package lists differ, one line per package."""
+    lines = [f"{name} {then.get(name) or '(absent)'} then, {now.get(name) or '(absent)'} now"
+             for name in sorted(then.keys() | now.keys()) if then.get(name) != now.get(name)]
+    return lines[:limit] + ([f"... and {len(lines) - limit} more"] if len(lines) > limit else [])

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from rapidship.imagebuild.base import host_arch, resolve_local_base
+from rapidship.imagebuild.base import host_arch, read_base, resolve_local_base
 from rapidship.imagebuild.normalise import EPOCH_LABEL, created_label, normalise
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
@@ -123,20 +123,41 @@ def stage_arches(variant: Variant, arch: Arch) -> dict[str, Arch]:
     return {"BUILDER_BASE": builder, "RUNTIME_BASE": arch}
 
 
-def local_base_args(variant: Variant, arch: Arch) -> dict[str, str]:
-    """Find each stage's base in the engine (plain name or arch alias); fail clearly when absent."""
-    args = {}
+def stage_bases(variant: Variant, arch: Arch) -> dict[str, tuple[str, Arch]]:
+    """Pure: each stage's base as variants.yaml names it, and the arch it must be."""
     arches = stage_arches(variant, arch)
-    for key, ref in (("BUILDER_BASE", variant.bases.builder), ("RUNTIME_BASE", variant.bases.runtime)):
-        found = resolve_local_base(ref, arches[key])
+    return {"BUILDER_BASE": (variant.bases.builder, arches["BUILDER_BASE"]),
+            "RUNTIME_BASE": (variant.bases.runtime, arches["RUNTIME_BASE"])}
+
+
+def local_base_args(variant: Variant, arch: Arch, ws: Workspace | None = None, run: str | None = None) -> dict[str, str]:
+    """Each stage's base: the one this run's base record names (its own engine name, checked to still
+    be that image id), else the name variants.yaml gives (a pulled base, or a plain name or arch
+    alias); fail clearly when absent."""
+    ws, run = ws or Workspace(), run_id() if run is None else run
+    args = {}
+    for key, (ref, base_arch) in stage_bases(variant, arch).items():
+        made = read_base(ws, ref, base_arch.value, run)
+        if made is not None:
+            now = (ENGINE.try_inspect(made.ref) or {}).get("Id", "")
+            if now != made.image_id:
+                raise ConfigError("base image", f"{ws.base(ref, base_arch.value, run)} names {made.image_id[:19]}, the "
+                                  f"engine's {made.ref} is {now[:19] or 'absent'}", "make it again: invoke base --os "
+                                  f"{variant.os}{base_flag(variant, key)} --arch {base_arch.value} --force")
+            args[key] = made.ref
+            continue
+        found = resolve_local_base(ref, base_arch)
         if found is None:
-            conda = key == "BUILDER_BASE" and variant.flavour is Flavour.conda
-            raise ConfigError("base image", f"{ref} ({arches[key].value}) is not in the engine",
+            raise ConfigError("base image", f"{ref} ({base_arch.value}) is not in the engine",
                               f"pull it through the registry prefix, or make it: invoke base --os {variant.os}"
-                              + (" --conda-builder" if conda else "") + f" --arch {arches[key].value}")
+                              + base_flag(variant, key) + f" --arch {base_arch.value}")
         if found != ref:
             args[key] = found
     return args
+
+
+def base_flag(variant: Variant, key: str) -> str:
+    return " --conda-builder" if key == "BUILDER_BASE" and variant.flavour is Flavour.conda else ""
 
 
 def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Path,
@@ -202,12 +223,16 @@ def failed_build_fix(tail: str, plan: BuildPlan, log_path: Path) -> str:
 
 def base_digests(variant: Variant, plan: BuildPlan) -> dict[str, dict]:
     """Each stage's base as the engine had it when this build ran: ref, image id, repo digests
-    (the provenance lists them; a base rebuilt later under the same name shows as another id)."""
+    (the provenance lists them; a base rebuilt later under the same name shows as another id), and
+    for a base this run made, its inputs (mirror, suite, archive, packages: what reproduce compares)."""
     out = {}
-    for key, ref in (("BUILDER_BASE", variant.bases.builder), ("RUNTIME_BASE", variant.bases.runtime)):
+    for key, (ref, base_arch) in stage_bases(variant, Arch(plan.arch)).items():
         used = plan.base_args.get(key, ref)
         info = ENGINE.try_inspect(used) or {}
         out[key] = {"ref": used, "id": info.get("Id", ""), "repo_digests": list(info.get("RepoDigests") or [])}
+        made = read_base(Workspace(), ref, base_arch.value, run_id())
+        if made is not None and made.ref == used and made.image_id == out[key]["id"]:
+            out[key]["inputs"] = made.inputs.model_dump(mode="json")
     return out
 
 

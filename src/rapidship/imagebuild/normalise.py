@@ -295,3 +295,46 @@ def layer_files(tar: tarfile.TarFile) -> Iterator[tuple[tarfile.TarInfo, str]]:
                 h.update(chunk)
             digest = h.hexdigest()
         yield m, digest
+
+
+# ---- a root filesystem tar as an image (edge: -> docker load) ----------------------------------
+
+def rootfs_config(arch: str, labels: dict[str, str], made_by: str, epoch: int, diff_id: str) -> bytes:
+    """Pure: the config of a one-layer image of a root filesystem; its digest is the image id."""
+    doc = {"architecture": arch, **({"variant": "v8"} if arch == "arm64" else {}), "os": "linux",
+           "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+                      "Cmd": ["bash"], "Labels": dict(sorted(labels.items()))},
+           "created": rfc3339(epoch), "history": [{"created": rfc3339(epoch), "created_by": made_by}],
+           "rootfs": {"type": "layers", "diff_ids": [diff_id]}}
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def load_rootfs(rootfs_tar: Path, tags: list[str], arch: str, labels: dict[str, str], made_by: str, epoch: int,
+                keep: Callable[[str], bool] = lambda _: True) -> str:
+    """Load a root filesystem tar into the engine as a one-layer image under `tags`, its entries
+    written as every normalised layer is (plan_layer): the same tree gives the same image id on
+    any engine. `keep` says which entries belong in the image. Returns the image id."""
+    with tarfile.open(rootfs_tar) as tar:
+        members = [m for m in tar.getmembers() if order_key(m.name) and keep("/".join(order_key(m.name)))]
+        entries = plan_layer(members)
+        loader = ENGINE.load()
+        assert loader.stdin is not None
+        image_id = ""
+        try:
+            out = loader.stdin
+            out.write(_member_header("layer.tar", layer_size(entries)))
+            diff_id = write_layer(tar, entries, out)
+            body = rootfs_config(arch, labels, made_by, epoch, diff_id)
+            image_id = "sha256:" + hashlib.sha256(body).hexdigest()
+            manifest = json.dumps([{"Config": "config.json", "RepoTags": tags, "Layers": ["layer.tar"]}]).encode()
+            for name, data in (("config.json", body), ("manifest.json", manifest)):
+                out.write(_member_header(name, len(data)) + data + bytes(-len(data) % BLOCK))
+            out.write(bytes(2 * BLOCK))
+            out.close()
+        except BrokenPipeError:  # docker load stopped reading: its own words follow
+            pass
+        said = (loader.stdout.read() if loader.stdout else b"").decode(errors="replace")
+        if loader.wait() != 0 or not image_id:
+            raise RapidshipError(f"loading {tags[0]}", f"docker load refused the base: {said.strip()[-300:]}",
+                                 "check the engine (docker info) and its disk space")
+    return image_id

@@ -18,7 +18,8 @@ from pathlib import Path
 from rapidship.engine import ENGINE
 from rapidship.errors import RapidshipError
 from rapidship.imagebuild.normalise import layer_files, layer_member
-from rapidship.records import BuiltImage
+from rapidship.imagebuild.base import package_differences
+from rapidship.records import BaseRecord, BuiltImage
 
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
@@ -44,9 +45,8 @@ class Listing:
 
 # ---- the recorded inputs (pure) ----------------------------------------------------------------
 
-def input_problems(record: BuiltImage, head: str, dirty: bool, lock_sha256: str,
-                   base_ids: dict[str, str]) -> list[str]:
-    """What stands between this checkout and engine and a rebuild from `record`'s inputs."""
+def input_problems(record: BuiltImage, head: str, dirty: bool, lock_sha256: str) -> list[str]:
+    """What stands between this checkout and a rebuild from `record`'s inputs (bases: base_args)."""
     problems = []
     revision, epoch = record.extra.get("revision", ""), record.extra.get("source_date_epoch")
     if not isinstance(epoch, int) or not revision:
@@ -60,12 +60,45 @@ def input_problems(record: BuiltImage, head: str, dirty: bool, lock_sha256: str,
         problems.append("this checkout has uncommitted changes to tracked files: commit or stash them")
     if lock_sha256 != record.lock_sha256:
         problems.append(f"the lock renders to {lock_sha256[:12]} here, the image was built from {record.lock_sha256[:12]}")
-    for key, used in sorted((record.extra.get("bases") or {}).items()):
-        here = base_ids.get(key, "")
-        if used.get("id") and here != used["id"]:
-            problems.append(f"{key} {used.get('ref')} is {here[:19] or 'not in the engine'}, the image was built on "
-                            f"{used['id'][:19]}: load that base (it is an input, like the lock)")
     return problems
+
+
+def base_args(record: BuiltImage, made_here: dict[str, BaseRecord | None],
+              engine_ids: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The bases a rebuild from `record` takes (stage -> engine name), and what stands in the way.
+    Each recorded base is an input by its id: the base this run made (its base record) when it is
+    that id, else the recorded name while the engine still holds that id there. A base made here
+    from an archive that has moved on is another id: the package versions that differ are named."""
+    args, problems = {}, []
+    for key, used in sorted((record.extra.get("bases") or {}).items()):
+        want, mine = used.get("id", ""), made_here.get(key)
+        if not want:
+            continue
+        if mine is not None and mine.image_id == want:
+            args[key] = mine.ref
+        elif engine_ids.get(key) == want:
+            args[key] = used["ref"]
+        elif mine is not None:
+            problems.append(f"{key}: this run's base {mine.ref} is {mine.image_id[:19]}, the image was built on "
+                            f"{want[:19]}: {base_drift(used.get('inputs') or {}, mine.inputs.model_dump(mode='json'))}")
+        else:
+            problems.append(f"{key} {used.get('ref')} is {engine_ids.get(key, '')[:19] or 'not in the engine'}, the image "
+                            f"was built on {want[:19]}: load that base or make it (invoke base): it is an input, like "
+                            "the lock")
+    return args, problems
+
+
+def base_drift(then: dict, now: dict) -> str:
+    """Pure: why a base made now is not the one recorded: the package versions that differ (the
+    archive moved on), else the other inputs that differ."""
+    if not then:
+        return "the build record names no inputs of its base (made before base records): rebuild the image"
+    if changed := package_differences(then.get("packages") or {}, now.get("packages") or {}):
+        return (f"the archive has moved on since {then.get('archive_date') or 'the build'} ({len(changed)} package "
+                f"versions differ: {'; '.join(changed)}): make the base from a mirror of that archive state")
+    others = [f"{k} {then.get(k)!r} then, {now.get(k)!r} now" for k in ("mirror", "suite", "include", "tool")
+              if then.get(k) != now.get(k)]
+    return "the same package versions, made otherwise: " + ("; ".join(others) or "the inputs recorded agree")
 
 
 # ---- two images (pure) -------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Reproducible digests, against the real engine: the cpu-debian12 image this suite built, rebuilt
-without cache from a second clone in another directory at least a minute later, is the same image
-id; what a registry gets from it is the same manifest digest; and an image that is not what the
+without cache from a second clone in another directory at least a minute later, on the base that
+clone made itself (another run: its own name, the same id), is the same image id; what a registry gets from it is the same manifest digest; and an image that is not what the
 record's inputs make is refused with each file and field that differs named."""
 
 from __future__ import annotations
@@ -37,6 +37,25 @@ def _invoke(where: Path, *args: str, run: str = "") -> subprocess.CompletedProce
     return subprocess.run(["invoke", *args], cwd=where, capture_output=True, text=True, check=False, env=env)
 
 
+def _base_record(where: Path, run: str) -> dict:
+    """The base record `invoke base` wrote in `where` for this suite's run (+ `run`)."""
+    from rapidship.config.matrix import load_matrix
+    from rapidship.records import Workspace
+
+    name = load_matrix(ROOT / "variants.yaml").variants[CPU_VARIANT].bases.runtime
+    return json.loads(Workspace(where / "build").base(name, "amd64", os.environ["RAPIDSHIP_RUN_ID"] + run).read_text())
+
+
+def _share_base(clone: Path, run: str) -> None:
+    """Run `run` in `clone` takes the suite's base: its base record, as invoke base wrote it."""
+    suite = _base_record(ROOT, "")
+    from rapidship.records import Workspace
+
+    path = Workspace(clone / "build").base(suite["name"], "amd64", os.environ["RAPIDSHIP_RUN_ID"] + run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(suite))
+
+
 def _manifest_digest(ref: str, into: Path) -> str:
     """What a registry would call the image: skopeo's manifest digest of a copy to an OCI layout."""
     subprocess.run(["skopeo", "copy", "--quiet", f"docker-daemon:{ref}", f"oci:{into}:x"], check=True,
@@ -50,9 +69,16 @@ def test_a_cold_rebuild_from_another_clone_a_minute_later_is_the_same_image(cpu_
     assert cpu_image.extra["source_date_epoch"] > 0 and cpu_image.extra["revision"]
     time.sleep(max(0.0, 60 - (time.time() - record.stat().st_mtime)))  # another minute: another clock
     clone = _clone(tmp_path / "elsewhere" / "second-clone")
+    # the clone is another run: it makes its own base, under its own name, from the same archive state
+    base = _invoke(clone, "base", "--os", "debian12", run="c")
+    assert base.returncode == 0, base.stdout + base.stderr
+    suite_base, clone_base = _base_record(ROOT, ""), _base_record(clone, "c")
+    assert clone_base["ref"] != suite_base["ref"] and clone_base["ref"].endswith(os.environ["RAPIDSHIP_RUN_ID"] + "c")
+    assert clone_base["image_id"] == suite_base["image_id"] == cpu_image.extra["bases"]["RUNTIME_BASE"]["id"]
+    assert clone_base["inputs"] == suite_base["inputs"]
     started = time.monotonic()
     proc = _invoke(clone, "reproduce", "--variant", CPU_VARIANT, "--arch", "amd64", "--digest", cpu_image.image_id,
-                   "--record", str(record), "--keep")
+                   "--record", str(record), "--keep", run="c")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"reproduced: {cpu_image.image_id}" in proc.stderr
     result = json.loads((clone / "build" / CPU_VARIANT / "reproduce-amd64.json").read_text())
@@ -60,11 +86,12 @@ def test_a_cold_rebuild_from_another_clone_a_minute_later_is_the_same_image(cpu_
     log = (clone / "build" / CPU_VARIANT / "reproduce-amd64.log").read_text()
     # every step ran again (one CACHED line stays: the base image's own metadata, no RUN or COPY)
     assert "--no-cache" in log.splitlines()[0] and log.count(" CACHED") <= 1
-    rebuilt = f"{cpu_image.ref}-reproduce"
+    assert f"RUNTIME_BASE={clone_base['ref']}" in log.splitlines()[0]  # on the base made there
+    rebuilt = f"{cpu_image.ref}c-reproduce"
     try:
         assert _manifest_digest(cpu_image.ref, tmp_path / "a") == _manifest_digest(rebuilt, tmp_path / "b")
-    finally:
-        subprocess.run(["docker", "rmi", rebuilt], capture_output=True, check=False)  # a name only: the image stays
+    finally:  # names only: the images stay (the clone's base is the suite's, by id)
+        subprocess.run(["docker", "rmi", rebuilt, clone_base["ref"]], capture_output=True, check=False)
     labels = json.loads(subprocess.run(["docker", "image", "inspect", cpu_image.ref], capture_output=True, text=True,
                                        check=True).stdout)[0]["Config"]["Labels"]
     assert labels["io.rapidship.source-date-epoch"] == str(cpu_image.extra["source_date_epoch"])
@@ -82,6 +109,7 @@ def test_an_image_the_recorded_inputs_do_not_make_is_refused_naming_the_file(cpu
     env = dict(os.environ, GIT_COMMITTER_DATE=when, GIT_AUTHOR_DATE=when)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qam", "one line"],
                    cwd=clone, check=True, env=env)
+    _share_base(clone, "x")
     built = _invoke(clone, "build", "--variant", CPU_VARIANT, "--arch", "amd64", run="x")
     assert built.returncode == 0, built.stderr
     claimed = json.loads((clone / "build" / CPU_VARIANT / "build-amd64.json").read_text())

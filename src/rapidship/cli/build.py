@@ -104,7 +104,7 @@ def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=
     from rapidship.errors import ConfigError
     from rapidship.imagebuild.base import host_arch
     from rapidship.imagebuild.buildkit import BuildSecrets, build as build_image, plan_build, read_record
-    from rapidship.imagebuild.reproduce import DIGEST, differences, input_problems, listing
+    from rapidship.imagebuild.reproduce import DIGEST, differences, engine_base_ids, input_problems, listing
     from rapidship.records import BuiltImage, Reproduction
     from rapidship.render.dockerfile import render as render_variant
 
@@ -122,9 +122,7 @@ def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=
     rendered = render_variant(v)
     head = c.run("git rev-parse HEAD", hide=True, warn=True).stdout.strip()
     dirty = bool(c.run("git status --porcelain --untracked-files=no", hide=True, warn=True).stdout.strip())
-    bases = {key: (ENGINE.try_inspect(used.get("ref", "")) or {}).get("Id", "")
-             for key, used in (rec.extra.get("bases") or {}).items()}
-    if problems := input_problems(rec, head, dirty, rendered.lock_sha256, bases):
+    if problems := input_problems(rec, head, dirty, rendered.lock_sha256, engine_base_ids(rec)):
         raise ConfigError(str(source), "cannot rebuild from the recorded inputs: " + "; ".join(problems),
                           "bring each input named back, then run invoke reproduce again")
     secrets = BuildSecrets.from_flags(ca_bundle, pip_index, conda_channel)

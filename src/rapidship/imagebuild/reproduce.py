@@ -68,6 +68,12 @@ def input_problems(record: BuiltImage, head: str, dirty: bool, lock_sha256: str,
     return problems
 
 
+def engine_base_ids(record: BuiltImage) -> dict[str, str]:
+    """Edge: the id the engine holds now under each base ref the build record names ("" when none)."""
+    return {key: (ENGINE.try_inspect(used.get("ref", "")) or {}).get("Id", "")
+            for key, used in (record.extra.get("bases") or {}).items()}
+
+
 # ---- two images (pure) -------------------------------------------------------------------------
 
 def _flat(doc: object, at: str = "") -> dict[str, object]:

@@ -118,7 +118,7 @@ def records_digest(files: dict[str, bytes | None]) -> str:
 def rows(record: ReleaseRecord) -> list[tuple[str, str, str, str, str, str]]:
     """The end-of-chain table: stage, verdict, seconds, read, written, why."""
     def size(n: int | None) -> str:
-        return "-" if n is None else f"{n / 1e6:,.1f} MB"
+        return "-" if n is None else f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n:,} B"
 
     return [(s.name, s.verdict, f"{s.seconds:.1f}" if s.verdict not in (NOT_RUN,) else "-",
              size(s.read_bytes) if s.verdict != NOT_RUN else "-", size(s.written_bytes) if s.verdict != NOT_RUN else "-",

@@ -108,16 +108,16 @@ def _gates(rel: Release) -> Check:
 
 
 def _scan(rel: Release) -> Check:
-    from rapidship.gates.policy import load_policy
+    from rapidship.gates.policy import describe, load_policy
     from rapidship.records import read_decision
 
     found = _gated(rel, ("scan decision",), rel.ws.decision)
     stale = list(found.stale)
-    if not stale:  # decided under the rules the policy has now (sign's verify compares the same)
-        rules = load_policy(rel.policy, rel.variant.id).rules.model_dump(mode="json")
+    if not stale:  # decided under the policy as it reads now (the decision's own description of it)
+        now = {k: v for k, v in describe(load_policy(rel.policy, rel.variant.id)).items() if k != "source"}
         for a in rel.arches:
             decided = read_decision(rel.ws, rel.variant.id, a).policy
-            if {k: v for k, v in decided.items() if k not in ("source", "variant")} != rules:
+            if {k: v for k, v in decided.items() if k != "source"} != now:
                 stale.append(f"{rel.ws.decision(rel.variant.id, a)}: decided under other policy rules than "
                              f"{rel.policy} has now")
     return Check(found.record, stale, found.bound)

@@ -56,6 +56,8 @@ def walk(record: ReleaseRecord, check: Callable[[str], Check], run: Callable[[st
     def step(i: int, **fields) -> ReleaseRecord:
         stages[i] = stages[i].model_copy(update=fields)
         out = record.model_copy(update={"stages": list(stages), "seconds": round(clock() - start, 2)})
+        if fields.get("verdict") == FAIL:  # the record on disk names the stage that stopped the chain
+            out = out.model_copy(update={"passed": False, "stopped_at": stages[i].name})
         saved(out)
         return out
 
@@ -64,7 +66,7 @@ def walk(record: ReleaseRecord, check: Callable[[str], Check], run: Callable[[st
         try:
             before = check(stage.name)
         except StageFailed as err:  # the rule itself could not read what it needs
-            return _stopped(step(i, verdict=FAIL, why=str(err), started_at=at, seconds=round(clock() - t0, 2)), i)
+            return step(i, verdict=FAIL, why=str(err), started_at=at, seconds=round(clock() - t0, 2))
         if not before.stale:
             step(i, verdict=SKIPPED, record=before.record, bound=before.bound, started_at=at,
                  why="current: " + _bound_text(before.bound), seconds=round(clock() - t0, 2), read_bytes=0,
@@ -75,19 +77,15 @@ def walk(record: ReleaseRecord, check: Callable[[str], Check], run: Callable[[st
             ran = run(stage.name)
             after = check(stage.name)
         except StageFailed as err:
-            return _stopped(step(i, verdict=FAIL, why=str(err), seconds=round(clock() - t0, 2)), i)
+            return step(i, verdict=FAIL, why=str(err), seconds=round(clock() - t0, 2))
         if after.stale:
-            return _stopped(step(i, verdict=FAIL, record=after.record, seconds=round(clock() - t0, 2),
-                                 why="it ran, but its record is not current: " + "; ".join(after.stale)), i)
+            return step(i, verdict=FAIL, record=after.record, seconds=round(clock() - t0, 2),
+                        why="it ran, but its record is not current: " + "; ".join(after.stale))
         step(i, verdict=PASS, record=after.record, bound=after.bound, seconds=round(clock() - t0, 2),
              read_bytes=ran.read_bytes, written_bytes=ran.written_bytes)
     out = record.model_copy(update={"stages": list(stages), "seconds": round(clock() - start, 2), "passed": True})
     saved(out)
     return out
-
-
-def _stopped(record: ReleaseRecord, i: int) -> ReleaseRecord:
-    return record.model_copy(update={"passed": False, "stopped_at": record.stages[i].name})
 
 
 def _bound_text(bound: dict[str, str]) -> str:

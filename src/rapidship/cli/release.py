@@ -46,6 +46,9 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
         raise ConfigError("--key", "no signing key", "pass --key cosign.key or set RAPIDSHIP_SIGNING_KEY")
     public_key = public_key or os.environ.get("RAPIDSHIP_SIGNING_PUBLIC_KEY") or _beside(key)
     _usable(key, public_key)
+    from rapidship.gates.policy import load_policy
+
+    load_policy(policy, v.id)  # a bad --policy is bad input, found before any stage runs
     if since and not Path(since).exists():
         raise ConfigError("--since", f"{since} does not exist", "pass the previous release's export.json or disc folder")
     rel = Release(variant=v, arch_flag=arch, arches=arches, ws=Workspace(), registry=registry, key=key,

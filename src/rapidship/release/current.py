@@ -127,6 +127,7 @@ def _push(rel: Release) -> Check:
     from rapidship.cli.sign import registry_for
     from rapidship.publish.oci import split_repository
     from rapidship.publish.push import read_push_record
+    from rapidship.redact import redact
 
     path, ids = rel.ws.push(rel.variant.id), image_ids(rel)
     try:
@@ -136,7 +137,7 @@ def _push(rel: Release) -> Check:
     host, project = split_repository(rel.registry)
     stale = ["pushed with --skip-gates"] if rec.gates_skipped else []
     if (rec.registry, rec.repository) != (host, f"{project}/{rel.variant.image}"):
-        stale.append(f"pushed to {rec.registry}/{rec.repository}, this release goes to {host}/{project}")
+        stale.append(redact(f"pushed to {rec.registry}/{rec.repository}, this release goes to {host}/{project}"))
     pushed = {a: x.image_id for a, x in rec.arches.items()}
     if pushed != ids:
         stale.append(f"pushed {_ids(pushed)}, this release is {_ids(ids)}")

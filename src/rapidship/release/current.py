@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 
 from rapidship.config.matrix import Variant
@@ -97,7 +98,7 @@ def _build(rel: Release) -> Check:
     return Check(str(rel.ws.build(vid, rel.arches[0])), stale, bound)
 
 
-def _gated(rel: Release, what: str, path) -> Check:
+def _gated(rel: Release, what: tuple[str, ...], path) -> Check:
     ids = image_ids(rel)
     stale = [p for a in rel.arches for p in gated_problems(rel.ws, rel.variant.id, a, ids[a], only=what)]
     return Check(str(path(rel.variant.id, rel.arches[0])), stale, ids)
@@ -116,11 +117,26 @@ def _scan(rel: Release) -> Check:
     if not stale:  # decided under the policy as it reads now (the decision's own description of it)
         now = {k: v for k, v in describe(load_policy(rel.policy, rel.variant.id)).items() if k != "source"}
         for a in rel.arches:
-            decided = read_decision(rel.ws, rel.variant.id, a).policy
-            if {k: v for k, v in decided.items() if k != "source"} != now:
+            decision = read_decision(rel.ws, rel.variant.id, a)
+            if {k: v for k, v in decision.policy.items() if k != "source"} != now:
                 stale.append(f"{rel.ws.decision(rel.variant.id, a)}: decided under other policy rules than "
                              f"{rel.policy} has now")
+            elif (why := db_too_old(decision.db, now.get("max_db_age_days"))):
+                stale.append(f"{rel.ws.decision(rel.variant.id, a)}: {why}")
     return Check(found.record, stale, found.bound)
+
+
+def db_too_old(db: dict, max_days: int | None, today: date | None = None) -> str:
+    """The policy's max_db_age_days, applied again when a decision is reused: a scan against a DB that
+    has since grown too old is not current ('' when it is young enough, or no age is asked for)."""
+    if not max_days:
+        return ""
+    try:
+        updated = date.fromisoformat(str(db.get("UpdatedAt", ""))[:10])
+    except ValueError:
+        return "the DB it was decided with states no update time"
+    age = ((today or date.today()) - updated).days
+    return f"the DB it was decided with is {age} days old (max_db_age_days: {max_days})" if age > max_days else ""
 
 
 def _push(rel: Release) -> Check:

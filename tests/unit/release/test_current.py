@@ -32,6 +32,17 @@ def rel(tmp_path):
                    key="keys/cosign.key", public_key="keys/cosign.pub", policy=str(ROOT / "policy/trivy.yaml"))
 
 
+def fresh_db(rel) -> None:
+    """The scan decision names the DB it used as trivy's metadata.json states it: updated today."""
+    from datetime import datetime, timezone
+
+    from rapidship.records import read_decision
+
+    decision = read_decision(rel.ws, VARIANT, ARCH)
+    db = {"Version": 2, "UpdatedAt": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    rel.ws.save(rel.ws.decision(VARIANT, ARCH), decision.model_copy(update={"db": db}))
+
+
 def at(rel, build: Path):
     from dataclasses import replace
     from rapidship.records import Workspace
@@ -42,6 +53,7 @@ def at(rel, build: Path):
 def test_gates_and_scan_records_of_the_built_image_are_current(rel, tmp_path):
     write_gated(tmp_path, VARIANT, {ARCH: ("rapidship/dask:x", IMAGE)}, lock=LOCK, policy=decided_under(rel.policy))
     r = at(rel, tmp_path)
+    fresh_db(r)
     gates, scan = check("gates", r), check("scan", r)
     assert gates.stale == [] and gates.bound == {ARCH: IMAGE}
     assert scan.stale == [] and scan.record.endswith(f"{VARIANT}/scan-{ARCH}/decision.json")
@@ -75,3 +87,15 @@ def test_a_scan_decided_under_other_policy_rules_is_not_current(rel, tmp_path):
 def test_a_stage_after_build_without_a_build_record_cannot_be_checked(rel, tmp_path):
     with pytest.raises(StageFailed, match="no record"):
         check("gates", at(rel, tmp_path))
+
+
+def test_a_scan_against_a_db_that_grew_too_old_is_not_current():
+    from datetime import date
+
+    from rapidship.release.current import db_too_old
+
+    db = {"UpdatedAt": "2026-12-01T00:00:00Z"}
+    assert db_too_old(db, 7, date(2026, 12, 8)) == ""
+    assert db_too_old(db, 7, date(2026, 12, 9)) == "the DB it was decided with is 8 days old (max_db_age_days: 7)"
+    assert db_too_old(db, None, date(2027, 1, 1)) == ""
+    assert db_too_old({}, 7, date(2026, 12, 9)) == "the DB it was decided with states no update time"

@@ -7,7 +7,7 @@ same on every run), one registry, one key. The runs follow each other as a relea
 the first release; the same again (every stage skipped); a scan made to fail by a stricter policy
 (the chain stops there, naming it, the records before it stay current); the resume once the policy
 is back; a delta release (--since the first disc); a disc whose ISO was removed (export runs
-again). The session's cpu_image fixture already filled the build cache, so the build here only
+again). The test run's cpu_image fixture already filled the build cache, so the build here only
 relabels (its own commit) and normalises.
 """
 
@@ -49,7 +49,7 @@ def project(engine, cpu_image, registry, tmp_path_factory):
     git(folder, "init", "-q")
     git(folder, "add", "-A")
     git(folder, "commit", "-q", "-m", "release chain test")
-    run_id = os.environ["RAPIDSHIP_RUN_ID"] + "rel"  # its own engine names: the session's image keeps its tag
+    run_id = os.environ["RAPIDSHIP_RUN_ID"] + "rel"  # its own engine names: cpu_image keeps its tag
     docker_config = folder / "docker-config"
     docker_config.mkdir()
     env = dict(os.environ, RAPIDSHIP_RUN_ID=run_id, RAPIDSHIP_REGISTRY=registry.host,

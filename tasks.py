@@ -12,13 +12,13 @@ sys.path.insert(0, str(Path(__file__).parent / "src"))  # run from a checkout wi
 
 from invoke import Collection, Task  # noqa: E402
 
-from rapidship.cli import (build, ci, deploy, docs, export, harbor, prepare, prune, publish, registry, report,  # noqa: E402
-                           scan, sign, smoke)
+from rapidship.cli import (build, ci, deploy, docs, export, harbor, prepare, prune, publish, registry,  # noqa: E402
+                           release, report, scan, sign, smoke)
 from rapidship.cli.options import bad_flags_exit_2  # noqa: E402
 
 bad_flags_exit_2(Path(__file__).parent)
 ns = Collection()
-for module in (prepare, build, prune, scan, publish, sign, smoke, export, report, deploy):
+for module in (prepare, build, prune, scan, publish, sign, smoke, export, report, release, deploy):
     for value in vars(module).values():
         if isinstance(value, Task) and value.__module__ == module.__name__:
             ns.add_task(value)

@@ -82,6 +82,14 @@ class Workspace:
     def sign(self, variant: str) -> Path:
         return self.variant_dir(variant) / "sign.json"
 
+    def export_verify(self, variant: str) -> Path:
+        """What export-verify proved of the release's disc (invoke release writes it)."""
+        return self.variant_dir(variant) / "export-verify.json"
+
+    def release(self, variant: str) -> Path:
+        """The release chain's own record: each stage's verdict, time and bytes (invoke release)."""
+        return self.variant_dir(variant) / "release.json"
+
     def signed_dir(self, variant: str, digest: str) -> Path:
         """The .sig / .att objects of one digest as they were attached (export carries them)."""
         return self.variant_dir(variant) / "signed" / digest.replace(":", "-")
@@ -297,6 +305,43 @@ class SignRecord(Record):
     seconds: float
 
 
+class ExportVerified(Record):
+    """build/<variant>/export-verify.json: a disc export-verify checked, bound to the ISOs' hashes."""
+
+    export_id: str
+    iso_sha256: dict[str, str]     # ISO file name -> sha256, as export.json lists them
+    verified_with: str             # the public key's fingerprint
+    images: dict[str, str]         # image id the disc carries -> the id the scratch registry served
+    seconds: float
+
+
+class ReleaseStage(Record):
+    """One stage of `invoke release`, as the chain saw it."""
+
+    name: str
+    verdict: str                   # pass, skipped (its record was current), FAIL, not run, running
+    record: str = ""               # the stage's own record
+    why: str = ""                  # skipped: that it was current; ran: what was not; FAIL: what said no
+    started_at: str = ""
+    seconds: float = 0.0
+    read_bytes: int | None = None  # None: not measured (see docs/quickstart.md, "invoke release")
+    written_bytes: int | None = None
+    bound: dict[str, str] = {}     # what its record was bound to (report: the records it read)
+
+
+class ReleaseRecord(Record):
+    """build/<variant>/release.json: the chain's record, saved at every step (the report reads it)."""
+
+    variant: str
+    arches: list[str]
+    since: str = ""
+    started_at: str
+    seconds: float = 0.0
+    passed: bool | None = None     # None while it runs
+    stopped_at: str = ""           # the stage that said no
+    stages: list[ReleaseStage]
+
+
 class GateReport(Record):
     gate: str
     passed: bool
@@ -365,11 +410,13 @@ def read_sign(ws: Workspace, variant: str) -> SignRecord:
     return ws.load(ws.sign(variant), SignRecord, f"invoke sign --variant {variant}", "sign record")
 
 
-def gated_problems(ws: Workspace, variant: str, arch: str, image_id: str) -> list[str]:
+def gated_problems(ws: Workspace, variant: str, arch: str, image_id: str,
+                   only: tuple[str, ...] | None = None) -> list[str]:
     """Why the records of one arch do not vouch for image `image_id` (empty: they do). Each of the
     build record, the gate record, the trivy decision and the content manifest must be readable,
     name exactly that image (else STALE: it speaks of an earlier build) and, for gates and scan,
-    say passed. Push, promote, Harbor's gate, sign and export all ask this one question."""
+    say passed. Push, promote, Harbor's gate, sign, export and the release chain all ask this one
+    question; `only` names the records asked about (the chain asks per stage: "gate record")."""
     gates_cmd = f"invoke gates --variant {variant} --arch {arch}"
     readers = ((ws.build(variant, arch), BuiltImage, f"invoke build --variant {variant} --arch {arch}", "build record"),
                (ws.gates(variant, arch), GatesRecord, gates_cmd, "gate record"),
@@ -377,6 +424,8 @@ def gated_problems(ws: Workspace, variant: str, arch: str, image_id: str) -> lis
                (ws.content(variant, arch), ContentRecord, gates_cmd, "content manifest"))
     problems: list[str] = []
     for path, kind, writer, what in readers:
+        if only is not None and what not in only:
+            continue
         try:
             record = ws.load(path, kind, writer, what)
         except RecordError as err:

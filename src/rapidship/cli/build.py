@@ -109,10 +109,9 @@ def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=
 
     from rapidship.engine import ENGINE
     from rapidship.errors import ConfigError
-    from rapidship.config.matrix import run_id
-    from rapidship.imagebuild.base import host_arch, read_base
-    from rapidship.imagebuild.buildkit import BuildSecrets, build as build_image, plan_build, read_record, stage_bases
-    from rapidship.imagebuild.reproduce import DIGEST, base_args, differences, input_problems, listing
+    from rapidship.imagebuild.base import host_arch
+    from rapidship.imagebuild.buildkit import BuildSecrets, build as build_image, plan_build, read_record
+    from rapidship.imagebuild.reproduce import DIGEST, differences, input_problems, listing, recorded_bases
     from rapidship.records import BuiltImage, Reproduction
     from rapidship.render.dockerfile import render as render_variant
 
@@ -130,10 +129,7 @@ def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=
     rendered = render_variant(v)
     head = c.run("git rev-parse HEAD", hide=True, warn=True).stdout.strip()
     dirty = bool(c.run("git status --porcelain --untracked-files=no", hide=True, warn=True).stdout.strip())
-    engine_ids = {key: (ENGINE.try_inspect(used.get("ref", "")) or {}).get("Id", "")
-                  for key, used in (rec.extra.get("bases") or {}).items()}
-    made_here = {key: read_base(ws, ref, base_arch.value, run_id()) for key, (ref, base_arch) in stage_bases(v, a).items()}
-    bases, base_problems = base_args(rec, made_here, engine_ids)
+    bases, base_problems = recorded_bases(ws, v, a, rec)
     if problems := input_problems(rec, head, dirty, rendered.lock_sha256) + base_problems:
         raise ConfigError(str(source), "cannot rebuild from the recorded inputs: " + "; ".join(problems),
                           "bring each input named back, then run invoke reproduce again")

@@ -511,7 +511,7 @@ def decide(report_findings: list[Finding], facts: ScanFacts, policy: Policy, tod
              for i, e in enumerate(rules.allowlist) if i not in used and e.expires >= today]
     notes += [f"allowlist entry {e.id} expired on {e.expires}" for i, e in enumerate(rules.allowlist) if e.expires < today]
     passed = not problems and all(v.outcome != "fail" for v in verdicts)
-    return Decision(passed=passed, policy=_describe(policy), facts=facts, verdicts=verdicts, problems=problems,
+    return Decision(passed=passed, policy=describe(policy), facts=facts, verdicts=verdicts, problems=problems,
                     notes=notes)
 
 
@@ -575,7 +575,8 @@ def _name(f: Finding) -> str:
     return f"misconfiguration {f.id} in {f.target} ({f.title})"
 
 
-def _describe(policy: Policy) -> dict[str, Any]:
+def describe(policy: Policy) -> dict[str, Any]:
+    """The decision's `policy` block: what a scan was decided under (the release chain compares it)."""
     return {"source": policy.source, "variant": policy.variant} | policy.rules.model_dump(mode="json")
 
 

@@ -101,6 +101,20 @@ def base_drift(then: dict, now: dict) -> str:
     return "the same package versions, made otherwise: " + ("; ".join(others) or "the inputs recorded agree")
 
 
+def recorded_bases(ws, variant, arch, record: BuiltImage) -> tuple[dict[str, str], list[str]]:
+    """Edge: `base_args` over what this engine holds under each recorded base ref and the bases this
+    run made (its base records): the one reading of "the bases a rebuild from `record` takes"."""
+    from rapidship.config.matrix import run_id
+    from rapidship.imagebuild.base import read_base
+    from rapidship.imagebuild.buildkit import stage_bases
+
+    engine_ids = {key: (ENGINE.try_inspect(used.get("ref", "")) or {}).get("Id", "")
+                  for key, used in (record.extra.get("bases") or {}).items()}
+    made_here = {key: read_base(ws, ref, base_arch.value, run_id())
+                 for key, (ref, base_arch) in stage_bases(variant, arch).items()}
+    return base_args(record, made_here, engine_ids)
+
+
 # ---- two images (pure) -------------------------------------------------------------------------
 
 def _flat(doc: object, at: str = "") -> dict[str, object]:

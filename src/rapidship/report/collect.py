@@ -18,7 +18,7 @@ from rapidship.imagebuild.size_report import SizeReport
 from rapidship.config.matrix import Variant
 from rapidship.export.write import ExportRecord
 from rapidship.records import (BuiltImage, ClusterSmokeRecord, ContentRecord, GatesRecord, PromoteRecord, PushRecord,
-                               RecordError, Rendered, ScanRecord, SignRecord, Workspace, load)
+                               RecordError, ReleaseRecord, Rendered, ScanRecord, SignRecord, Workspace, load)
 from rapidship.report.model import CORRUPT, MISSING, RecordState
 from rapidship.smoke.run import SmokeResult
 
@@ -65,6 +65,7 @@ class VariantRecords:
     promote: Got[PromoteRecord]
     sign: Got[SignRecord]
     harbor: Got[HarborGate]
+    release: Got[ReleaseRecord] | None = None  # invoke release's record (None: the chain never ran here)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,9 @@ def collect(ws: Workspace, variants: list[Variant], export_dirs: list[Path]) -> 
             promote=read(ws.promote(vid), PromoteRecord, f"invoke promote --variant {vid}", "promote record"),
             sign=read(ws.sign(vid), SignRecord, f"invoke sign --variant {vid}", "sign record"),
             harbor=read(ws.variant_dir(vid) / HARBOR_GATE, HarborGate, f"invoke harbor.gate --variant {vid}",
-                        "Harbor gate record"))
+                        "Harbor gate record"),
+            release=read(ws.release(vid), ReleaseRecord, f"invoke release --variant {vid}", "release record")
+            if ws.release(vid).exists() else None)
     smoke_dir = ws.smoke_dir()
     smoke_files = sorted(p for p in smoke_dir.glob("*.json") if not p.name.startswith(".")) if smoke_dir.is_dir() else []
     smoke = [read(p, SmokeResult, "invoke smoke", "smoke record") for p in smoke_files if not CLUSTER_FILE.search(p.name)]

@@ -373,6 +373,32 @@ class Scope:
 
 
 @dataclass(frozen=True)
+class ReleaseStep:
+    """One stage of `invoke release`'s last run, as its record (build/<variant>/release.json) says."""
+
+    name: str
+    verdict: str          # pass, skipped, FAIL, not run, running
+    started_at: str
+    seconds: float
+    read_bytes: int | None
+    written_bytes: int | None
+    record: str
+    why: str
+
+
+@dataclass(frozen=True)
+class ReleaseRun:
+    variant: str
+    arches: list[str]
+    started_at: str
+    seconds: float
+    passed: bool | None   # None: it was still running when the report read it (the report is a stage of it)
+    stopped_at: str
+    since: str
+    steps: list[ReleaseStep]
+
+
+@dataclass(frozen=True)
 class Summary:
     generated_at: str
     today: str
@@ -389,6 +415,7 @@ class Summary:
     versions: list[VersionRow]
     records: list[RecordState]
     scope: Scope = Scope("matrix", [])
+    releases: list[ReleaseRun] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.rows for c in r.cells.values() if c.status == status)

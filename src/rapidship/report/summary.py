@@ -22,7 +22,7 @@ from rapidship.report.scope import release_scope
 from rapidship.report.model import (CORRUPT, FAIL, IMAGE_GATES, MISSING, PASS,
                                     SEVERITIES, SITE, STALE, AllowRow, BaseImage, BytesReport, Cell, ExportImage,
                                     ExportRow, ExportVolume, ImageRow, ImageVersions, PathBytes, PruneArch,
-                                    PruneFile, RecordState, ScanFinding, ScanRow, SignedArch, SignRow, SizeRow, ScrapedWorker,
+                                    PruneFile, RecordState, ReleaseRun, ReleaseStep, ScanFinding, ScanRow, SignedArch, SignRow, SizeRow, ScrapedWorker,
                                     SmokeRun, SmokeStage, Summary, VersionRow)
 
 TOP_PATHS = 10      # largest directories / files shown per image
@@ -454,6 +454,8 @@ def summarize(records: Records, *, today: date, generated_at: str, commit: str,
             bytes_.append(bytes_report(v.id, arch, img.size))
             scans.append(scan_row(v.id, arch, img))
     states += [g.state for g in (*records.smoke, *records.cluster, *records.exports)]
+    chains = [records.per_variant[v.id].release for v in in_scope if records.per_variant[v.id].release is not None]
+    states += [g.state for g in chains]
     return Summary(
         generated_at=generated_at, today=today.isoformat(), commit=commit, workspace=records.root,
         rows=rows, sizes=sizes, bytes=bytes_, scans=scans, allowlist=allowlist(records.images, today), smoke=runs,
@@ -461,4 +463,12 @@ def summarize(records: Records, *, today: date, generated_at: str, commit: str,
         exports=[export_row(g, {k: i.build.value.image_id for k, i in records.images.items() if i.build.ok})
                  for g in records.exports],
         versions=[version_row(v, records.per_variant[v.id], records.images) for v in in_scope],
-        records=states, scope=scope)
+        records=states, scope=scope, releases=[release_run(g.value) for g in chains if g.ok])
+
+
+def release_run(r) -> ReleaseRun:
+    """The stage timeline of `invoke release`'s last run (its record, build/<variant>/release.json)."""
+    return ReleaseRun(variant=r.variant, arches=list(r.arches), started_at=r.started_at, seconds=r.seconds,
+                      passed=r.passed, stopped_at=r.stopped_at, since=r.since,
+                      steps=[ReleaseStep(s.name, s.verdict, s.started_at, s.seconds, s.read_bytes, s.written_bytes,
+                                         s.record, s.why) for s in r.stages])

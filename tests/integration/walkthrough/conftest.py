@@ -1,6 +1,6 @@
-"""docs/quickstart.md run as written, once for this folder: steps 1-5 in a scratch copy of the
+"""docs/quickstart.md run as written, once for this folder: steps 1-6 in a scratch copy of the
 checkout, then the pages that start where it ends (its registry still up, the image pushed and
-imported again: tests/integration/walkthrough/test_after_quickstart.py), then its step 6. The page
+imported again: tests/integration/walkthrough/test_after_quickstart.py), then its step 7. The page
 uses the image names it prints (no run identity), so suites sharing one engine take turns here;
 the shared cpu-debian12 image (removed and re-imported by step 5) is put back whatever happens."""
 
@@ -27,7 +27,7 @@ def image_id(ref: str) -> str | None:
 @dataclass
 class Walk:
     work: Path               # the scratch checkout
-    output: str              # what steps 1-5 printed (stdout and stderr, as a terminal shows them)
+    output: str              # what steps 1-6 printed (stdout and stderr, as a terminal shows them)
     returncode: int
     imported_id: str | None  # the page's image id right after step 5's import
 
@@ -50,7 +50,7 @@ def restore_shared_image(cpu_image) -> None:
 @pytest.fixture(scope="package")
 def quickstart(cpu_image, tmp_path_factory, engine):
     *steps, cleanup = runnable(QUICKSTART)
-    assert len(steps) == 5 and "registry.down" in "\n".join(cleanup.body), "the quickstart's last block cleans up"
+    assert len(steps) == 6 and "registry.down" in "\n".join(cleanup.body), "the quickstart's last block cleans up"
     # a clone, as a new user has: the build takes its SOURCE_DATE_EPOCH from the commit (a copy
     # without git history is refused unless SOURCE_DATE_EPOCH is given: tests/unit/imagebuild)
     work = scratch_checkout(tmp_path_factory.mktemp("quickstart") / "checkout", git=True)

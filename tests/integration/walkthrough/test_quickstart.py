@@ -46,6 +46,11 @@ def test_the_quickstart_runs_as_written(quickstart):
     assert len(isos) == 1 and isos[0].stat().st_size < 4_700_000_000, isos   # "one DVD-sized ISO"
     assert built["image_id"] in quickstart.output.split("export-verify", 1)[-1]   # verified by its id
     assert quickstart.imported_id == built["image_id"]   # import loaded it back under its name, same id
+    chain = json.loads((build / "release.json").read_text())   # step 6: the one command after the steps
+    assert chain["passed"] is True
+    assert {s["name"]: s["verdict"] for s in chain["stages"]} == {
+        **dict.fromkeys(("build", "gates", "scan", "push", "sign"), "skipped"),
+        **dict.fromkeys(("export", "export-verify", "report"), "pass")}
 
 
 def test_the_quickstart_says_what_the_run_printed(quickstart):

@@ -1,0 +1,173 @@
+"""Release chain benchmark: each stage of `invoke release` against its floor, side by side in one run.
+
+A stage's floor is the bytes it must read, hash, compress or write, at this machine's own rates
+measured in the same run on the image's own bytes (its `docker save` stream): sha256 (hashlib),
+zstd -3 -T0 compress and decompress, and a disk write with fsync. The chain runs in a scratch
+project (the checkout linked in, its own build/ and a one-commit git repository, a loopback
+registry from `invoke registry.up`, a throwaway key): the first release from a warm build cache,
+then a delta release (--since the first disc). Usage (project root, engine up, the image built
+once so the build cache is warm): python3 bench/release_chain.py [--variant cpu-debian12] [--arch amd64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = 512 << 20  # bytes of the image's save stream the rates are measured on (at most)
+FLOORS = {  # stage -> what it must do with its bytes: (rate, bytes key) terms
+    "build": [("sha256", "image"), ("zstd", "image")],        # hash every layer (normalise), the zstd size it records
+    "gates": [("sha256", "image")],                          # read the image once, hash its files
+    "scan": [("sha256", "image")],                           # read every layer once
+    "push": [("sha256", "image"), ("write", "image")],        # hash every blob, the registry writes it
+    "export": [("zstd", "tar"), ("write", "archive"), ("sha256", "archive")],
+    # every layer it serves is hashed, from the disc or (a delta) from the host's engine
+    "export-verify": [("sha256", "iso"), ("unzstd", "tar"), ("sha256", "image")],
+}
+TINY = 0.05  # s: a floor below this says the stage's time is fixed costs, not bytes (no ratio printed)
+
+
+def sh(*cmd: str, cwd: Path | None = None, env: dict | None = None) -> str:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def project(work: Path) -> Path:
+    folder = work / "project"
+    folder.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in (".git", "build", "tasks.py"):
+            (folder / entry.name).symlink_to(entry)
+    shutil.copy2(ROOT / "tasks.py", folder / "tasks.py")
+    env = dict(os.environ, GIT_AUTHOR_DATE="2026-12-01T00:00:00+00:00", GIT_COMMITTER_DATE="2026-12-01T00:00:00+00:00")
+    who = ["-c", "user.name=bench", "-c", "user.email=bench@rapidship.invalid"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "release chain benchmark"]):
+        sh("git", *who, *cmd, cwd=folder, env=env)
+    return folder
+
+
+def rates(image_ref: str, work: Path) -> dict[str, float]:
+    """Bytes per second of sha256, zstd -3 -T0, zstd -d and a disk write (fsync), on the image's own bytes."""
+    sample = work / "sample.tar"
+    with open(sample, "wb") as out, subprocess.Popen(["docker", "save", image_ref], stdout=subprocess.PIPE) as save:
+        left = SAMPLE
+        while left and (chunk := save.stdout.read(min(1 << 20, left))):
+            out.write(chunk)
+            left -= len(chunk)
+        save.kill()
+    data = sample.read_bytes()
+    got = {}
+    start = time.monotonic()
+    hashlib.sha256(data).hexdigest()
+    got["sha256"] = len(data) / (time.monotonic() - start)
+    start = time.monotonic()
+    packed = subprocess.run(["zstd", "-3", "-T0", "-q", "-c"], input=data, capture_output=True, check=True).stdout
+    got["zstd"] = len(data) / (time.monotonic() - start)
+    start = time.monotonic()
+    subprocess.run(["zstd", "-d", "-q", "-c"], input=packed, stdout=subprocess.DEVNULL, check=True)
+    got["unzstd"] = len(data) / (time.monotonic() - start)
+    target = work / "write-test"
+    start = time.monotonic()
+    with open(target, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    got["write"] = len(data) / (time.monotonic() - start)
+    target.unlink()
+    sample.unlink()
+    start = time.monotonic()  # not a floor: the engine's own rate, for what holds the stages that go through it
+    saved = subprocess.run(f"docker save {image_ref} | wc -c", shell=True, capture_output=True, text=True, check=True)
+    got["docker save"] = int(saved.stdout.strip()) / (time.monotonic() - start)
+    return got
+
+
+def floors(record: dict, sizes: dict[str, int], rate: dict[str, float]) -> list[tuple]:
+    rows = []
+    for stage in record["stages"]:
+        name, seconds = stage["name"], stage["seconds"]
+        terms = FLOORS.get(name)
+        if stage["verdict"] != "pass":
+            rows.append((name, stage["verdict"], seconds, None, None, ""))
+            continue
+        if not terms:
+            rows.append((name, "pass", seconds, None, None, "records only: no floor"))
+            continue
+        floor = sum(sizes[key] / rate[kind] for kind, key in terms)
+        what = " + ".join(f"{sizes[key] / 1e6:,.1f} MB {kind}" for kind, key in terms)
+        rows.append((name, "pass", seconds, floor, seconds / floor if floor >= TINY else None,
+                     what + (" (fixed costs, not bytes)" if floor < TINY else "")))
+    return rows
+
+
+def show(title: str, rows: list[tuple], total: float) -> None:
+    print(f"\n{title} (chain {total:.1f} s)")
+    print(f"{'stage':14} {'verdict':8} {'seconds':>8} {'floor':>8} {'ratio':>7}  floor counts")
+    for name, verdict, seconds, floor, ratio, what in rows:
+        f = f"{floor:8.2f}" if floor is not None else f"{'-':>8}"
+        r = f"{ratio:6.1f}x" if ratio is not None else f"{'-':>7}"
+        print(f"{name:14} {verdict:8} {seconds:8.1f} {f} {r}  {what}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", default="cpu-debian12")
+    parser.add_argument("--arch", default="amd64")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="release-bench-"))
+    folder = project(work)
+    run_id = f"bench{os.getpid()}"
+    env = dict(os.environ, RAPIDSHIP_RUN_ID=run_id, RAPIDSHIP_SIGNING_PASSWORD="bench-only", TMPDIR=str(work),
+               DOCKER_CONFIG=str(work / "docker-config"))
+    env.pop("RAPIDSHIP_SIGNING_KEY", None)
+    (work / "docker-config").mkdir()
+    invoke = lambda *a: sh("invoke", *a, cwd=folder, env=env)  # noqa: E731
+    invoke("registry.up", "--dir", "build/registry")
+    try:
+        for line in (folder / "build/registry/env.sh").read_text().splitlines():
+            if line.startswith("export "):
+                key, value = line[len("export "):].split("=", 1)
+                env[key] = value.strip("'\"")
+        invoke("keys.generate", "--out", "keys")
+        invoke("trivy-db", "--advisories", "docs/examples/quickstart-advisories.yaml", "--cache-dir", "cache")
+        chain = ("release", "--variant", args.variant, "--arch", args.arch, "--key", "keys/cosign.key",
+                 "--cache-dir", "cache", "--skip-db-update", "--offline-scan")
+        records = {}
+        for name, extra in (("full", ()), ("delta", None)):
+            if extra is None:
+                extra = ("--since", str(folder / records["full"]["stages"][5]["record"]))
+            start = time.monotonic()
+            invoke(*chain, *extra)
+            records[name] = json.loads((folder / "build" / args.variant / "release.json").read_text())
+            records[name]["wall"] = time.monotonic() - start
+        built = json.loads((folder / "build" / args.variant / f"build-{args.arch}.json").read_text())
+        rate = rates(built["image_id"], work)
+        print("this machine, measured now on the image's own bytes: " +
+              ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in rate.items()))
+        for name, record in records.items():
+            disc = json.loads((folder / record["stages"][5]["record"]).read_text())
+            sizes = {"image": built["size_bytes"], "tar": disc["tar_bytes"], "archive": disc["archive_bytes"],
+                     "iso": sum(v["iso_bytes"] for v in disc["volumes"])}
+            show(f"{name} release of {args.variant} {args.arch}: image {sizes['image'] / 1e6:,.0f} MB, disc archive "
+                 f"{sizes['archive'] / 1e6:,.1f} MB", floors(record, sizes, rate), record["wall"])
+    finally:
+        subprocess.run(["invoke", "registry.down", "--dir", "build/registry"], cwd=folder, env=env, capture_output=True)
+        refs = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
+                              text=True).stdout.split()
+        mine = [r for r in refs if r.endswith(f"-{run_id}")]
+        if mine:
+            subprocess.run(["docker", "rmi", *mine], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

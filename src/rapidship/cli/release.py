@@ -1,0 +1,87 @@
+"""The release task: every stage of a release in order, resumable, with a timeline and one table."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rapidship import console
+from rapidship.cli.options import VARIANTS_HELP, arches_flag, task
+from rapidship.config.matrix import load_matrix
+from rapidship.errors import ConfigError, GateFailure, exits_cleanly
+from rapidship.records import Workspace
+
+
+@task(name="release",
+      help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",
+            "since": "a delta disc: the previous release's export.json, export folder, volume or ISO",
+            "out": "folder of the disc, new or empty (default build/<variant>/disc-<what it carries>)",
+            "registry": "HOST[:PORT]/PROJECT to push to (default $RAPIDSHIP_REGISTRY/staging)",
+            "key": "signing key: cosign.key or a URI (default $RAPIDSHIP_SIGNING_KEY); password from "
+                   "$RAPIDSHIP_SIGNING_PASSWORD",
+            "public-key": "cosign.pub the disc must verify with (default $RAPIDSHIP_SIGNING_PUBLIC_KEY, else the "
+                          ".pub beside --key)",
+            "policy": "trivy policy file (default policy/trivy.yaml)", "media": "disc size, as for export (default dvd)",
+            "cache-dir": "as for scan", "skip-db-update": "as for scan", "offline-scan": "as for scan",
+            "trivy": "as for scan", "report-out": "folder of the report (default build/report)", **VARIANTS_HELP})
+@exits_cleanly
+def release(c, variant, arch=None, since=None, out=None, registry=None, key=None, public_key=None,
+            policy="policy/trivy.yaml", media="dvd", cache_dir=None, skip_db_update=False, offline_scan=False,
+            trivy=None, report_out="build/report", variants_file="variants.yaml"):
+    """Build, gates, scan, push, sign, export, export-verify, report: each stage skipped when its record is
+    current, the first that says no stops the chain (run it again to resume there); writes build/<variant>/release.json."""
+    from rapidship.release.current import Release
+    from rapidship.release.plan import rows
+    from rapidship.release.run import release as run_release
+    from rapidship.sign.keys import configured_key
+
+    v = load_matrix(variants_file).get(variant)
+    arches = tuple(a.value for a in arches_flag(v, arch))
+    registry = registry or (f"{os.environ['RAPIDSHIP_REGISTRY']}/staging" if os.environ.get("RAPIDSHIP_REGISTRY") else None)
+    if not registry:
+        raise ConfigError("--registry", "no registry to push to", "pass --registry HOST[:PORT]/PROJECT (or set "
+                          "RAPIDSHIP_REGISTRY, as build/registry/env.sh does)")
+    key = key or configured_key()
+    if not key:
+        raise ConfigError("--key", "no signing key", "pass --key cosign.key or set RAPIDSHIP_SIGNING_KEY")
+    public_key = public_key or os.environ.get("RAPIDSHIP_SIGNING_PUBLIC_KEY") or _beside(key)
+    _usable(key, public_key)
+    from rapidship.gates.policy import load_policy
+
+    load_policy(policy, v.id)  # a bad --policy is bad input, found before any stage runs
+    if since and not Path(since).exists():
+        raise ConfigError("--since", f"{since} does not exist", "pass the previous release's export.json or disc folder")
+    rel = Release(variant=v, arch_flag=arch, arches=arches, ws=Workspace(), registry=registry, key=key,
+                  public_key=public_key, policy=policy, since=since, out=Path(out) if out else None,
+                  report_out=Path(report_out), media=media, variants_file=variants_file,
+                  scan_flags={"cache_dir": cache_dir, "skip_db_update": skip_db_update, "offline_scan": offline_scan,
+                              "trivy": trivy})
+    record = run_release(rel, c)
+    path = rel.ws.release(v.id)
+    console.table(f"release {v.id} {', '.join(arches)}: {record.seconds:.1f} s", ["stage", "verdict", "seconds", "read",
+                  "written", "why"], rows(record))
+    if not record.passed:
+        stage = next(s for s in record.stages if s.name == record.stopped_at)
+        raise GateFailure(f"release {v.id}: stage {stage.name}", f"said no (its record: {stage.record or 'none'}):\n  "
+                          f"{stage.why}", f"fix what it names and run invoke release again: the stages before it "
+                          f"are current and are skipped, it resumes at {stage.name} (chain record: {path})")
+    console.err.print(f"released {v.id} ({', '.join(arches)}) in {record.seconds:.1f} s -> {path}")
+
+
+def _beside(key: str) -> str:
+    pub = Path(key).with_suffix(".pub")
+    if "://" in key or ":" in key.split("/", 1)[0] or not pub.is_file():
+        raise ConfigError("--public-key", f"no public key given and none beside {key}",
+                          "pass --public-key cosign.pub (or set RAPIDSHIP_SIGNING_PUBLIC_KEY)")
+    return str(pub)
+
+
+def _usable(key: str, public_key: str) -> None:
+    """The key opens (its password is right) and --public-key is its public half: checked before any stage."""
+    from rapidship.cli.sign import signer_for
+    from rapidship.sign.keys import fingerprint, load_public
+
+    signer, public = signer_for(key), load_public(public_key, "--public-key")
+    if fingerprint(signer.public_key()) != fingerprint(public):
+        raise ConfigError("--public-key", f"{public_key} is not the public half of {key}",
+                          "pass the cosign.pub made with that key (invoke keys.generate writes both)")

@@ -1,0 +1,1 @@
+"""The release chain (`invoke release`): build, gates, scan, push, sign, export, export-verify, report."""

@@ -1,0 +1,58 @@
+"""`invoke release` refuses bad flags before any stage runs: one error naming the flag, exit 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from support.commands import ROOT
+
+PASSWORD = "release-task-test"
+
+
+def release(tmp_path, *flags: str, registry: str | None = "127.0.0.1:5000") -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAPIDSHIP_REGISTRY", "RAPIDSHIP_SIGNING"))}
+    env.update(RAPIDSHIP_SIGNING_PASSWORD=PASSWORD, **({"RAPIDSHIP_REGISTRY": registry} if registry else {}))
+    return subprocess.run(["invoke", "release", "--variant", "cpu-debian12", *flags], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    made = {}
+    for name in ("ours", "other"):
+        out = tmp_path_factory.mktemp(name)
+        subprocess.run(["invoke", "keys.generate", "--out", str(out)], cwd=ROOT, capture_output=True, check=True,
+                       env=dict(os.environ, RAPIDSHIP_SIGNING_PASSWORD=PASSWORD))
+        made[name] = out
+    return made
+
+
+def error(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("error:") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "release 1/8" not in proc.stderr  # no stage started
+    return proc.stderr[proc.stderr.index("error:"):]
+
+
+def test_no_registry(tmp_path, keys):
+    err = error(release(tmp_path, "--key", str(keys["ours"] / "cosign.key"), registry=None))
+    assert err.startswith("error: --registry: no registry to push to")
+
+
+def test_a_public_key_of_another_key(tmp_path, keys):
+    err = error(release(tmp_path, "--key", str(keys["ours"] / "cosign.key"), "--public-key",
+                        str(keys["other"] / "cosign.pub")))
+    assert err.startswith("error: --public-key:") and "is not the public half of" in err
+
+
+def test_a_policy_that_is_not_there(tmp_path, keys):
+    err = error(release(tmp_path, "--key", str(keys["ours"] / "cosign.key"), "--policy", str(tmp_path / "nope.yaml")))
+    assert "nope.yaml" in err
+
+
+def test_a_since_that_is_not_there(tmp_path, keys):
+    err = error(release(tmp_path, "--key", str(keys["ours"] / "cosign.key"), "--since", str(tmp_path / "old")))
+    assert err.startswith("error: --since:")

@@ -274,7 +274,10 @@ def _print_size_report(rep):
                       ["layer", "why", "files", "size", "distributions"],
                       [(layer["name"], layer["why"], f"{layer['files']:,}", gb(layer["bytes"]),
                         ", ".join(layer["distributions"])) for layer in rep.layers["layers"]])
-    if rep.delta_cost:
+    if rep.delta_cost and not rep.delta_cost["rows"]:
+        console.err.print("delta cost: no distribution with a RECORD in this image (a conda env is one layer, "
+                          "conda-pack's: a patch of any package ships it whole)")
+    elif rep.delta_cost:
         d = rep.delta_cost
         console.table(f"delta cost: a patch of one distribution re-ships (goal {d['goal']}; {d['misses']} of "
                       f"{d['distributions']} miss it)", ["distribution", "carried (zstd)", "own (zstd)", "ratio", "goal"],

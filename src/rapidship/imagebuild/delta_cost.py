@@ -28,7 +28,7 @@ from typing import IO
 
 from rapidship.builder.split_layers import canonical, metadata_name, owner_of, record_paths
 from rapidship.errors import RapidshipError
-from rapidship.imagebuild.normalise import _saved, layer_member
+from rapidship.imagebuild.normalise import layer_member, save_to
 
 GOAL_RATIO = 1.25
 GOAL_SLACK_BYTES = 2_000_000
@@ -145,14 +145,13 @@ def _label(created_by: str) -> str:
 def measure(ref: str, workdir: Path | None = None) -> tuple[list[Cost], list[LayerCost]]:
     """The table for the image `ref`, from one `docker save` (each layer read twice from that file)."""
     with tempfile.TemporaryDirectory(prefix="rapidship-delta-cost-", dir=workdir) as tmp:
-        with tarfile.open(_saved(ref, Path(tmp))) as outer:
+        with tarfile.open(save_to(ref, Path(tmp), "delta cost of")) as outer:
             manifest = json.load(outer.extractfile("manifest.json"))[0]  # type: ignore[arg-type]
             config = json.load(outer.extractfile(manifest["Config"]))  # type: ignore[arg-type]
             steps = [h.get("created_by", "") for h in config.get("history") or [] if not h.get("empty_layer")]
             names = manifest["Layers"]
             owned = _owners(outer, names)
-            own: dict[str, _Compressed] = {}
-            writers: dict[str, tarfile.TarFile] = {}
+            own_bytes: dict[str, int] = {}
             lies_in: dict[str, set[int]] = {}
             layers: list[LayerCost] = []
             for index, name in enumerate(names):
@@ -162,27 +161,26 @@ def measure(ref: str, workdir: Path | None = None) -> tuple[list[Cost], list[Lay
                 assert stream is not None
                 while chunk := stream.read(1 << 20):
                     whole.stdin.write(chunk)
-                held: set[str] = set()
+                # each distribution's files of this layer, one tar each; a distribution in two layers
+                # (none is, as planned) is counted as its two pieces
+                own: dict[str, tuple[_Compressed, tarfile.TarFile]] = {}
                 records = False
                 inner = tarfile.open(fileobj=outer.extractfile(member), mode="r|")
                 for f in inner:
                     path = posixpath.normpath(f.name.lstrip("./")) if f.name.strip("./") else ""
                     records = records or path in ENV_RECORDS
-                    if f.isdir():
-                        continue
-                    owner = owner_of(Path(path), owned)
+                    owner = None if f.isdir() else owner_of(Path(path), owned)
                     if owner is None:
                         continue
-                    held.add(owner)
                     lies_in.setdefault(owner, set()).add(index)
-                    if owner not in writers:
-                        own[owner] = _Compressed()
-                        writers[owner] = tarfile.open(fileobj=own[owner].stdin, mode="w|", format=tarfile.PAX_FORMAT)
-                    writers[owner].addfile(f, inner.extractfile(f) if f.isfile() else None)
+                    if owner not in own:
+                        proc = _Compressed()
+                        own[owner] = (proc, tarfile.open(fileobj=proc.stdin, mode="w|", format=tarfile.PAX_FORMAT))
+                    own[owner][1].addfile(f, inner.extractfile(f) if f.isfile() else None)
+                for owner, (proc, writer) in own.items():
+                    writer.close()
+                    own_bytes[owner] = own_bytes.get(owner, 0) + proc.close()
                 label = _label(steps[index]) if index < len(steps) else ""
-                layers.append(LayerCost(index, label, whole.close(), tuple(sorted(held)), records))
-    for writer in writers.values():
-        writer.close()
-    own_bytes = {name: proc.close() for name, proc in own.items()}
+                layers.append(LayerCost(index, label, whole.close(), tuple(sorted(own)), records))
     every_patch = {layer.index for layer in layers if layer.env_records}
     return cost_table(own_bytes, lies_in, {layer.index: layer.zstd_bytes for layer in layers}, every_patch), layers

@@ -62,7 +62,8 @@ def lint(c, variant=None, variants_file="variants.yaml"):
             "check": "only report locks that no longer match their spec",
             "wheels": "with --check: every locked pip package has a wheel for every arch the matrix builds the env "
                       "for (asks the index: PyPI, or --index-url)",
-            "index-url": "--wheels: the pip index (mirror) to ask (default PyPI; credentials never printed)",
+            "index-url": "the pip index (mirror) --wheels and the wheel sizes (locks/<env>/wheel-sizes.json) ask "
+                         "(default PyPI; credentials never printed)",
             "conda-channel": "conda channel mirror, NAME=URL or a URL ending in the channel name (repeatable; "
                              "default $RAPIDSHIP_CONDA_CHANNELS, else conda.anaconda.org); credentials never reach the lock",
             **VARIANTS_HELP})

@@ -62,11 +62,11 @@ RUN --mount=type=secret,id=cacert,required=false \
  && /opt/rapids/bin/python -I -S -m compileall -f -q -j 0 --invalidation-mode unchecked-hash /opt/rapids/lib \
  && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
 # ---- byte-identical copies (a wheel's soname "links" are copies) become relative symlinks to one; ----
-# ---- then the env is split into parts by how often they change, one runtime layer each       ----
+# ---- then the env is moved into the layers the render planned from the lock, one runtime layer each ----
 RUN --mount=type=bind,source=builder,target=/mnt/builder \
     python3.11 /tmp/builder/dedupe.py --prefix /out/opt/rapids --out /out/rapidship-dedupe.json \
  && python3.11 /mnt/builder/split_layers.py --prefix /out/opt/rapids --out /out/layers \
-      --parts compiled,python --record /out/rapidship-layers.json
+      --plan /mnt/builder/layer-plan.json --record /out/rapidship-layers.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -89,8 +89,17 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
 
-COPY --from=builder /out/layers/compiled/ /opt/rapids/
-COPY --from=builder /out/layers/python/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/numpy/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/pyyaml/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/tornado/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/small_1/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/small_2/ /opt/rapids/
+COPY --from=builder /out/layers/python/dask/ /opt/rapids/
+COPY --from=builder /out/layers/python/distributed/ /opt/rapids/
+COPY --from=builder /out/layers/python/small_1/ /opt/rapids/
+COPY --from=builder /out/layers/python/small_2/ /opt/rapids/
+COPY --from=builder /out/layers/python/small_3/ /opt/rapids/
+COPY --from=builder /out/layers/venv/ /opt/rapids/
 COPY --from=builder /out/rapidship-layers.json /opt/rapidship/layers.json
 COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
 COPY --from=builder /out/rapidship-dedupe.json /opt/rapidship/dedupe.json

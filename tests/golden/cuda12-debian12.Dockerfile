@@ -77,11 +77,11 @@ RUN --mount=type=secret,id=cacert,required=false \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/rapidship-prune.json /out/opt/rapids
 # ---- byte-identical copies (a wheel's soname "links" are copies) become relative symlinks to one; ----
-# ---- then the env is split into parts by how often they change, one runtime layer each       ----
+# ---- then the env is moved into the layers the render planned from the lock, one runtime layer each ----
 RUN --mount=type=bind,source=builder,target=/mnt/builder \
     python3.11 /tmp/builder/dedupe.py --prefix /out/opt/rapids --out /out/rapidship-dedupe.json \
  && python3.11 /mnt/builder/split_layers.py --prefix /out/opt/rapids --out /out/layers \
-      --parts cuda/nvidia-cublas-cu12,cuda/nvidia-cuda-cccl-cu12,cuda/nvidia-cuda-nvcc-cu12,cuda/nvidia-cuda-nvrtc-cu12,cuda/nvidia-cuda-runtime-cu12,cuda/nvidia-cufft-cu12,cuda/nvidia-cufile-cu12,cuda/nvidia-curand-cu12,cuda/nvidia-cusolver-cu12,cuda/nvidia-cusparse-cu12,cuda/nvidia-libnvcomp-cu12,cuda/nvidia-ml-py,cuda/nvidia-nccl-cu12,cuda/nvidia-nvjitlink-cu12,rapids,compiled,python --record /out/rapidship-layers.json
+      --plan /mnt/builder/layer-plan.json --record /out/rapidship-layers.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -104,6 +104,8 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
 
+COPY --from=builder /out/layers/cuda/cuda-bindings/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/cuda-core/ /opt/rapids/
 COPY --from=builder /out/layers/cuda/nvidia-cublas-cu12/ /opt/rapids/
 COPY --from=builder /out/layers/cuda/nvidia-cuda-cccl-cu12/ /opt/rapids/
 COPY --from=builder /out/layers/cuda/nvidia-cuda-nvcc-cu12/ /opt/rapids/
@@ -115,12 +117,56 @@ COPY --from=builder /out/layers/cuda/nvidia-curand-cu12/ /opt/rapids/
 COPY --from=builder /out/layers/cuda/nvidia-cusolver-cu12/ /opt/rapids/
 COPY --from=builder /out/layers/cuda/nvidia-cusparse-cu12/ /opt/rapids/
 COPY --from=builder /out/layers/cuda/nvidia-libnvcomp-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-ml-py/ /opt/rapids/
 COPY --from=builder /out/layers/cuda/nvidia-nccl-cu12/ /opt/rapids/
 COPY --from=builder /out/layers/cuda/nvidia-nvjitlink-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/ /opt/rapids/
-COPY --from=builder /out/layers/python/ /opt/rapids/
+COPY --from=builder /out/layers/cuda/small_1/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/cudf-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/cuml-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/libcudf-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/libcuml-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/libcuvs-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/libkvikio-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/libnvforest-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/libraft-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/librmm-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/libucx-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/libucxx-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/nvforest-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/pylibcudf-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/pylibraft-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/rmm-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/ucxx-cu12/ /opt/rapids/
+COPY --from=builder /out/layers/rapids/small_1/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/contourpy/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/cupy-cuda12x/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/llvmlite/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/numba/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/numba-cuda/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/numba-cuda-mlir/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/numpy/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/nvtx/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/pandas/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/pillow/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/pyarrow/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/pyyaml/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/scikit-learn/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/scipy/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/tornado/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/treelite/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/small_1/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/small_2/ /opt/rapids/
+COPY --from=builder /out/layers/python/bokeh/ /opt/rapids/
+COPY --from=builder /out/layers/python/dask/ /opt/rapids/
+COPY --from=builder /out/layers/python/distributed/ /opt/rapids/
+COPY --from=builder /out/layers/python/pygments/ /opt/rapids/
+COPY --from=builder /out/layers/python/small_1/ /opt/rapids/
+COPY --from=builder /out/layers/python/small_2/ /opt/rapids/
+COPY --from=builder /out/layers/python/small_3/ /opt/rapids/
+COPY --from=builder /out/layers/python/small_4/ /opt/rapids/
+COPY --from=builder /out/layers/python/small_5/ /opt/rapids/
+COPY --from=builder /out/layers/python/small_6/ /opt/rapids/
+COPY --from=builder /out/layers/python/small_7/ /opt/rapids/
+COPY --from=builder /out/layers/venv/ /opt/rapids/
 COPY --from=builder /out/rapidship-layers.json /opt/rapidship/layers.json
 COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
 COPY --from=builder /out/rapidship-prune.json /opt/rapidship/prune.json

@@ -199,10 +199,12 @@ def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
 @task(name="size-report",
       help={"variant": "variant id", "arch": "amd64 or arm64 (default: every arch of the variant with a build record)",
             "top": "how many of the largest paths to list (default 25)", "json": "print the report as JSON on stdout",
+            "delta-cost": "also measure, for every distribution, the zstd bytes a delta disc carries if only it "
+                          "changed, against its own (reads the image once more; fails above 1.25 x own + 2 MB)",
             **VARIANTS_HELP})
 @exits_cleanly
-def size_report(c, variant, arch=None, top="25", json=False, variants_file="variants.yaml"):  # str: see int_flag
-    """Largest paths of a built image, what the trims saved, uncompressed and zstd sizes against the budget."""
+def size_report(c, variant, arch=None, top="25", json=False, delta_cost=False, variants_file="variants.yaml"):  # str: see int_flag
+    """Largest paths of a built image, the env's layer plan, what the trims saved, sizes against the budget."""
     from rapidship.imagebuild.buildkit import read_record
     from rapidship.imagebuild.size_report import report, write_report
 
@@ -212,12 +214,17 @@ def size_report(c, variant, arch=None, top="25", json=False, variants_file="vari
     if not arches:
         from rapidship.errors import ConfigError
         raise ConfigError(str(ws.variant_dir(v.id)), "no build record", f"run invoke build --variant {v.id} first")
-    failed = []
+    failed, missed = [], []
     for a in arches:
         built = read_record(ws, v.id, a.value)
         with console.status(f"reading {built.ref} (docker export)"):
             rep = report(built.ref, variant=v.id, arch=a.value, image_bytes=built.size_bytes,
                          zstd_bytes=built.zstd_bytes, budget_bytes=v.budget_bytes, top=int_flag("--top", top))
+        if delta_cost:
+            from rapidship.imagebuild.delta_cost import measure, summary
+
+            with console.status(f"delta cost of each distribution of {built.ref} (docker save, zstd -3 per layer)"):
+                rep.delta_cost = summary(*measure(built.ref))
         path = write_report(ws, rep)
         if json:
             console.print_json(rep.to_json())
@@ -226,8 +233,18 @@ def size_report(c, variant, arch=None, top="25", json=False, variants_file="vari
         console.err.print(f"record: {path}")
         if not rep.within_budget:
             failed.append(f"{v.id} {a.value}")
+        if rep.delta_cost.get("misses"):
+            worst = rep.delta_cost["worst"]
+            missed.append(f"{v.id} {a.value}: {rep.delta_cost['misses']} of {rep.delta_cost['distributions']} "
+                          f"distributions, worst {worst['distribution']} {worst['carried_bytes']:,} B carried for "
+                          f"{worst['own_bytes']:,} B of its own ({worst['ratio']}x)")
     if failed:
         raise GateFailure("size-report", f"over the budget: {', '.join(failed)}", "trim the env (docs/sizes.md)")
+    if missed:
+        raise GateFailure("size-report --delta-cost", f"a patch of one package re-ships more than "
+                          f"{rep.delta_cost['goal']}: {'; '.join(missed)}",
+                          "the rows above name each package's layers: lower layer_budget's pressure or re-plan "
+                          "(docs/sizes.md, layers)")
 
 
 def _print_size_report(rep):
@@ -257,6 +274,21 @@ def _print_size_report(rep):
                           ["file", "section", "left", "archs", "why"],
                           [(s["path"].rsplit("/", 1)[-1] + (f" (+{s['copies']} copies)" if s["copies"] else ""),
                             s["section"], f"{s['bytes']:,} B", ", ".join(s["by_arch"]), s["why"]) for s in left["sections"]])
+    if rep.layers:
+        console.table(f"the env's layers ({len(rep.layers['layers'])} of a budget of {rep.layers['budget']}; small "
+                      f"distributions grouped up to {rep.layers['group_bytes']:,} B of wheels; sizes: {rep.layers['sizes']})",
+                      ["layer", "why", "files", "size", "distributions"],
+                      [(layer["name"], layer["why"], f"{layer['files']:,}", gb(layer["bytes"]),
+                        ", ".join(layer["distributions"])) for layer in rep.layers["layers"]])
+    if rep.delta_cost and not rep.delta_cost["rows"]:
+        console.err.print("delta cost: no distribution with a RECORD in this image (a conda env is one layer, "
+                          "conda-pack's: a patch of any package ships it whole)")
+    elif rep.delta_cost:
+        d = rep.delta_cost
+        console.table(f"delta cost: a patch of one distribution re-ships (goal {d['goal']}; {d['misses']} of "
+                      f"{d['distributions']} miss it)", ["distribution", "carried (zstd)", "own (zstd)", "ratio", "goal"],
+                      [(r["distribution"], f"{r['carried_bytes']:,}", f"{r['own_bytes']:,}", f"{r['ratio']:.2f}x",
+                        "ok" if r["within_goal"] else "[red]MISS[/]") for r in d["rows"]])
     verdict = "[green]within[/]" if rep.within_budget else "[red]OVER[/]"
     console.err.print(f"image {gb(rep.image_bytes)} (uncompressed), zstd -3 {gb(rep.zstd_bytes)}, budget "
                       f"{gb(rep.budget_bytes)}: {verdict}, headroom {rep.headroom_bytes:,} bytes")

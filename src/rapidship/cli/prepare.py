@@ -62,7 +62,8 @@ def lint(c, variant=None, variants_file="variants.yaml"):
             "check": "only report locks that no longer match their spec",
             "wheels": "with --check: every locked pip package has a wheel for every arch the matrix builds the env "
                       "for (asks the index: PyPI, or --index-url)",
-            "index-url": "--wheels: the pip index (mirror) to ask (default PyPI; credentials never printed)",
+            "index-url": "the pip index (mirror) --wheels and the wheel sizes (locks/<env>/wheel-sizes.json) ask "
+                         "(default PyPI; credentials never printed)",
             "conda-channel": "conda channel mirror, NAME=URL or a URL ending in the channel name (repeatable; "
                              "default $RAPIDSHIP_CONDA_CHANNELS, else conda.anaconda.org); credentials never reach the lock",
             **VARIANTS_HELP})
@@ -70,7 +71,7 @@ def lint(c, variant=None, variants_file="variants.yaml"):
 def lock(c, env=None, check=False, conda_channel=None, variants_file="variants.yaml", wheels=False, index_url=None):
     """Solve env specs into committed, hashed lockfiles under locks/ (pip: uv; conda: py-rattler per platform)."""
     from rapidship.lock.conda import check_conda_locks, lock_conda
-    from rapidship.lock.pip import ENVS, TOOLS, check_lock, load_env_spec, lock_pip
+    from rapidship.lock.pip import ENVS, LOCKS, TOOLS, check_lock, load_env_spec, lock_pip, pip_lock_path
 
     names = env or ([TOOLS.name] + sorted(p.stem for p in ENVS.glob("*.yaml")))
     specs = sorted((load_env_spec(n) for n in names), key=lambda s: s.flavour == "conda")  # pip first: no channel needed
@@ -90,6 +91,11 @@ def lock(c, env=None, check=False, conda_channel=None, variants_file="variants.y
             console.err.print(f"ok {spec.name}" + (f" (wheels for {', '.join(arches)})" if arches else ""))
         elif spec.flavour == "pip":
             console.err.print(f"locked {lock_pip(spec)}")
+            if spec.name != TOOLS.name:  # the builder's tools are no image layers
+                from rapidship.lock.sizes import write_sizes
+
+                with console.status(f"{spec.name}: wheel sizes from the index"):
+                    console.err.print(f"recorded {write_sizes(spec.name, pip_lock_path(spec), LOCKS, index_url)}")
         elif check:
             for path in check_conda_locks(spec, matrix):
                 console.err.print(f"ok {spec.name} {path}")
@@ -98,3 +104,19 @@ def lock(c, env=None, check=False, conda_channel=None, variants_file="variants.y
                 paths = lock_conda(spec, matrix, conda_channel or None)
             for path in paths:
                 console.err.print(f"locked {path}")
+
+
+@task(name="lock-sizes", iterable=["env"],
+      help={"env": "pip env spec name under envs/ (repeatable; default: every pip env)",
+            "index-url": "the pip index (mirror) to ask (default PyPI; credentials never printed or written)"})
+@exits_cleanly
+def lock_sizes(c, env=None, index_url=None):
+    """Record the wheel sizes of committed pip locks (locks/<env>/wheel-sizes.json): the layer plan reads them."""
+    from rapidship.lock.pip import ENVS, LOCKS, check_lock, load_env_spec, pip_lock_path
+    from rapidship.lock.sizes import write_sizes
+
+    specs = [load_env_spec(n) for n in (env or sorted(p.stem for p in ENVS.glob("*.yaml")))]
+    for spec in (s for s in specs if s.flavour == "pip"):
+        check_lock(spec)
+        with console.status(f"{spec.name}: wheel sizes from the index"):
+            console.err.print(f"recorded {write_sizes(spec.name, pip_lock_path(spec), LOCKS, index_url)}")

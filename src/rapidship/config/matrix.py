@@ -52,6 +52,21 @@ def _pattern(value: str, regex: re.Pattern, example: str) -> str:
     return value
 
 
+DEFAULT_LAYER_BUDGET = 80
+
+
+def _layer_budget(value: Any) -> Any:
+    from rapidship.render.layer_plan import LEAST_BUDGET, MOST_BUDGET
+
+    if value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or not LEAST_BUDGET <= value <= MOST_BUDGET:
+        raise ValueError(f"{value!r} is not a whole number of layers from {LEAST_BUDGET} to {MOST_BUDGET} (the env's "
+                         f"layers: one group per kind and the venv at least; overlay2 refuses images of more than "
+                         f"~125 layers, and the base and the runtime need their own)")
+    return value
+
+
 class Defaults(StrictConfig):
     registry_prefix: str = Field(min_length=1)
     budget_bytes: int = Field(gt=0)
@@ -66,8 +81,11 @@ class Defaults(StrictConfig):
     # The fleet's GPUs: list of compute capabilities, or "all"; checked (with its yaml path) by
     # gpu_archs_from, and replaced by the resolved tuple or None in parse_matrix.
     gpu_archs: Any = None
+    # Pip envs: at most this many image layers for the env (render/layer_plan.py)
+    layer_budget: int = DEFAULT_LAYER_BUDGET
 
     _rapids = field_validator("rapids")(lambda v: _pattern(v, _RAPIDS_RE, '"26.10"'))
+    _layer_budget = field_validator("layer_budget", mode="before")(lambda v: _layer_budget(v))
     _python = field_validator("python")(lambda v: _pattern(v, _PYTHON_RE, '"3.11"'))
 
     @field_validator("flavour", mode="before")
@@ -140,11 +158,13 @@ class Override(StrictConfig):
     env: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9_-]*$")
     image: str | None = None
     budget_bytes: int | None = Field(default=None, gt=0)
+    layer_budget: int | None = None
     base: StageBasesOverride | None = None
     gpu_archs: Any = None  # a list of compute capabilities, or "all"; checked by gpu_archs_from
 
     _rapids = field_validator("rapids")(lambda v: v if v is None else _pattern(v, _RAPIDS_RE, '"26.10"'))
     _python = field_validator("python")(lambda v: v if v is None else _pattern(v, _PYTHON_RE, '"3.11"'))
+    _layer_budget = field_validator("layer_budget", mode="before")(lambda v: _layer_budget(v))
 
     @field_validator("flavour", mode="before")
     @classmethod
@@ -197,6 +217,7 @@ class Variant(BaseModel):
     budget_bytes: int
     uid: int
     user: str
+    layer_budget: int = DEFAULT_LAYER_BUDGET
     # Compute capabilities (major*10+minor) whose device code the image keeps, sorted; None = all
     # of it (and always None for CPU variants).
     gpu_archs: tuple[int, ...] | None = None
@@ -457,5 +478,6 @@ def _variant(spec: VariantsFile, cuda: str, os_key: str, source: str) -> Variant
         os=os_key, distro=os_entry.distro, os_version=os_entry.version, family=os_entry.family, arches=arches,
         flavour=flavour, env=o.env or d.env, image=image, bases=bases,
         budget_bytes=o.budget_bytes or d.budget_bytes, uid=d.uid, user=d.user,
+        layer_budget=o.layer_budget or d.layer_budget,
         gpu_archs=None if cuda == CPU else gpu_archs, gpu_archs_by_arch=by_arch,
     )

@@ -197,11 +197,12 @@ def _member_header(name: str, size: int) -> bytes:
     return info.tobuf(tarfile.PAX_FORMAT)
 
 
-def _saved(ref: str, into: Path) -> Path:
+def save_to(ref: str, into: Path, what: str = "normalise") -> Path:
+    """`docker save` of `ref` into the folder `into` (its saved.tar); `what` names the step in an error."""
     path = into / "saved.tar"
     got = ENGINE.run_cli(["save", "-o", str(path), ref])
     if got.returncode != 0:
-        raise RapidshipError(f"normalise {ref}", f"docker save failed: {got.stderr.strip()[-300:]}",
+        raise RapidshipError(f"{what} {ref}", f"docker save failed: {got.stderr.strip()[-300:]}",
                              "check the engine (docker info) and the disk space of $TMPDIR")
     return path
 
@@ -222,7 +223,7 @@ def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], Non
     base = ENGINE.try_inspect(base_ref) or {}
     base_layers = list((base.get("RootFS") or {}).get("Layers") or [])
     with tempfile.TemporaryDirectory(prefix="rapidship-normalise-", dir=workdir) as tmp:
-        with tarfile.open(_saved(ref, Path(tmp))) as outer:
+        with tarfile.open(save_to(ref, Path(tmp))) as outer:
             manifest = json.load(outer.extractfile("manifest.json"))[0]  # type: ignore[arg-type]
             config = json.load(outer.extractfile(manifest["Config"]))  # type: ignore[arg-type]
             old_ids = list(config["rootfs"]["diff_ids"])

@@ -20,6 +20,7 @@ from rapidship.records import Workspace
 
 TRIMS_PATH = "opt/rapidship/trims.json"
 PRUNE_PATH = "opt/rapidship/prune.json"  # the builder's device-code prune record (absent: nothing pruned)
+LAYERS_PATH = "opt/rapidship/layers.json"  # the env's layer plan with what each layer holds (builder/split_layers.py)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class SizeReport:
     largest_files: list[PathSize]
     trims: dict = field(default_factory=dict)
     prune: dict = field(default_factory=dict)  # kept archs, bytes before/after per file and per arch
+    layers: dict = field(default_factory=dict)  # the env's layer plan: each layer, why, its distributions
+    delta_cost: dict = field(default_factory=dict)  # --delta-cost: imagebuild/delta_cost.summary
 
     @property
     def headroom_bytes(self) -> int:
@@ -63,7 +66,7 @@ class SizeReport:
 
 def summarize(entries: Iterable[Entry], *, variant: str, arch: str, ref: str, image_bytes: int,
               zstd_bytes: int | None, budget_bytes: int, trims: dict | None = None, top: int = 25,
-              depth: int = 8, prune: dict | None = None) -> SizeReport:
+              depth: int = 8, prune: dict | None = None, layers: dict | None = None) -> SizeReport:
     """Pure: regular files -> totals, the largest directories (up to `depth` levels) and files.
 
     A directory is listed only where it is not just its single largest child (so the list reads
@@ -90,7 +93,18 @@ def summarize(entries: Iterable[Entry], *, variant: str, arch: str, ref: str, im
     files.sort(key=lambda p: (-p.bytes, p.path))
     return SizeReport(variant=variant, arch=arch, ref=ref, image_bytes=image_bytes, zstd_bytes=zstd_bytes,
                       budget_bytes=budget_bytes, files_bytes=total, files=len(files), largest_dirs=shown[:top],
-                      largest_files=files[:top], trims=trims or {}, prune=prune_summary(prune, top))
+                      largest_files=files[:top], trims=trims or {}, prune=prune_summary(prune, top),
+                      layers=layers_summary(layers))
+
+
+def layers_summary(record: dict | None) -> dict:
+    """Pure: the plan of an image's layers.json; {} for an image split before plans (parts by kind)."""
+    if not record or "layers" not in record:
+        return {}
+    return {k: record.get(k) for k in ("budget", "group_bytes", "sizes")} | {"layers": [
+        {"name": layer["name"], "why": layer["why"], "files": layer.get("files", 0), "bytes": layer.get("bytes", 0),
+         "distributions": [f"{d['name']} {d['version']}" for d in layer["distributions"]]}
+        for layer in record["layers"]]}
 
 
 def prune_summary(record: dict | None, top: int = 25) -> dict:
@@ -110,7 +124,7 @@ def prune_summary(record: dict | None, top: int = 25) -> dict:
                if census else {})}
 
 
-def image_entries(ref: str, keep: set[str] = frozenset({TRIMS_PATH, PRUNE_PATH})) -> tuple[list[Entry], dict[str, bytes]]:
+def image_entries(ref: str, keep: set[str] = frozenset({TRIMS_PATH, PRUNE_PATH, LAYERS_PATH})) -> tuple[list[Entry], dict[str, bytes]]:
     """Regular files of the image's filesystem (one `docker export`), plus the bytes of `keep` paths."""
     image = snapshot(ref, keep=lambda path: path.lstrip("/") in keep)
     entries = [Entry(f.path.lstrip("/"), f.size) for f in image.files if f.is_file]
@@ -123,7 +137,7 @@ def report(ref: str, *, variant: str, arch: str, image_bytes: int, zstd_bytes: i
     trims = _record(kept, TRIMS_PATH, ref)
     prune = _record(kept, PRUNE_PATH, ref)
     return summarize(entries, variant=variant, arch=arch, ref=ref, image_bytes=image_bytes, zstd_bytes=zstd_bytes,
-                     budget_bytes=budget_bytes, trims=trims, top=top, prune=prune)
+                     budget_bytes=budget_bytes, trims=trims, top=top, prune=prune, layers=_record(kept, LAYERS_PATH, ref))
 
 
 def _record(kept: dict[str, bytes], path: str, ref: str) -> dict:

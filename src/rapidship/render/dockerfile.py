@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -22,6 +23,8 @@ import jinja2
 
 from rapidship.errors import ConfigError
 from rapidship.config.matrix import Flavour, Variant
+from rapidship.lock.sizes import sizes_path
+from rapidship.render.layer_plan import LayerPlan, from_sizes, plan_layers
 from rapidship.records import Rendered, save
 from rapidship.runtime.gpu_guard import PTH_LINE, PTH_NAME, SITECUSTOMIZE
 
@@ -39,6 +42,7 @@ BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "measure_trims.py"), Flav
 # In builder/ too, bind-mounted by the steps that run them: no layer holds them, and a change to one
 # re-runs its own step only (never the env's install).
 MOUNTED_PROGRAMS = ("hash_pycs.py", "split_layers.py")
+LAYER_PLAN = "layer-plan.json"  # the env's layer plan, in the context's builder/ (render/layer_plan.py)
 
 PREFIX = "/opt/rapids"
 CONTEXT_DIRS = ("lock", "builder", "runtime")  # remade by every render
@@ -115,7 +119,7 @@ class RenderContext:
     glibc_minor: int = 0  # pip flavour: wheels up to manylinux_2_<this> install
     builder_programs: tuple[str, ...] = ()  # builder/ files the install step copies
     gpu_archs_by_arch: dict[str, str] = field(default_factory=dict)  # a fleet per arch: {"arm64": "90,121"}
-    layer_parts: tuple[str, ...] = ()  # pip flavour: the env's parts, one layer each (builder/split_layers.py)
+    layer_parts: tuple[str, ...] = ()  # pip flavour: the env's layers in order (render/layer_plan.py)
 
     @property
     def prune(self) -> bool:
@@ -195,22 +199,18 @@ def glibc_minor(variant: Variant) -> int:
     return found
 
 
-def env_parts(variant: Variant, lock_bytes: dict[str, bytes]) -> tuple[str, ...]:
-    """Pip flavour: the env's parts, one layer each, in layer order: each CUDA wheel of the lock its
-    own (split_layers.part_of names them), then the RAPIDS, compiled and pure-Python parts."""
-    from rapidship.builder.split_layers import part_of
-    from rapidship.lock.pip import locked_pins
+def plan_env_layers(variant: Variant, lock_bytes: dict[str, bytes], locks: Path = LOCKS) -> LayerPlan | None:
+    """Pip flavour: the env's layers, planned per distribution from the lock and its committed wheel
+    sizes (render/layer_plan.py); None for a conda env (one layer, conda-pack's) or no lock yet."""
+    from rapidship.lock.sizes import read_sizes
 
-    if variant.flavour is not Flavour.pip:
-        return ()
-    if not variant.cuda:
-        return ("compiled", "python")
-    names = {re.split(r"[=\[ ;]", pin, maxsplit=1)[0] for pin in locked_pins(lock_bytes.get("requirements.txt", b"").decode())}
-    cuda = sorted(p for p in {part_of(name, compiled=True) for name in names} if p.startswith("cuda/"))
-    return (*cuda, "rapids", "compiled", "python")
+    lock = lock_bytes.get("requirements.txt")
+    if variant.flavour is not Flavour.pip or lock is None:
+        return None
+    return plan_layers(from_sizes(read_sizes(locks, variant.env, lock)), variant.layer_budget)
 
 
-def make_context(variant: Variant, lock_bytes: dict[str, bytes]) -> RenderContext:
+def make_context(variant: Variant, lock_bytes: dict[str, bytes], plan: LayerPlan | None = None) -> RenderContext:
     packages = RUNTIME_PACKAGES[(variant.family, variant.flavour)]
     what = f"RAPIDS {variant.rapids} on CUDA {variant.cuda}" if variant.cuda else "Dask spill runtime (no CUDA)"
     return RenderContext(
@@ -222,7 +222,7 @@ def make_context(variant: Variant, lock_bytes: dict[str, bytes]) -> RenderContex
         gpu_archs_by_arch={a: variant.gpu_archs_label(a) for a in variant.gpu_archs_by_arch},
         glibc_minor=glibc_minor(variant),
         builder_programs=BUILDER_PROGRAMS[variant.flavour],
-        layer_parts=env_parts(variant, lock_bytes),
+        layer_parts=plan.names if plan else (),
     )
 
 
@@ -268,7 +268,8 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
 
         for arch in variant.arches:
             coverage.check(variant, arch.value, lock_bytes.get(arch_lock_name(variant, arch.value)), locks)
-    ctx = make_context(variant, lock_bytes)
+    plan = plan_env_layers(variant, lock_bytes, locks)
+    ctx = make_context(variant, lock_bytes, plan)
     dockerfile = render_dockerfile(variant, ctx, templates)
 
     out = out_root / variant.id
@@ -283,7 +284,8 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
     with _exclusive(out / ".render.lock"):
         staging = Path(tempfile.mkdtemp(prefix=".render-", dir=out))
         try:
-            files = _write_context(staging, variant, ctx, dockerfile, lock_bytes)
+            files = _write_context(staging, variant, ctx, dockerfile, lock_bytes,
+                                   plan.to_json(str(sizes_path(locks, variant.env))) if plan else None)
             (out / "render.json").unlink(missing_ok=True)
             for name in (*CONTEXT_DIRS, "Dockerfile"):
                 old = out / name
@@ -300,8 +302,8 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
 
 
 def _write_context(dest: Path, variant: Variant, ctx: RenderContext, dockerfile: str,
-                   lock_bytes: dict[str, bytes]) -> list[str]:
-    """The build context (Dockerfile, lock/, builder/, runtime/) in `dest`; its file list."""
+                   lock_bytes: dict[str, bytes], plan: dict | None) -> list[str]:
+    """The build context (Dockerfile, lock/, builder/ with the layer plan, runtime/) in `dest`; its file list."""
     (dest / "lock").mkdir()
     (dest / "Dockerfile").write_text(dockerfile)
     for name, data in lock_bytes.items():
@@ -309,6 +311,8 @@ def _write_context(dest: Path, variant: Variant, ctx: RenderContext, dockerfile:
     (dest / "builder").mkdir()
     for name in BUILDER_PROGRAMS[variant.flavour] + MOUNTED_PROGRAMS:
         shutil.copy2(BUILDER_SRC / name, dest / "builder" / name)
+    if plan is not None:  # bind-mounted with split_layers.py: a new plan re-runs the split only
+        (dest / "builder" / LAYER_PLAN).write_text(json.dumps(plan, indent=1) + "\n")
     if ctx.prune:  # the pruner runs in the builder as `python -m prune` (stdlib only)
         (dest / "builder" / "prune").mkdir()
         for name in PRUNER_FILES:

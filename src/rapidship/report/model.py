@@ -114,6 +114,23 @@ class PruneFile:
 
 
 @dataclass(frozen=True)
+class EnvLayer:
+    name: str
+    why: str
+    bytes: int
+    distributions: str  # "numpy 2.4.6, ..."
+
+
+@dataclass(frozen=True)
+class DeltaCostRow:
+    distribution: str
+    carried: int
+    own: int
+    ratio: float
+    within_goal: bool
+
+
+@dataclass(frozen=True)
 class BytesReport:
     """Where the bytes of one image are (its size report, size-<arch>.json)."""
 
@@ -136,6 +153,11 @@ class BytesReport:
     prune_counts: dict[str, int] = field(default_factory=dict)  # pruned, refused, with_device_code
     prune_archs: list[PruneArch] = field(default_factory=list)
     prune_files: list[PruneFile] = field(default_factory=list)
+    layer_budget: int = 0                                      # the env's layer plan ([] = none in this image)
+    env_layers: list[EnvLayer] = field(default_factory=list)
+    delta_goal: str = ""                                       # the delta-cost table ([] = not measured)
+    delta_misses: int = 0
+    delta_rows: list[DeltaCostRow] = field(default_factory=list)
 
     @property
     def name(self) -> str:

@@ -19,7 +19,7 @@ from rapidship.smoke.scrape import OOM_KILLS
 from rapidship.report.collect import Got, ImageRecords, Records, VariantRecords
 from rapidship.smoke.run import negative_markers
 from rapidship.report.scope import release_scope
-from rapidship.report.model import (CORRUPT, FAIL, IMAGE_GATES, MISSING, PASS,
+from rapidship.report.model import (DeltaCostRow, EnvLayer, CORRUPT, FAIL, IMAGE_GATES, MISSING, PASS,
                                     SEVERITIES, SITE, STALE, AllowRow, BaseImage, BytesReport, Cell, ExportImage,
                                     ExportRow, ExportVolume, ImageRow, ImageVersions, PathBytes, PruneArch,
                                     PruneFile, RecordState, ReleaseRun, ReleaseStep, ScanFinding, ScanRow, SignedArch, SignRow, SizeRow, ScrapedWorker,
@@ -285,6 +285,7 @@ def bytes_report(vid: str, arch: str, got: Got) -> BytesReport:
     prune = r.prune or {}
     totals = prune.get("totals") or {}
     before, after = totals.get("arch_before") or {}, totals.get("arch_after") or {}
+    plan, delta = r.layers or {}, r.delta_cost or {}
     return BytesReport(
         vid, arch, got.state, files_bytes=r.files_bytes, files=r.files,
         largest_dirs=[PathBytes(p.path, p.bytes) for p in r.largest_dirs[:TOP_PATHS]],
@@ -299,7 +300,13 @@ def bytes_report(vid: str, arch: str, got: Got) -> BytesReport:
         prune_archs=[PruneArch(str(a), int(n), int(after.get(a, 0))) for a, n in sorted(before.items())],
         prune_files=[PruneFile(str(f.get("path", "")), str(f.get("status", "")), int(f.get("bytes_before") or 0),
                                int(f.get("bytes_after") or 0), str(f.get("reason") or f.get("layout") or ""))
-                     for f in (prune.get("files") or [])[:TOP_PATHS] if isinstance(f, dict)])
+                     for f in (prune.get("files") or [])[:TOP_PATHS] if isinstance(f, dict)],
+        layer_budget=int(plan.get("budget") or 0),
+        env_layers=[EnvLayer(str(layer["name"]), str(layer["why"]), int(layer.get("bytes") or 0),
+                             ", ".join(layer.get("distributions") or [])) for layer in plan.get("layers") or []],
+        delta_goal=str(delta.get("goal", "")), delta_misses=int(delta.get("misses") or 0),
+        delta_rows=[DeltaCostRow(str(row["distribution"]), int(row["carried_bytes"]), int(row["own_bytes"]),
+                                 float(row["ratio"]), bool(row["within_goal"])) for row in delta.get("rows") or []])
 
 
 def scan_row(vid: str, arch: str, img: ImageRecords) -> ScanRow:

@@ -1,6 +1,7 @@
-"""builder/split_layers.py on a venv laid out as the pip builder leaves it: each file goes to the part
-of the distribution whose RECORD names it (bytecode with its source), the rest and every folder to
-python; a file of a part the image does not copy stops the build."""
+"""builder/split_layers.py on a venv laid out as the pip builder leaves it, with a plan made by the
+render's planner: each file goes to the layer of the distribution whose RECORD names it (bytecode with
+its source), the rest and every folder to venv; a file of a distribution the plan does not name stops
+the build."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import sys
 from pathlib import Path
 
 from support.commands import ROOT
+
+from rapidship.render.layer_plan import Distribution, plan_layers
 
 SCRIPT = ROOT / "src" / "rapidship" / "builder" / "split_layers.py"
 SITE = "lib/python3.11/site-packages"
@@ -50,44 +53,54 @@ def _venv(tmp: Path, jitlink: str = "12.9.86") -> Path:
     return prefix
 
 
-CUDA_PARTS = "cuda/nvidia-cublas-cu12,cuda/nvidia-nvjitlink-cu12"
+def _plan(tmp: Path, drop: str = "") -> Path:
+    """The planner's own plan for the venv's distributions (wheel sizes made up: cuBLAS and numpy large)."""
+    sizes = {"nvidia-cublas-cu12": (600_000_000, False), "nvidia-nvjitlink-cu12": (40_000_000, False),
+             "cudf-cu12": (2_800_000, False), "dask-cuda": (115_000, False), "dask": (1_500_000, True),
+             "numpy": (18_000_000, False), "toolz": (60_000, True)}
+    dists = [Distribution(n, "1", size, pure) for n, (size, pure) in sizes.items() if n != drop]
+    path = tmp / "layer-plan.json"
+    path.write_text(json.dumps(plan_layers(dists, 80).to_json("locks/x/wheel-sizes.json")))
+    return path
 
 
-def _split(tmp: Path, parts: str = f"{CUDA_PARTS},rapids,compiled,python") -> subprocess.CompletedProcess:
+def _split(tmp: Path, plan: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), "--prefix", str(tmp / "out" / "opt" / "rapids"), "--out",
-                           str(tmp / "layers"), "--parts", parts, "--record", str(tmp / "layers.json")],
+                           str(tmp / "layers"), "--plan", str(plan or _plan(tmp)), "--record", str(tmp / "layers.json")],
                           capture_output=True, text=True, check=False)
 
 
-def test_each_file_goes_to_its_distributions_part(tmp_path):
+def test_each_file_goes_to_its_distributions_layer(tmp_path):
     _venv(tmp_path)
     proc = _split(tmp_path)
     assert proc.returncode == 0, proc.stderr
     part = lambda name: tmp_path / "layers" / name  # noqa: E731
-    # each CUDA wheel its own part: a patch of nvJitLink changes that layer, not cuBLAS's
+    # each large wheel its own layer: a patch of nvJitLink changes that layer, not cuBLAS's
     assert (part("cuda/nvidia-cublas-cu12") / SITE / "nvidia/cublas/lib/libcublas.so.12").read_bytes() == b"\x7fELF cublas"
     assert (part("cuda/nvidia-nvjitlink-cu12") / SITE / "nvidia/nvjitlink/lib/libnvJitLink.so.12").is_file()
     assert not (part("cuda/nvidia-cublas-cu12") / SITE / "nvidia/nvjitlink").exists()
-    assert (part("rapids") / SITE / "cudf/__init__.py").is_file()
-    assert (part("rapids") / SITE / "cudf/__pycache__/__init__.cpython-311.pyc").is_file()  # with its source
-    assert (part("rapids") / SITE / "dask_cuda/__init__.py").is_file()
-    assert (part("python") / SITE / "dask/__init__.py").is_file() and (part("python") / "bin/dask").is_file()
-    # a distribution with a shared object goes whole (its .py files too) to compiled; a pure one stays in python
-    assert (part("compiled") / SITE / "numpy/__init__.py").is_file()
-    assert (part("compiled") / SITE / "numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so").is_file()
-    assert (part("python") / "pyvenv.cfg").is_file() and (part("python") / "share/empty").is_dir()
-    # an unowned symlink (dedupe's) stays a link, in python; the folder it sits in keeps its mode everywhere
-    assert os.readlink(part("python") / SITE / "cudf/libcublas-copy.so") == "../nvidia/cublas/lib/libcublas.so.12"
-    assert stat.S_IMODE((part("rapids") / SITE / "cudf").stat().st_mode) == 0o750
+    assert (part("rapids/cudf-cu12") / SITE / "cudf/__init__.py").is_file()
+    assert (part("rapids/cudf-cu12") / SITE / "cudf/__pycache__/__init__.cpython-311.pyc").is_file()  # with its source
+    assert (part("rapids/small_1") / SITE / "dask_cuda/__init__.py").is_file()  # small: grouped with its kind
+    assert (part("python/dask") / SITE / "dask/__init__.py").is_file() and (part("python/dask") / "bin/dask").is_file()
+    assert (part("compiled/numpy") / SITE / "numpy/__init__.py").is_file()  # a distribution goes whole
+    assert (part("compiled/numpy") / SITE / "numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so").is_file()
+    assert (part("venv") / "pyvenv.cfg").is_file() and (part("venv") / "share/empty").is_dir()
+    # an unowned symlink (dedupe's) stays a link, in venv; the folder it sits in keeps its mode everywhere
+    assert os.readlink(part("venv") / SITE / "cudf/libcublas-copy.so") == "../nvidia/cublas/lib/libcublas.so.12"
+    assert stat.S_IMODE((part("rapids/cudf-cu12") / SITE / "cudf").stat().st_mode) == 0o750
     assert not (tmp_path / "out" / "opt" / "rapids").exists()  # everything moved, nothing copied
     record = json.loads((tmp_path / "layers.json").read_text())
-    assert record["parts"] == ["cuda/nvidia-cublas-cu12", "cuda/nvidia-nvjitlink-cu12", "rapids", "compiled", "python"]
-    assert record["compiled"]["distributions"] == ["numpy"] and record["python"]["distributions"] == ["dask"]
-    cublas = record["cuda/nvidia-cublas-cu12"]
-    assert cublas["distributions"] == ["nvidia-cublas-cu12"] and cublas["files"] == 3  # + its RECORD, METADATA
-    assert record["rapids"]["distributions"] == ["cudf-cu12", "dask-cuda"]
+    plan = json.loads((tmp_path / "layer-plan.json").read_text())
+    assert [layer["name"] for layer in record["layers"]] == [layer["name"] for layer in plan["layers"]]
+    by_name = {layer["name"]: layer for layer in record["layers"]}
+    assert by_name["python/small_1"]["why"].startswith("grouped: pure Python")  # toolz: planned, none installed
+    cublas = by_name["cuda/nvidia-cublas-cu12"]
+    assert cublas["why"] == "alone: 600.0 MB wheel" and cublas["files"] == 3  # + its RECORD, METADATA
+    assert cublas["distributions"][0]["files"] == 3 and cublas["distributions"][0]["bytes"] == cublas["bytes"]
+    assert [d["name"] for d in by_name["rapids/small_1"]["distributions"]] == ["dask-cuda"]
     files = sum(1 for p in (tmp_path / "layers").rglob("*") if p.is_file() or p.is_symlink())
-    assert files == sum(record[p]["files"] for p in record["parts"])
+    assert files == sum(layer["files"] for layer in record["layers"])
 
 
 def _tree(root: Path) -> list[tuple[str, int]]:
@@ -95,37 +108,39 @@ def _tree(root: Path) -> list[tuple[str, int]]:
     return sorted((str(p.relative_to(root)), p.lstat().st_mode) for p in root.rglob("*"))
 
 
-def test_a_cuda_wheel_bump_changes_its_part_only_not_the_folders_of_the_python_part(tmp_path):
+def test_a_cuda_wheel_bump_changes_its_layer_only_not_the_folders_of_the_venv_layer(tmp_path):
     # release N and N+1 differ in one CUDA wheel's version: its dist-info folder is named after it
     for release, version in (("n", "12.9.86"), ("n1", "12.9.41")):
         _venv(tmp_path / release, jitlink=version)
         assert _split(tmp_path / release).returncode == 0
-    python_n, python_n1 = (_tree(tmp_path / r / "layers" / "python") for r in ("n", "n1"))
-    assert python_n == python_n1
-    assert not any("dist-info" in path and "nvjitlink" in path for path, _ in python_n)
-    assert not (tmp_path / "n" / "layers" / "python" / SITE / "nvidia").exists()  # the CUDA parts' folder
-    assert (tmp_path / "n" / "layers" / "python" / "share" / "empty").is_dir()  # empty to begin with: kept
+    venv_n, venv_n1 = (_tree(tmp_path / r / "layers" / "venv") for r in ("n", "n1"))
+    assert venv_n == venv_n1
+    assert not any("dist-info" in path and "nvjitlink" in path for path, _ in venv_n)
+    assert not (tmp_path / "n" / "layers" / "venv" / SITE / "nvidia").exists()  # the CUDA layers' folder
+    assert (tmp_path / "n" / "layers" / "venv" / "share" / "empty").is_dir()  # empty to begin with: kept
     assert _tree(tmp_path / "n" / "layers" / "cuda/nvidia-cublas-cu12") == \
         _tree(tmp_path / "n1" / "layers" / "cuda/nvidia-cublas-cu12")
 
 
-def test_a_file_of_a_part_the_image_does_not_copy_stops_the_build(tmp_path):
+def test_a_file_of_a_distribution_the_plan_does_not_name_stops_the_build(tmp_path):
     _venv(tmp_path)
-    proc = _split(tmp_path, parts="python")
+    proc = _split(tmp_path, _plan(tmp_path, drop="numpy"))
     assert proc.returncode == 2
-    assert "belong to a part this image does not copy (--parts python)" in proc.stderr
+    assert "of 1 distribution(s) the layer plan" in proc.stderr and "does not name: numpy" in proc.stderr
+    assert "render the variant again (invoke render)" in proc.stderr and "Traceback" not in proc.stderr
     assert (tmp_path / "out" / "opt" / "rapids" / "pyvenv.cfg").is_file()  # nothing moved
-    assert _split(tmp_path, parts=f"{CUDA_PARTS},rapids,compiled").returncode == 2  # python is always copied
-    lumped = _split(tmp_path, parts="cuda,rapids,compiled,python")  # the CUDA wheels are named one by one
-    assert lumped.returncode == 2 and "--parts cuda,rapids,compiled,python: name python once" in lumped.stderr
-    missing = _split(tmp_path, parts="cuda/nvidia-cublas-cu12,rapids,compiled,python")  # a wheel the render did not name
-    assert missing.returncode == 2 and "(cuda/nvidia-nvjitlink-cu12)" in missing.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    broken = _split(tmp_path, bad)
+    assert broken.returncode == 2 and f"--plan {bad}: not a layer plan" in broken.stderr
 
 
-def test_a_named_cuda_wheel_the_env_lacks_is_an_empty_part(tmp_path):
-    _venv(tmp_path)
-    proc = _split(tmp_path, parts=f"{CUDA_PARTS},cuda/nvidia-cufile-cu12,rapids,compiled,python")
+def test_a_planned_distribution_the_env_lacks_is_an_empty_layer(tmp_path):
+    _venv(tmp_path)  # toolz is planned (a pin another arch installs) but not installed
+    proc = _split(tmp_path)
     assert proc.returncode == 0, proc.stderr
-    empty = tmp_path / "layers" / "cuda" / "nvidia-cufile-cu12"
+    record = json.loads((tmp_path / "layers.json").read_text())
+    only_toolz = next(layer for layer in record["layers"] if [d["name"] for d in layer["distributions"]] == ["toolz"])
+    empty = tmp_path / "layers" / only_toolz["name"]
     assert empty.is_dir() and not any(empty.iterdir())  # still a folder: the image's COPY of it has a source
-    assert json.loads((tmp_path / "layers.json").read_text())["cuda/nvidia-cufile-cu12"]["files"] == 0
+    assert only_toolz["files"] == 0

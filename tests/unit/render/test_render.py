@@ -200,16 +200,54 @@ def test_the_build_context_carries_every_module_the_pruner_imports():
     assert {p.name for p in dockerfile.PRUNER_SRC.glob("*.py")} == set(dockerfile.PRUNER_FILES) | {"host.py"}
 
 
-def test_each_cuda_wheel_of_the_lock_is_its_own_runtime_layer(tmp_path):
-    # a patch of one CUDA wheel (nvJitLink) must change one layer, not all 1.8 GB of them
-    v = MATRIX.variants["cuda12-debian12"]
-    text = Path(render(v, out_root=tmp_path).dockerfile).read_text()
-    lock = (ROOT / "locks" / "rapids-pip" / "requirements.txt").read_text()
-    wheels = sorted({line.split("==")[0] for line in lock.splitlines() if line.startswith("nvidia-")})
-    assert len(wheels) >= 10
-    copies = [line.split()[2] for line in text.splitlines() if line.startswith("COPY --from=builder /out/layers/")]
-    assert copies == [f"/out/layers/cuda/{w}/" for w in wheels] + [f"/out/layers/{p}/" for p in ("rapids", "compiled", "python")]
-    split = next(line for line in text.splitlines() if "--parts " in line)
-    assert split.split("--parts ", 1)[1].split()[0] == ",".join(c.removeprefix("/out/layers/").rstrip("/") for c in copies)
-    cpu = Path(render(MATRIX.variants["cpu-debian12"], out_root=tmp_path / "cpu").dockerfile).read_text()
-    assert "/out/layers/cuda/" not in cpu and "COPY --from=builder /out/layers/python/" in cpu
+def test_the_env_layers_are_the_plan_render_writes_from_the_lock(tmp_path):
+    # a patch of one package must change its layer: one COPY per planned layer, in the plan's order
+    from rapidship.lock.sizes import locked_hashes
+    from rapidship.render.layer_plan import GROUP_BYTES
+
+    for vid, env in (("cuda12-debian12", "rapids-pip"), ("cpu-debian12", "dask-cpu")):
+        rec = render(MATRIX.variants[vid], out_root=tmp_path)
+        text = Path(rec.dockerfile).read_text()
+        plan = json.loads((Path(rec.out_dir) / "builder" / "layer-plan.json").read_text())
+        copies = [line.split()[2] for line in text.splitlines() if line.startswith("COPY --from=builder /out/layers/")]
+        assert copies == [f"/out/layers/{layer['name']}/" for layer in plan["layers"]]
+        assert "--plan /mnt/builder/layer-plan.json" in text
+        planned = [d["name"] for layer in plan["layers"] for d in layer["distributions"]]
+        lock = (ROOT / "locks" / env / "requirements.txt").read_text()
+        assert sorted(planned) == sorted(locked_hashes(lock))  # every distribution of the lock, once
+        assert len(plan["layers"]) <= plan["budget"] == MATRIX.variants[vid].layer_budget
+        for layer in plan["layers"]:
+            sizes = [d["wheel_bytes"] for d in layer["distributions"]]
+            if layer["why"].startswith("alone"):
+                assert len(sizes) == 1 and sizes[0] > GROUP_BYTES
+            elif layer["name"] != "venv":
+                assert layer["why"].startswith("grouped: ") and sum(sizes) <= GROUP_BYTES
+        assert plan["layers"][-1]["name"] == "venv"
+    cuda = json.loads((tmp_path / "cuda12-debian12" / "builder" / "layer-plan.json").read_text())
+    alone = {layer["name"] for layer in cuda["layers"]}
+    assert {"cuda/nvidia-cublas-cu12", "rapids/libcudf-cu12", "rapids/cudf-cu12", "compiled/numpy"} <= alone
+
+
+def test_a_layer_budget_too_small_for_the_plan_groups_more(tmp_path):
+    v = MATRIX.variants["cuda12-debian12"].model_copy(update={"layer_budget": 20})
+    plan = json.loads((Path(render(v, out_root=tmp_path).out_dir) / "builder" / "layer-plan.json").read_text())
+    assert len(plan["layers"]) <= 20 and plan["group_bytes"] > 512 * 1024
+    assert "cuda/nvidia-cublas-cu12" in {layer["name"] for layer in plan["layers"]}  # the giants stay alone
+
+
+def test_render_refuses_a_lock_without_its_wheel_sizes(tmp_path):
+    locks = tmp_path / "locks"
+    shutil.copytree(ROOT / "locks", locks)
+    shutil.copytree(ROOT / "envs", tmp_path / "envs")
+    v = MATRIX.variants["cpu-debian12"]
+    sizes = locks / "dask-cpu" / "wheel-sizes.json"
+    record = json.loads(sizes.read_text())
+    record["distributions"]["numpy"]["version"] = "1.0.0"
+    sizes.write_text(json.dumps(record))
+    with pytest.raises(ConfigError) as caught:
+        render(v, out_root=tmp_path / "build", locks=locks)
+    assert caught.value.where == str(sizes) and "records numpy 1.0.0, the lock" in caught.value.problem
+    assert "invoke lock-sizes --env dask-cpu" in caught.value.fix
+    sizes.unlink()
+    with pytest.raises(ConfigError, match="missing: the layer plan weighs"):
+        render(v, out_root=tmp_path / "build", locks=locks)

@@ -166,3 +166,24 @@ def test_the_scan_section_lists_every_finding_by_id_and_the_sbom(records):
     found = re.search(r'<table class="findings".*?</table>', html, re.S).group(0)
     assert "<code>DS026</code>" in found and "LOW" in found and "No HEALTHCHECK defined" in found
     assert "cpu-debian12/scan-amd64/sbom.cdx.json</code>" in html
+
+
+def test_the_env_layer_plan_and_the_delta_cost_table_are_on_the_page(records):
+    """The size record as `invoke size-report --delta-cost` wrote it for cpu-debian12 (the committed
+    measurement): each planned layer with why, each distribution's carried and own bytes."""
+    import json
+    from dataclasses import replace
+
+    from support.commands import ROOT
+
+    measured = json.loads((ROOT / "docs/measurements/layers-cpu-2026-12-05/planned.json").read_text())
+    size = replace(size_report(), layers=measured["plan"], delta_cost=measured["delta_cost"])
+    html = page(records.full(size=size).summary())
+    text = " ".join(" ".join(parse(html).text).split())
+    assert f"the env's layers: {len(measured['plan']['layers'])} of a budget of 80, planned from the lock" in text
+    assert "compiled/numpy alone: 17.1 MB wheel" in text
+    worst = measured["delta_cost"]["worst"]
+    assert f"{worst['distribution']} {worst['carried_bytes']:,} B {worst['own_bytes']:,} B {worst['ratio']:.2f}x ok" in text
+    assert "0 of 23 miss it" in text
+    bare = page(records.full().summary())  # a record without them says how to get them
+    assert "--delta-cost" in bare and "No layer plan in this image" in bare

@@ -1,0 +1,186 @@
+"""What a patch of one distribution costs on a delta disc, for every distribution of a built image.
+
+A delta disc carries the layers the site lacks (export/delta.py). If only distribution D changed,
+the layers that change are the ones holding D's files, and the layers holding rapidship's records
+of the env (layers.json, trims.json, dedupe.json, prune.json: sizes and versions, so they change
+with any package). The table gives, for each distribution, those layers' zstd bytes ("carried"),
+D's own files alone in one tar, zstd-compressed ("own"), and carried / own, worst first. Goal:
+carried <= 1.25 x own + 2 MB for every distribution (docs/export.md).
+
+Pure core: `cost_table` (sizes in, rows out). Edge: `measure(ref)` reads the image once from
+`docker save`: the dist-info RECORDs name each file's distribution (the builder's own reading,
+builder/split_layers.py), every layer is zstd-compressed as the disc compresses it (`zstd -3`), and
+so is each distribution's set of files.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import subprocess
+import tarfile
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO
+
+from rapidship.builder.split_layers import canonical, metadata_name, owner_of, record_paths
+from rapidship.errors import RapidshipError
+from rapidship.imagebuild.normalise import layer_member, save_to
+
+GOAL_RATIO = 1.25
+GOAL_SLACK_BYTES = 2_000_000
+GOAL = f"carried <= {GOAL_RATIO} x own + {GOAL_SLACK_BYTES / 1e6:.0f} MB"
+ENV_RECORDS = frozenset(f"opt/rapidship/{name}.json" for name in ("layers", "trims", "dedupe", "prune"))
+ZSTD_LEVEL = 3  # what a disc uses (imagebuild/buildkit.zstd_size, export)
+_DIST_INFO = re.compile(r"^(.*/site-packages)/([^/]+\.dist-info)/(RECORD|METADATA)$")
+_COPIED = re.compile(r"/out/layers/(\S+?)/? ")
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    index: int         # position in the image, 0 = the base's first
+    label: str         # the plan's layer name where a COPY of it made the layer, else the step
+    zstd_bytes: int
+    distributions: tuple[str, ...]
+    env_records: bool  # holds a record that changes with any distribution
+
+
+@dataclass(frozen=True)
+class Cost:
+    distribution: str
+    layers: tuple[int, ...]  # the layers a patch of it re-ships, its own and the records'
+    carried_bytes: int
+    own_bytes: int
+
+    @property
+    def ratio(self) -> float:
+        return self.carried_bytes / self.own_bytes if self.own_bytes else float("inf")
+
+    @property
+    def within_goal(self) -> bool:
+        return within_goal(self.carried_bytes, self.own_bytes)
+
+    def to_json(self) -> dict:
+        return asdict(self) | {"ratio": round(self.ratio, 3), "within_goal": self.within_goal}
+
+
+def within_goal(carried: int, own: int) -> bool:
+    return carried <= GOAL_RATIO * own + GOAL_SLACK_BYTES
+
+
+def cost_table(own: dict[str, int], lies_in: dict[str, set[int]], layer_bytes: dict[int, int],
+               every_patch: set[int]) -> list[Cost]:
+    """Pure: each distribution's own zstd bytes, the layers its files lie in, each layer's zstd bytes
+    and the layers every patch changes -> one row per distribution, the worst ratio first."""
+    rows = []
+    for name, own_bytes in own.items():
+        layers = tuple(sorted(lies_in.get(name, set()) | every_patch))
+        rows.append(Cost(name, layers, sum(layer_bytes[i] for i in layers), own_bytes))
+    return sorted(rows, key=lambda r: (-r.ratio, r.distribution))
+
+
+def summary(rows: list[Cost], layers: list[LayerCost]) -> dict:
+    """Pure: the table as a record (the size report's `delta_cost`)."""
+    misses = [r for r in rows if not r.within_goal]
+    return {"goal": GOAL, "distributions": len(rows), "misses": len(misses),
+            "worst": rows[0].to_json() if rows else None, "rows": [r.to_json() for r in rows],
+            "layers": [asdict(layer) for layer in layers]}
+
+
+# ---- edge: the image through docker save, layers and distributions through zstd -----------------
+
+class _Compressed:
+    """A zstd process whose output is only counted (a thread drains it, so writes never block)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(["zstd", "-T0", f"-{ZSTD_LEVEL}", "-q", "-c"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        self.bytes = 0
+        self._drain = threading.Thread(target=self._count, daemon=True)
+        self._drain.start()
+
+    def _count(self) -> None:
+        assert self.proc.stdout is not None
+        while chunk := self.proc.stdout.read(1 << 20):
+            self.bytes += len(chunk)
+
+    @property
+    def stdin(self) -> IO[bytes]:
+        assert self.proc.stdin is not None
+        return self.proc.stdin
+
+    def close(self) -> int:
+        self.stdin.close()
+        self._drain.join()
+        if self.proc.wait() != 0:
+            raise RapidshipError("zstd", "failed to compress", "check that zstd is installed (scripts/setup)")
+        return self.bytes
+
+
+def _owners(outer: tarfile.TarFile, names: list[str]) -> dict[Path, str]:
+    """Every file a RECORD in the image names -> its distribution (canonical), read from the layers."""
+    texts: dict[tuple[str, str], dict[str, str]] = {}
+    for name in names:
+        inner = tarfile.open(fileobj=outer.extractfile(layer_member(outer, name)), mode="r|")
+        for member in inner:
+            found = _DIST_INFO.match(member.name.lstrip("./"))
+            if found and member.isfile():
+                data = inner.extractfile(member).read().decode("utf-8", "surrogateescape")  # type: ignore[union-attr]
+                texts.setdefault((found.group(1), found.group(2)), {})[found.group(3)] = data
+    owned: dict[Path, str] = {}
+    for (site, folder), parts in sorted(texts.items()):
+        name = canonical(metadata_name(parts.get("METADATA", ""), folder.rsplit("-", 1)[0]))
+        owned.update(dict.fromkeys(record_paths(Path(site), parts.get("RECORD", "")), name))
+    return owned
+
+
+def _label(created_by: str) -> str:
+    copied = _COPIED.search(created_by)
+    return copied.group(1) if copied else " ".join(created_by.replace("/bin/sh -c ", "").split())[:60]
+
+
+def measure(ref: str, workdir: Path | None = None) -> tuple[list[Cost], list[LayerCost]]:
+    """The table for the image `ref`, from one `docker save` (each layer read twice from that file)."""
+    with tempfile.TemporaryDirectory(prefix="rapidship-delta-cost-", dir=workdir) as tmp:
+        with tarfile.open(save_to(ref, Path(tmp), "delta cost of")) as outer:
+            manifest = json.load(outer.extractfile("manifest.json"))[0]  # type: ignore[arg-type]
+            config = json.load(outer.extractfile(manifest["Config"]))  # type: ignore[arg-type]
+            steps = [h.get("created_by", "") for h in config.get("history") or [] if not h.get("empty_layer")]
+            names = manifest["Layers"]
+            owned = _owners(outer, names)
+            own_bytes: dict[str, int] = {}
+            lies_in: dict[str, set[int]] = {}
+            layers: list[LayerCost] = []
+            for index, name in enumerate(names):
+                member = layer_member(outer, name)
+                whole = _Compressed()
+                stream = outer.extractfile(member)
+                assert stream is not None
+                while chunk := stream.read(1 << 20):
+                    whole.stdin.write(chunk)
+                # each distribution's files of this layer, one tar each; a distribution in two layers
+                # (none is, as planned) is counted as its two pieces
+                own: dict[str, tuple[_Compressed, tarfile.TarFile]] = {}
+                records = False
+                inner = tarfile.open(fileobj=outer.extractfile(member), mode="r|")
+                for f in inner:
+                    path = posixpath.normpath(f.name.lstrip("./")) if f.name.strip("./") else ""
+                    records = records or path in ENV_RECORDS
+                    owner = None if f.isdir() else owner_of(Path(path), owned)
+                    if owner is None:
+                        continue
+                    lies_in.setdefault(owner, set()).add(index)
+                    if owner not in own:
+                        proc = _Compressed()
+                        own[owner] = (proc, tarfile.open(fileobj=proc.stdin, mode="w|", format=tarfile.PAX_FORMAT))
+                    own[owner][1].addfile(f, inner.extractfile(f) if f.isfile() else None)
+                for owner, (proc, writer) in own.items():
+                    writer.close()
+                    own_bytes[owner] = own_bytes.get(owner, 0) + proc.close()
+                label = _label(steps[index]) if index < len(steps) else ""
+                layers.append(LayerCost(index, label, whole.close(), tuple(sorted(own)), records))
+    every_patch = {layer.index for layer in layers if layer.env_records}
+    return cost_table(own_bytes, lies_in, {layer.index: layer.zstd_bytes for layer in layers}, every_patch), layers

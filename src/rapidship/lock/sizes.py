@@ -1,0 +1,116 @@
+"""The wheel sizes of a pip lock, kept beside it: what the layer plan weighs distributions by.
+
+`invoke lock` (and `invoke lock-sizes` for a lock made before) asks the index for each locked
+package's files (the JSON simple API, PEP 691, with sizes, PEP 700) and writes
+`locks/<env>/wheel-sizes.json`: for each distribution its version, the size of its largest locked
+wheel (any arch: one plan serves every arch of a Dockerfile) and whether every locked wheel is pure
+Python (`none-any`). A wheel is zip-deflated, so its size is close to what its files weigh
+compressed on a disc; render refuses a record whose distributions or versions are not the lock's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from rapidship.errors import ConfigError
+
+FORMAT = 1
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
+_HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def sizes_path(locks: Path, env: str) -> Path:
+    return locks / env / "wheel-sizes.json"
+
+
+def locked_hashes(text: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Pure: a hashed pip lock -> {canonical name: (version, sha256 of each locked file)}."""
+    found: dict[str, tuple[str, tuple[str, ...]]] = {}
+    current = None
+    for line in text.splitlines():
+        if line and not line[0].isspace() and not line.startswith("#"):
+            pin = _PIN.match(line)
+            current = canonical(pin.group(1)) if pin else None
+            if pin:
+                found[current] = (pin.group(2), ())
+        if current is not None:
+            version, hashes = found[current]
+            found[current] = (version, hashes + tuple(_HASH.findall(line)))
+    return found
+
+
+def record_from_index(env: str, lock_text: str, files_by_name: dict[str, list[dict]], where: str) -> dict:
+    """Pure: the lock and the index's file lists (PEP 691 `files`, keyed by canonical name) -> the
+    record. ConfigError naming the package when the index does not list a locked file or its size."""
+    distributions = {}
+    for name, (version, hashes) in sorted(locked_hashes(lock_text).items()):
+        by_hash = {f.get("hashes", {}).get("sha256"): f for f in files_by_name.get(name, [])}
+        wheels = [by_hash.get(h) for h in hashes]
+        missing = [h for h, f in zip(hashes, wheels) if f is None]
+        if missing or not hashes:
+            raise ConfigError(f"{where}: {name}=={version}", f"the index lists no file with sha256 {missing[0] if missing else '(none locked)'}",
+                              "lock again against this index (invoke lock), or pass the index the lock was made from")
+        sized = [f for f in wheels if f["filename"].endswith(".whl")]
+        if any(not isinstance(f.get("size"), int) for f in sized):
+            raise ConfigError(f"{where}: {name}", "the index serves no file sizes (PEP 700)",
+                              "pass an index that does (PyPI does) with --index-url")
+        distributions[name] = {"version": version, "wheel_bytes": max((f["size"] for f in sized), default=0),
+                               "pure": all(f["filename"].endswith("-none-any.whl") for f in sized),
+                               "wheels": len(sized)}
+    return {"format": FORMAT, "env": env, "lock_sha256": hashlib.sha256(lock_text.encode()).hexdigest(),
+            "distributions": distributions}
+
+
+def fetch_files(names: list[str], index_url: str) -> dict[str, list[dict]]:
+    """Thin edge: each name's file list from the index's JSON simple API."""
+    import requests
+
+    out = {}
+    for name in names:
+        url = f"{index_url.rstrip('/')}/{name}/"
+        try:
+            got = requests.get(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"}, timeout=60)
+            got.raise_for_status()
+            out[name] = got.json()["files"]
+        except (requests.RequestException, ValueError, KeyError) as err:
+            from rapidship.redact import redact
+
+            raise ConfigError("--index-url", f"cannot read {redact(url)} as a JSON simple index ({redact(str(err))[:200]})",
+                              "pass an index that serves PEP 691 JSON (PyPI does)") from None
+    return out
+
+
+def write_sizes(env: str, lock: Path, locks: Path, index_url: str | None = None) -> Path:
+    text = lock.read_text()
+    files = fetch_files(sorted(locked_hashes(text)), index_url or "https://pypi.org/simple")
+    record = record_from_index(env, text, files, str(lock))
+    out = sizes_path(locks, env)
+    out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return out
+
+
+def read_sizes(locks: Path, env: str, lock_bytes: bytes) -> dict[str, dict]:
+    """The record's distributions, or ConfigError naming the file when it is missing, unreadable or
+    records other versions than the lock pins."""
+    path = sizes_path(locks, env)
+    fix = f"run invoke lock-sizes --env {env} and commit {path}"
+    if not path.is_file():
+        raise ConfigError(str(path), "missing: the layer plan weighs each distribution by its wheel's size", fix)
+    try:
+        distributions = json.loads(path.read_text())["distributions"]
+        recorded = {name: d["version"] for name, d in distributions.items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ConfigError(str(path), "is not a wheel-sizes record", fix) from None
+    pinned = {name: version for name, (version, _) in locked_hashes(lock_bytes.decode()).items()}
+    if recorded != pinned:
+        name = sorted(set(recorded) ^ set(pinned) or {n for n in pinned if recorded[n] != pinned[n]})[0]
+        raise ConfigError(str(path), f"records {name} {recorded.get(name, '(none)')}, the lock "
+                          f"({locks / env / 'requirements.txt'}) pins {pinned.get(name, '(none)')}", fix)
+    return distributions

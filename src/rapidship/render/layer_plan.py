@@ -1,0 +1,117 @@
+"""The env's image layers, planned per distribution from the lock at render time.
+
+A patch of one package should ship that package's bytes: a distribution whose wheel is large gets a
+layer of its own; small ones share a layer with others of their kind (the kinds change at different
+rates: the CUDA release, the RAPIDS release train, compiled libraries, pure Python), packed in name
+order up to GROUP_BYTES of wheels, so a patch of one re-ships at most a layer that small. If that
+makes more layers than the variant's `layer_budget` (variants.yaml), the limit doubles until it fits.
+
+Pure core: `plan_layers(distributions, budget)`. The plan is data (`to_json`): render writes it into
+the build context (builder/layer-plan.json) and names one COPY per layer in the Dockerfile; the
+builder's split_layers.py moves each file to its distribution's layer and copies the plan, with
+what it measured, into the image (/opt/rapidship/layers.json), which `invoke size-report` shows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+FORMAT = 1
+# A grouped distribution's patch re-ships its whole group: the goal (docs/export.md) allows 2 MB
+# beyond 1.25 x its own bytes. Wheels carry no bytecode, which the env compiles (about as large
+# again, compressed): half a MB of wheels stays near 1 MB on a disc.
+GROUP_BYTES = 512 * 1024
+REST = "venv"  # the venv itself (bin/python, pyvenv.cfg) and whatever no RECORD names: always the last layer
+KINDS = {  # in layer order, the most stable first; why they are grouped apart
+    "cuda": "changes with the CUDA release (NVIDIA's wheels)",
+    "rapids": "changes with the RAPIDS release train",
+    "compiled": "compiled code, changes with its own releases",
+    "python": "pure Python, the most frequent patches",
+}
+_CUDA_BUILD = re.compile(r"-cu\d+$")
+_RAPIDS_PURE = {"dask-cuda", "rapids-dask-dependency", "rapids-logger", "distributed-ucxx", "dask-cudf"}
+LEAST_BUDGET = len(KINDS) + 1  # one group per kind and the venv: any lock fits
+MOST_BUDGET = 100  # overlay2 refuses more than ~125 layers: room for the base's and the runtime's own
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str      # canonical (PEP 503)
+    version: str
+    wheel_bytes: int
+    pure: bool
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str   # the build context's folder and the COPY source: <kind>/<distribution>, <kind>/small_<n>, venv
+    kind: str
+    distributions: tuple[Distribution, ...]
+    why: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "why": self.why,
+                "distributions": [{"name": d.name, "version": d.version, "wheel_bytes": d.wheel_bytes}
+                                  for d in self.distributions]}
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    layers: tuple[Layer, ...]
+    budget: int
+    group_bytes: int  # the limit the plan was made with (GROUP_BYTES, or more to fit the budget)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(layer.name for layer in self.layers)
+
+    def to_json(self, sizes: str) -> dict:
+        return {"format": FORMAT, "budget": self.budget, "group_bytes": self.group_bytes, "sizes": sizes,
+                "rest": REST, "layers": [layer.to_json() for layer in self.layers]}
+
+
+def kind_of(name: str, pure: bool) -> str:
+    if name.startswith(("nvidia-", "cuda-")):
+        return "cuda"
+    if _CUDA_BUILD.search(name) or name in _RAPIDS_PURE:
+        return "rapids"
+    return "python" if pure else "compiled"
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.0f} kB"
+
+
+def _layers(distributions: list[Distribution], limit: int) -> list[Layer]:
+    out: list[Layer] = []
+    for kind, changes in KINDS.items():
+        mine = sorted((d for d in distributions if kind_of(d.name, d.pure) == kind), key=lambda d: d.name)
+        out += [Layer(f"{kind}/{d.name}", kind, (d,), f"alone: {_mb(d.wheel_bytes)} wheel")
+                for d in mine if d.wheel_bytes > limit]
+        groups: list[list[Distribution]] = []
+        for d in (d for d in mine if d.wheel_bytes <= limit):
+            if not groups or sum(g.wheel_bytes for g in groups[-1]) + d.wheel_bytes > limit:
+                groups.append([])
+            groups[-1].append(d)
+        out += [Layer(f"{kind}/small_{n}", kind, tuple(group),
+                      f"grouped: {changes}; {_mb(sum(d.wheel_bytes for d in group))} of wheels in {len(group)}")
+                for n, group in enumerate(groups, 1)]
+    return out + [Layer(REST, REST, (), "the venv itself (bin/, pyvenv.cfg) and files no RECORD names")]
+
+
+def plan_layers(distributions: list[Distribution], budget: int, group_bytes: int = GROUP_BYTES) -> LayerPlan:
+    """Pure: the env's layers in order, at most `budget` of them (the venv's included)."""
+    if budget < LEAST_BUDGET:
+        raise ValueError(f"a layer budget under {LEAST_BUDGET} cannot hold every kind")
+    limit = group_bytes
+    layers = _layers(distributions, limit)
+    while len(layers) > budget:
+        limit *= 2
+        layers = _layers(distributions, limit)
+    return LayerPlan(tuple(layers), budget, limit)
+
+
+def from_sizes(sizes: dict[str, dict]) -> list[Distribution]:
+    """Pure: a wheel-sizes record's distributions (lock/sizes.py) -> the planner's input."""
+    return [Distribution(name, d["version"], int(d["wheel_bytes"]), bool(d["pure"])) for name, d in sorted(sizes.items())]

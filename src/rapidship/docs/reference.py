@@ -7,7 +7,8 @@ import io
 
 # the families of the README's links: a task's family is its collection, or this table
 FAMILIES = {
-    "prepare": ("Prepare: matrix, render, lint, lock, bases", ("matrix", "render", "lint", "lock", "base")),
+    "prepare": ("Prepare: matrix, render, lint, lock, bases", ("matrix", "render", "lint", "lock", "lock-sizes", "base")),
+    "release": ("Release: the whole chain in one command", ("release",)),
     "build": ("Build and measure", ("build", "reproduce", "size-report", "prune", "device-code", "gates")),
     "scan": ("Scan and gate", ("scan", "gate", "trivy-db")),
     "publish": ("Publish, sign, promote", ("push", "promote", "keys.generate", "sign", "verify", "registry.up",

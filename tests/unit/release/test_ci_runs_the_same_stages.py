@@ -40,7 +40,9 @@ def upstream(doc: dict, job: str) -> set[str]:
         if "needs" not in jobs[name]:
             rank = order.index(jobs[name]["stage"])
             return [k for k, v in jobs.items() if order.index(v["stage"]) < rank]
-        return [n if isinstance(n, str) else n["job"] for n in jobs[name]["needs"]]
+        # a need with `pipeline:` is a job of the parent pipeline, not of this file
+        return [n if isinstance(n, str) else n["job"] for n in jobs[name]["needs"]
+                if isinstance(n, str) or "pipeline" not in n]
 
     seen, todo = set(), [job]
     while todo:

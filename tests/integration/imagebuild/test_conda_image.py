@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import shutil
+from dataclasses import replace
 import subprocess
 from pathlib import Path
 
@@ -22,7 +23,8 @@ from support.local_channel import DATA_TEXT, PLACEHOLDER, TEST_ENV, TEST_VARIANT
 
 from support.commands import ROOT  # noqa: E402
 
-from rapidship.imagebuild.buildkit import BuildSecrets, build, plan_build  # noqa: E402
+from rapidship.imagebuild.buildkit import BuildSecrets, build, local_base_args, plan_build  # noqa: E402
+from rapidship.records import Workspace  # noqa: E402
 from rapidship.lock.conda import lock_conda  # noqa: E402
 from rapidship.lock.pip import load_env_spec  # noqa: E402
 from rapidship.config.matrix import Arch, load_matrix  # noqa: E402
@@ -58,6 +60,8 @@ def conda_image(engine, tmp_path_factory):
         rendered = render(variant, out_root=work / "build", locks=work / "locks")
         secrets = BuildSecrets.from_flags(None, None, [mirror])
         plan = plan_build(variant, Arch.amd64, rendered, secrets, network="host", epoch=1796000000)
+        # the bases this run made, as `invoke build` takes them (its base records, not a shared name)
+        plan = replace(plan, base_args=local_base_args(variant, Arch.amd64, Workspace(ROOT / "build")))
         built = build(plan, secrets, variant, work / "build.log")
     assert any(p.endswith(".conda") for p in seen), "the builder did not fetch from the mirror"
     yield built, (work / "build.log").read_text(), lock.read_text(), Path(rendered.dockerfile).read_text()

@@ -210,23 +210,45 @@ def install(disc: Disc, dirs, *flags: str) -> subprocess.CompletedProcess:
 def forge(disc: Disc, archive: bytes, to: Path) -> list[Path]:
     """A one-volume disc of `archive` carrying the genuine disc's MANIFEST images, signatures and
     key fingerprint, with MANIFEST.json, install.sh and SHA256SUMS made consistent again."""
+    packed = subprocess.run(["zstd", "-q", "-c"], input=archive, capture_output=True, check=True).stdout
+    return forge_packed(disc, packed, len(archive), to)
+
+
+def forge_stream(disc: Disc, archive, to: Path) -> list[Path]:
+    """`forge` of an archive read from the stream `archive` (never held whole: a courier's gigabytes)."""
+    zstd = subprocess.Popen(["zstd", "-q", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    import threading
+
+    out: list[bytes] = []
+    reader = threading.Thread(target=lambda: out.append(zstd.stdout.read()))
+    reader.start()
+    moved = 0
+    while chunk := archive.read(1 << 20):
+        zstd.stdin.write(chunk)
+        moved += len(chunk)
+    zstd.stdin.close()
+    reader.join()
+    assert zstd.wait() == 0
+    return forge_packed(disc, out[0], moved, to)
+
+
+def forge_packed(disc: Disc, packed: bytes, tar_bytes: int, to: Path) -> list[Path]:
     from rapidship.export.write import (INSTALL_BODY, ExportRecord, ImageRecord, Media, PartRecord, install_script,
                                         part_name)
 
     volume = copy_dirs(disc.dirs[:1], to)[0]
     for old in volume.glob("images.tar.zst.*"):
         old.unlink()
-    packed = subprocess.run(["zstd", "-q", "-c"], input=archive, capture_output=True, check=True).stdout
     (volume / part_name(0)).write_bytes(packed)
     digest = hashlib.sha256(packed).hexdigest()
     doc = json.loads((volume / "MANIFEST.json").read_text())
     part = PartRecord(part_name(0), 0, 1, 0, len(packed), digest)
     doc.update(volume_count=1, parts=[vars(part)], archive=doc["archive"] | {"bytes": len(packed), "sha256": digest,
-                                                                             "tar_bytes": len(archive)})
+                                                                             "tar_bytes": tar_bytes})
     doc["files"] = {n: m for n, m in doc["files"].items() if not n.startswith("images.tar.zst.")} | {part.name: {}}
     record = ExportRecord(export_id=doc["export_id"], created=doc["created"], tool_version=doc["tool_version"],
                           media=Media(**doc["media"]), images=[ImageRecord(**i) for i in doc["images"]],
-                          signing_key_fingerprint=doc["signing_key_fingerprint"], parts=[part])
+                          signing_key_fingerprint=doc["signing_key_fingerprint"], parts=[part], tar_bytes=tar_bytes)
     (volume / "install.sh").write_text(install_script(record, INSTALL_BODY.read_text()))
     (volume / "MANIFEST.json").write_text(json.dumps(doc, indent=2) + "\n")
     reseal(volume)

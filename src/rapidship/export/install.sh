@@ -217,18 +217,38 @@ fi
 # --to-command is given regular files only; links, directories and devices are never created).
 echo "reading the archive by content" >&2
 mkdir "$WORK/blobs" "$WORK/empty" "$WORK/image" "$WORK/image/blobs" "$WORK/image/blobs/sha256"
+# tar runs take.sh (sourced by its `sh -c`, whose parent is tar) once per regular member: past
+# $MEMBERS_MAX members it stops tar, and an empty member (never a config or layer) costs no more
+# processes, so a courier's thousands of members cost at most $MEMBERS_MAX shells.
 cat > "$WORK/take.sh" <<'EOF'
+read -r n < "$RAPIDSHIP_COUNT"; n=$((n + 1)); echo "$n" > "$RAPIDSHIP_COUNT"
+if [ "$n" -gt "$RAPIDSHIP_MEMBERS_MAX" ]; then kill "$PPID"; exit 1; fi
+[ "${TAR_SIZE:-1}" != 0 ] || exit 0
 set -eu
 spool=$(mktemp "$RAPIDSHIP_BLOBS/spool.XXXXXX")
 cat > "$spool"
 h=$(sha256sum < "$spool" | cut -d' ' -f1)
 if [ -e "$RAPIDSHIP_BLOBS/$h" ]; then rm -f "$spool"; else mv "$spool" "$RAPIDSHIP_BLOBS/$h"; fi
 EOF
-RAPIDSHIP_BLOBS="$WORK/blobs" RAPIDSHIP_TAKE="$WORK/take.sh"
-export RAPIDSHIP_BLOBS RAPIDSHIP_TAKE
+RAPIDSHIP_BLOBS="$WORK/blobs" RAPIDSHIP_TAKE="$WORK/take.sh" RAPIDSHIP_COUNT="$WORK/members"
+RAPIDSHIP_MEMBERS_MAX=$MEMBERS_MAX
+export RAPIDSHIP_BLOBS RAPIDSHIP_TAKE RAPIDSHIP_COUNT RAPIDSHIP_MEMBERS_MAX
+# by content, bounded: at most the $TAR_BYTES the export recorded are decompressed (one byte more
+# says the parts hold more), and tar runs under a memory cap, so a header declaring gigabytes
+# (GNU tar holds a pax or long-name header whole) fails as "memory exhausted", not the host.
+read_archive() {  # stdin: a tar stream -> blobs named by hash; a failure leaves $WORK/tar.failed
+  echo 0 > "$RAPIDSHIP_COUNT"
+  (ulimit -v 524288 2>/dev/null || true; cd "$WORK/empty" \
+     && LC_ALL=C tar -xf - --to-command='. "$RAPIDSHIP_TAKE"' 2>"$WORK/tar.log") || echo fail > "$WORK/tar.failed"
+  cat > /dev/null
+  read -r n < "$RAPIDSHIP_COUNT"
+  [ "$n" -le "$RAPIDSHIP_MEMBERS_MAX" ] || echo fail > "$WORK/members.over"
+}
 { cat_parts | zstd -dcq || echo fail > "$WORK/zstd.failed"; } \
-  | { (cd "$WORK/empty" && tar -xf - --to-command='sh "$RAPIDSHIP_TAKE"' 2>"$WORK/tar.log") || echo fail > "$WORK/tar.failed"; cat > /dev/null; }
+  | { head -c "$TAR_BYTES" | read_archive; head -c 1 | wc -c | tr -d ' ' > "$WORK/excess"; }
+[ "$(cat "$WORK/excess")" = 0 ] || die "the parts decompress to more than the $TAR_BYTES bytes the export recorded: changed after export, refused, nothing was loaded"
 [ ! -f "$WORK/cat.failed" ] && [ ! -f "$WORK/zstd.failed" ] || die "reading or decompressing the parts failed; nothing was loaded"
+[ ! -f "$WORK/members.over" ] || die "the archive holds more than the $MEMBERS_MAX members $(echo "$IMAGES" | wc -l | tr -d ' ') image(s) can: made or changed by something other than invoke export, refused, nothing was loaded"
 [ ! -f "$WORK/tar.failed" ] || die "the archive is not a readable tar ($(tail -n 1 "$WORK/tar.log")): refused, nothing was loaded"
 
 # 4b. A delta disc carries only what the release it extends lacks: the rest is taken, by content as
@@ -248,7 +268,10 @@ if [ -n "$EXTENDS" ]; then
     [ -n "$holders" ] || die "$base, and no image of this engine holds its layers: load that release first, then this disc; nothing was loaded"
     echo "taking $(echo $missing | wc -w | tr -d ' ') layer(s) from this host's images of the release this disc extends" >&2
     # shellcheck disable=SC2086
-    docker save $holders | (cd "$WORK/empty" && tar -xf - --to-command='sh "$RAPIDSHIP_TAKE"' 2>"$WORK/tar.log") \
+    RAPIDSHIP_MEMBERS_MAX=1000000000  # this host's own engine, not the courier's archive
+    # shellcheck disable=SC2086
+    docker save $holders | read_archive
+    [ ! -f "$WORK/tar.failed" ] \
       || die "reading this host's images of the release this disc extends failed ($(tail -n 1 "$WORK/tar.log")); nothing was loaded"
     for l in $missing; do
       [ -f "$WORK/blobs/${l#sha256:}" ] || die "$base, and no image of this engine holds its layer $l: load that release first, then this disc; nothing was loaded"

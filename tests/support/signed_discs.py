@@ -165,7 +165,8 @@ def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Pat
     docker_config.mkdir(exist_ok=True)
     env = dict(os.environ, RAPIDSHIP_REGISTRY_USER=registry.user, RAPIDSHIP_REGISTRY_PASSWORD=registry.password,
                RAPIDSHIP_REGISTRY_CA=str(registry.ca), RAPIDSHIP_RETRY_ATTEMPTS="2", RAPIDSHIP_RETRY_BASE_DELAY="0.05",
-               DOCKER_CONFIG=str(docker_config), RAPIDSHIP_SIGNING_PASSWORD=PASSWORD, TMPDIR=str(work))
+               DOCKER_CONFIG=str(docker_config), RAPIDSHIP_SIGNING_PASSWORD=PASSWORD, TMPDIR=str(work),
+               RAPIDSHIP_SITE_DIR=str(work / "site"))
     if keys is None:
         keys = work / "keys"
         ok(run(env, "keys.generate", "--out", str(keys)))
@@ -202,9 +203,10 @@ def unique_name() -> str:
     return f"rapidship-test-{uuid.uuid4().hex[:10]}/tiny"
 
 
-def install(disc: Disc, dirs, *flags: str) -> subprocess.CompletedProcess:
+def install(disc: Disc, dirs, *flags: str, site: Path | None = None) -> subprocess.CompletedProcess:
+    """install.sh of `dirs`; the site directory is the disc's own unless `site` names a shared one."""
     return subprocess.run(["sh", str(dirs[0] / "install.sh"), *flags, *map(str, dirs)], capture_output=True, text=True,
-                          env=dict(os.environ, TMPDIR=str(disc.work)))
+                          env=dict(os.environ, TMPDIR=str(disc.work), RAPIDSHIP_SITE_DIR=str(site or disc.work / "site")))
 
 
 def forge(disc: Disc, archive: bytes, to: Path) -> list[Path]:

@@ -108,12 +108,14 @@ def _verification(trust) -> dict:
     return {"verified_with": trust.fingerprint if trust else "", "verification": "signatures" if trust else "skipped"}
 
 
-def _releases(plan) -> dict:
+def _releases(plan, trust) -> dict:
+    """Per image the release it was loaded as: the verified signature's (with its serial), else its labels'."""
     from rapidship import oci_json
     from rapidship.sign.release import of_config
 
-    return {i.image_id: (r.payload() if (r := of_config(oci_json.parse_or_none(i.config))) else None)
-            for i in plan.images}
+    signed = trust.releases if trust else {}
+    return {i.image_id: (r.payload() if (r := signed.get(i.image_id) or of_config(oci_json.parse_or_none(i.config)))
+                         else None) for i in plan.images}
 
 
 @task(name="import", iterable=["from_"],
@@ -124,13 +126,16 @@ def _releases(plan) -> dict:
             "work": "directory for the temporary archive with --registry (default $TMPDIR)",
             "allow-downgrade": "let an older release replace the newer one a name points at now (LOUD; recorded in "
                                "the output as downgraded_from)", **KEY_HELP,
+            "site": "the site directory: its record of the signed serials loaded before (default "
+                    "$RAPIDSHIP_SITE_DIR, else ~/.local/state/rapidship; install.sh --site reads the same)",
             "json": "print what was loaded as JSON on stdout (ids, verification, releases)"})
 @exits_cleanly
 def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, work=None, key=None, no_verify=False,
-                  allow_downgrade=False, json=False):
+                  allow_downgrade=False, json=False, site=None):
     """Check every volume, verify every image against --key, then load the images and compare their ids.
     With --registry, credentials come from RAPIDSHIP_REGISTRY_USER / _PASSWORD or the docker auth file."""
     from rapidship.export.load import docker_load, registry_push
+    from rapidship.export.site import Ledger
     from rapidship.export.trust import require_key
 
     public = require_key(key, no_verify)
@@ -138,19 +143,21 @@ def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, wo
     with _progress() as progress:
         checked = _checked_volumes(from_, progress)
         trust, plan = _trusted(checked, public, key, progress, work)
+        signed, ledger = (trust.releases if trust else {}), Ledger.at(site)
         loading = progress.add_task("push" if registry else "docker load", total=plan.layer_bytes)
         if registry:
             loaded = registry_push(checked, plan, registry, not insecure, Path(work) if work else None,
                                    lambda n: progress.advance(loading, n),
                                    ca_cert=ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"),
-                                   allow_downgrade=allow_downgrade, warn=warn)
+                                   allow_downgrade=allow_downgrade, warn=warn, signed=signed, ledger=ledger)
         else:
-            loaded = docker_load(checked, plan, lambda n: progress.advance(loading, n), allow_downgrade, warn)
+            loaded = docker_load(checked, plan, lambda n: progress.advance(loading, n), allow_downgrade, warn,
+                                 signed, ledger)
     console.table(f"export {checked.export_id}", ["image", "id"],
                   [(x.where, x.image_id + (f" (DOWNGRADE from {x.downgraded_from})" if x.downgraded_from else ""))
                    for x in loaded])
     if json:
-        console.print_json({"export_id": checked.export_id, **_verification(trust), "releases": _releases(plan),
+        console.print_json({"export_id": checked.export_id, **_verification(trust), "releases": _releases(plan, trust),
                             "loaded": [x.report() for x in loaded]})
 
 
@@ -177,4 +184,4 @@ def export_verify(c, from_=None, work=None, key=None, no_verify=False, json=Fals
                   [(x.ref, x.image_id, x.expected_id) for x in loaded])
     if json:
         console.print_json({"export_id": checked.export_id, "volumes": len(checked.volumes), **_verification(trust),
-                            "releases": _releases(plan), "verified": [x.report() for x in loaded]})
+                            "releases": _releases(plan, trust), "verified": [x.report() for x in loaded]})

@@ -16,6 +16,7 @@ import re
 import socket
 import subprocess
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -97,6 +98,7 @@ def sign_variant(ws: Workspace, record: PushRecord, signer: Signer, reg: Registr
         raise RapidshipError(f"sign {variant}", "push skipped the gates (--skip-gates)",
                              "only gated images are signed: fix the gates, push again, then sign")
     signed_at, source, builder = _now(), source_info(), builder_id()
+    serial = time.time_ns() // 1_000_000  # the release's own order among builds of one commit (sign/release.py)
     arches, contents, children = {}, {}, []
     for arch, pushed in record.arches.items():
         manifest, _ = reg.get_manifest(repo, pushed.digest)
@@ -129,7 +131,7 @@ def sign_variant(ws: Workspace, record: PushRecord, signer: Signer, reg: Registr
                       f.SLSA_PROVENANCE: f.statement(reference, pushed.digest, f.SLSA_PROVENANCE, pred)}
         # the names an offline import may create: the build's own ref and the pushed one
         sig = f.signature_artifact(reference, subject, signer.sign, names=[built.release_name, f"{reference}:{pushed.tag}"],
-                                     release=stated.payload())
+                                     release=replace(stated, serial=serial).payload())
         att = f.attestation_artifact({k: f.envelope(v, signer.sign) for k, v in statements.items()}, subject)
         log(f"{arch}: signing {reference}@{pushed.digest[:19]} (signature, SBOM, provenance)")
         attach(reg, repo, pushed.digest, sig, att)

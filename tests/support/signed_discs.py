@@ -150,7 +150,7 @@ class Disc:
 
 
 def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Path | None = None,
-              policy: dict | None = None, shared: dict[str, bytes] | None = None) -> Disc:
+              policy: dict | None = None, shared: dict[str, bytes] | None = None, trust: bool = False) -> Disc:
     """Make, push, sign and export the two images of release `created` under `name` (a repository
     unique to the test run); `keys` reuses a key pair made before (a later release of one signer);
     `policy`: the scan rules the records say the scan was decided under; `shared`: per arch, the
@@ -181,7 +181,15 @@ def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Pat
     variants = str(work / "variants.yaml")
     ok(run(env, "push", "--variant", VARIANT, "--registry", f"{registry.host}/staging", "--build-dir", str(build),
            "--variants-file", variants))
-    ok(run(env, "sign", "--variant", VARIANT, "--key", str(keys / "cosign.key"), "--build-dir", str(build)))
+    online = []
+    if trust:  # a TUF trust repository: 3 root keys (2 must sign), the signing key as release signer
+        for role in ("root1", "root2", "root3", "snapshot", "timestamp"):
+            ok(run(env, "keys.generate", "--out", str(work / role)))
+        roots = [a for r in ("root1", "root2", "root3") for a in ("--root-key", str(work / r / "cosign.key"))]
+        online = ["--snapshot-key", str(work / "snapshot" / "cosign.key"), "--timestamp-key",
+                  str(work / "timestamp" / "cosign.key")]
+        ok(run(env, "trust.init", *roots, "--targets-key", str(keys / "cosign.key"), *online, "--build-dir", str(build)))
+    ok(run(env, "sign", "--variant", VARIANT, "--key", str(keys / "cosign.key"), "--build-dir", str(build), *online))
     sign_record = json.loads((build / VARIANT / "sign.json").read_text())
     out = work / "export"
     record = json.loads(ok(run(env, "export", "--variant", VARIANT, "--variants-file", variants, "--build-dir",

@@ -58,6 +58,8 @@ while [ $# -gt 0 ]; do
     --allow-downgrade) ALLOW_DOWNGRADE=1; shift ;;
     --site) [ $# -ge 2 ] || usage "--site needs the site directory"; SITE="$2"; shift 2 ;;
     --site=*) SITE="${1#--site=}"; shift ;;
+    --trust-root|--trust-root=*|--accept-expired)
+      die "$1: install.sh checks keys and signatures with sh and openssl alone and cannot run a TUF client: run invoke import --trust-root (rapidship on a host of the site) to decide by the release metadata; nothing was loaded" ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
     -*) usage "unknown option $1 (see: sh install.sh --help)" ;;
     *) DIRS="$DIRS
@@ -87,6 +89,10 @@ tar --version 2>/dev/null | grep -q 'GNU tar' || die "tar is not GNU tar (its --
 [ -z "$KEY" ] || need openssl "install openssl (Debian/Ubuntu: apt-get install openssl; RPM: dnf install openssl): it checks the signatures"
 if [ -n "$REGISTRY" ]; then need skopeo "install skopeo, or leave out --registry to load into docker"
 else need docker "install Docker, or pass --registry to push with skopeo"; fi
+
+# 0. A site that decides by TUF release metadata (invoke import --trust-root kept its root under
+# $SITE/tuf) is not one install.sh can serve: sh cannot run a TUF client (docs/supply-chain.md).
+[ ! -f "$SITE/tuf/root.json" ] || die "this site decides by TUF release metadata ($SITE/tuf/root.json), which install.sh cannot check: run invoke import --trust-root instead; nothing was loaded"
 
 # 1. Which volume is where; each must belong to this export and appear once.
 OLDIFS=$IFS

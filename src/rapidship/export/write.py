@@ -541,6 +541,9 @@ def sign_images(images: list[ImageRecord], ws: Workspace, unsigned: bool = False
     signed = [replace(i, signed_digest=bundles[i.image_id].digest) if i.image_id in bundles
               else replace(i, unsigned=True) for i in images]
     files = disc_files(list({b.digest: b for b in bundles.values()}.values()))
+    from rapidship.sign import tufmeta
+
+    files.update(tufmeta.disc_files(ws.root))  # the release's TUF metadata, root chain included
     return signed, next(iter(keys), ""), files
 
 

@@ -69,6 +69,37 @@ class KeySigner(Signer):
         raise NotImplementedError("rapidship opens keys through sign/keys.open_signer")  # through open_signer
 
 
+def repo_dir(build_root: Path | str) -> Path:
+    """The workspace's trust repository: build/trust (invoke trust.init writes it, sign and export read it)."""
+    return Path(build_root) / "trust"
+
+
+def open_key(ref: str, flag: str) -> KeySigner:
+    from rapidship.sign.keys import open_signer
+
+    return KeySigner(open_signer(ref, flag))
+
+
+def online_signers(repo: "Repo", snapshot_key: str | None, timestamp_key: str | None) -> tuple[Signer, Signer] | None:
+    """The snapshot and timestamp keys a release needs, when the workspace has a trust repository."""
+    if not repo.root_version():
+        return None
+    if not snapshot_key or not timestamp_key:
+        raise ConfigError("--snapshot-key / --timestamp-key", f"{repo.path} is a trust repository: every release "
+                          "is a TUF release, whose snapshot and timestamp must be signed too",
+                          "pass --snapshot-key and --timestamp-key (the online keys invoke trust.init was given)")
+    return open_key(snapshot_key, "--snapshot-key"), open_key(timestamp_key, "--timestamp-key")
+
+
+DISC = "tuf"  # the folder of every volume that carries the repository's metadata
+
+
+def disc_files(build_root: Path | str) -> dict[str, bytes]:
+    """tuf/<name> -> bytes of every metadata file (every root version: the chain), when there is a repository."""
+    meta = repo_dir(build_root) / METADATA
+    return {f"{DISC}/{p.name}": p.read_bytes() for p in sorted(meta.glob("*.json"))} if meta.is_dir() else {}
+
+
 def keyid(signer: Signer) -> str:
     return signer.public_key.keyid
 

@@ -25,5 +25,6 @@ for module in (prepare, build, prune, scan, publish, sign, smoke, export, report
 ns.add_collection(harbor.harbor_tasks)
 ns.add_collection(ci.ci_tasks)
 ns.add_collection(sign.keys_tasks)
+ns.add_collection(sign.trust_tasks)
 ns.add_collection(registry.registry_tasks)
 ns.add_collection(docs.docs_tasks)

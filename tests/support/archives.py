@@ -98,3 +98,36 @@ def archive_oci(*images: Image, index_extra: list[Image] = ()) -> bytes:
     doc = {"schemaVersion": 2, "mediaType": f.OCI_INDEX, "manifests": index}
     return tar([*members.items(), ("index.json", json.dumps(doc).encode()),
                 ("manifest.json", json.dumps(entries).encode()), ("oci-layout", b'{"imageLayoutVersion":"1.0.0"}')])
+
+
+def extended_header(kind: bytes, declared: int) -> bytes:
+    """The 512-byte header of a pax ('x'), global pax ('g') or GNU long-name ('L') member that
+    declares `declared` bytes of records after it (what a courier crafts; the records are not here)."""
+    info = tarfile.TarInfo("././@PaxHeader" if kind != b"L" else "././@LongLink")
+    info.type, info.size = kind, declared
+    return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "strict")[-512:]
+
+
+class Zeros(io.RawIOBase):
+    """`head`, then `n` zero bytes, then `tail`, produced as read (never held): a header's declared
+    records cost the reader what it keeps of them, not this stream."""
+
+    def __init__(self, head: bytes, n: int, tail: bytes = b"") -> None:
+        self.head, self.n, self.tail, self.read_bytes = head, n, tail, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, view) -> int:
+        if self.head:
+            got = min(len(view), len(self.head))
+            view[:got], self.head = self.head[:got], self.head[got:]
+        elif self.n:
+            got = min(len(view), self.n)
+            view[:got] = bytes(got)
+            self.n -= got
+        else:
+            got = min(len(view), len(self.tail))
+            view[:got], self.tail = self.tail[:got], self.tail[got:]
+        self.read_bytes += got
+        return got

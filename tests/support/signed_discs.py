@@ -150,7 +150,7 @@ class Disc:
 
 
 def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Path | None = None,
-              policy: dict | None = None, shared: dict[str, bytes] | None = None) -> Disc:
+              policy: dict | None = None, shared: dict[str, bytes] | None = None, trust: bool = False) -> Disc:
     """Make, push, sign and export the two images of release `created` under `name` (a repository
     unique to the test run); `keys` reuses a key pair made before (a later release of one signer);
     `policy`: the scan rules the records say the scan was decided under; `shared`: per arch, the
@@ -165,7 +165,8 @@ def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Pat
     docker_config.mkdir(exist_ok=True)
     env = dict(os.environ, RAPIDSHIP_REGISTRY_USER=registry.user, RAPIDSHIP_REGISTRY_PASSWORD=registry.password,
                RAPIDSHIP_REGISTRY_CA=str(registry.ca), RAPIDSHIP_RETRY_ATTEMPTS="2", RAPIDSHIP_RETRY_BASE_DELAY="0.05",
-               DOCKER_CONFIG=str(docker_config), RAPIDSHIP_SIGNING_PASSWORD=PASSWORD, TMPDIR=str(work))
+               DOCKER_CONFIG=str(docker_config), RAPIDSHIP_SIGNING_PASSWORD=PASSWORD, TMPDIR=str(work),
+               RAPIDSHIP_SITE_DIR=str(work / "site"))
     if keys is None:
         keys = work / "keys"
         ok(run(env, "keys.generate", "--out", str(keys)))
@@ -180,7 +181,15 @@ def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Pat
     variants = str(work / "variants.yaml")
     ok(run(env, "push", "--variant", VARIANT, "--registry", f"{registry.host}/staging", "--build-dir", str(build),
            "--variants-file", variants))
-    ok(run(env, "sign", "--variant", VARIANT, "--key", str(keys / "cosign.key"), "--build-dir", str(build)))
+    online = []
+    if trust:  # a TUF trust repository: 3 root keys (2 must sign), the signing key as release signer
+        for role in ("root1", "root2", "root3", "snapshot", "timestamp"):
+            ok(run(env, "keys.generate", "--out", str(work / role)))
+        roots = [a for r in ("root1", "root2", "root3") for a in ("--root-key", str(work / r / "cosign.key"))]
+        online = ["--snapshot-key", str(work / "snapshot" / "cosign.key"), "--timestamp-key",
+                  str(work / "timestamp" / "cosign.key")]
+        ok(run(env, "trust.init", *roots, "--targets-key", str(keys / "cosign.key"), *online, "--build-dir", str(build)))
+    ok(run(env, "sign", "--variant", VARIANT, "--key", str(keys / "cosign.key"), "--build-dir", str(build), *online))
     sign_record = json.loads((build / VARIANT / "sign.json").read_text())
     out = work / "export"
     record = json.loads(ok(run(env, "export", "--variant", VARIANT, "--variants-file", variants, "--build-dir",
@@ -202,31 +211,54 @@ def unique_name() -> str:
     return f"rapidship-test-{uuid.uuid4().hex[:10]}/tiny"
 
 
-def install(disc: Disc, dirs, *flags: str) -> subprocess.CompletedProcess:
+def install(disc: Disc, dirs, *flags: str, site: Path | None = None) -> subprocess.CompletedProcess:
+    """install.sh of `dirs`; the site directory is the disc's own unless `site` names a shared one."""
     return subprocess.run(["sh", str(dirs[0] / "install.sh"), *flags, *map(str, dirs)], capture_output=True, text=True,
-                          env=dict(os.environ, TMPDIR=str(disc.work)))
+                          env=dict(os.environ, TMPDIR=str(disc.work), RAPIDSHIP_SITE_DIR=str(site or disc.work / "site")))
 
 
 def forge(disc: Disc, archive: bytes, to: Path) -> list[Path]:
     """A one-volume disc of `archive` carrying the genuine disc's MANIFEST images, signatures and
     key fingerprint, with MANIFEST.json, install.sh and SHA256SUMS made consistent again."""
+    packed = subprocess.run(["zstd", "-q", "-c"], input=archive, capture_output=True, check=True).stdout
+    return forge_packed(disc, packed, len(archive), to)
+
+
+def forge_stream(disc: Disc, archive, to: Path) -> list[Path]:
+    """`forge` of an archive read from the stream `archive` (never held whole: a courier's gigabytes)."""
+    zstd = subprocess.Popen(["zstd", "-q", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    import threading
+
+    out: list[bytes] = []
+    reader = threading.Thread(target=lambda: out.append(zstd.stdout.read()))
+    reader.start()
+    moved = 0
+    while chunk := archive.read(1 << 20):
+        zstd.stdin.write(chunk)
+        moved += len(chunk)
+    zstd.stdin.close()
+    reader.join()
+    assert zstd.wait() == 0
+    return forge_packed(disc, out[0], moved, to)
+
+
+def forge_packed(disc: Disc, packed: bytes, tar_bytes: int, to: Path) -> list[Path]:
     from rapidship.export.write import (INSTALL_BODY, ExportRecord, ImageRecord, Media, PartRecord, install_script,
                                         part_name)
 
     volume = copy_dirs(disc.dirs[:1], to)[0]
     for old in volume.glob("images.tar.zst.*"):
         old.unlink()
-    packed = subprocess.run(["zstd", "-q", "-c"], input=archive, capture_output=True, check=True).stdout
     (volume / part_name(0)).write_bytes(packed)
     digest = hashlib.sha256(packed).hexdigest()
     doc = json.loads((volume / "MANIFEST.json").read_text())
     part = PartRecord(part_name(0), 0, 1, 0, len(packed), digest)
     doc.update(volume_count=1, parts=[vars(part)], archive=doc["archive"] | {"bytes": len(packed), "sha256": digest,
-                                                                             "tar_bytes": len(archive)})
+                                                                             "tar_bytes": tar_bytes})
     doc["files"] = {n: m for n, m in doc["files"].items() if not n.startswith("images.tar.zst.")} | {part.name: {}}
     record = ExportRecord(export_id=doc["export_id"], created=doc["created"], tool_version=doc["tool_version"],
                           media=Media(**doc["media"]), images=[ImageRecord(**i) for i in doc["images"]],
-                          signing_key_fingerprint=doc["signing_key_fingerprint"], parts=[part])
+                          signing_key_fingerprint=doc["signing_key_fingerprint"], parts=[part], tar_bytes=tar_bytes)
     (volume / "install.sh").write_text(install_script(record, INSTALL_BODY.read_text()))
     (volume / "MANIFEST.json").write_text(json.dumps(doc, indent=2) + "\n")
     reseal(volume)

@@ -17,6 +17,13 @@ KEY_HELP = {"key": "cosign.pub: the public key the images must verify with (give
                    "unless --no-verify)",
             "no-verify": "load WITHOUT checking signatures (LOUD: says what it skipped)"}
 
+TUF_HELP = {"site": "the site directory: its record of the signed serials and its trusted TUF metadata (default "
+                    "$RAPIDSHIP_SITE_DIR, else ~/.local/state/rapidship; install.sh --site reads the same)",
+            "trust-root": "the TUF root.json handed over out of band (once: it is kept in the site directory); from "
+                          "then on every disc's release metadata must resolve each image to its digest",
+            "accept-expired": "accept release metadata whose timestamp or snapshot expired, this once (LOUD; recorded "
+                              "in the output as accepted_expired)"}
+
 
 def _progress():
     from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
@@ -81,17 +88,29 @@ def _checked_volumes(sources, progress):
     return checked
 
 
-def _trusted(checked, public, key, progress, work):
-    """Signatures before anything else (or the loud skip), then pass 1 over the archive: what will
-    be loaded, found by content. Nothing is loaded here."""
+def _trusted(checked, public, key, progress, work, site=None, trust_root=None, accept_expired=False):
+    """Signatures before anything else (or the loud skip); then, on a site that holds a TUF root
+    (--trust-root once, kept in the site directory), the disc's release metadata; then pass 1 over
+    the archive: what will be loaded, found by content. Nothing is loaded here."""
     from rapidship.export.load import plan_load
-    from rapidship.export.trust import skipped, verify_disc
+    from rapidship.export.site import site_dir
+    from rapidship.export.trust import check_release_trust, skipped, verify_disc
+    from rapidship.sign import tufmeta
 
     trust = None
     if public is None:
         console.err.print(f"[bold red]{skipped(checked)}[/]")
     else:
         trust = verify_disc(checked, public, key, Path(work) if work else None)
+    site_tuf = site_dir(site) / tufmeta.DISC
+    if trust_root:
+        tufmeta.seed(site_tuf, Path(trust_root))
+    if (site_tuf / "root.json").exists() and public is not None:
+        warn = lambda text: console.err.print(f"[bold red]{text}[/]")  # noqa: E731
+        version = check_release_trust(checked, site_tuf, accept_expired, warn, Path(work) if work else None)
+        trust.checked.append(f"release metadata: targets version {version}" + (" (EXPIRED, accepted once with "
+                                                                               "--accept-expired)" if accept_expired else ""))
+        console.err.print(f"TUF: every image resolves to its signed digest in release targets v{version}")
     size = sum(p["bytes"] for p, _ in checked.parts)
     scanning = progress.add_task("read archive", total=size)
     plan = plan_load(checked, lambda n: progress.advance(scanning, n))
@@ -104,16 +123,20 @@ def _trusted(checked, public, key, progress, work):
     return trust, plan
 
 
-def _verification(trust) -> dict:
-    return {"verified_with": trust.fingerprint if trust else "", "verification": "signatures" if trust else "skipped"}
+def _verification(trust, accept_expired=False) -> dict:
+    tuf = next((c for c in (trust.checked if trust else []) if c.startswith("release metadata")), "")
+    return {"verified_with": trust.fingerprint if trust else "", "verification": "signatures" if trust else "skipped",
+            "release_metadata": tuf, "accepted_expired": bool(tuf and accept_expired)}
 
 
-def _releases(plan) -> dict:
+def _releases(plan, trust) -> dict:
+    """Per image the release it was loaded as: the verified signature's (with its serial), else its labels'."""
     from rapidship import oci_json
     from rapidship.sign.release import of_config
 
-    return {i.image_id: (r.payload() if (r := of_config(oci_json.parse_or_none(i.config))) else None)
-            for i in plan.images}
+    signed = trust.releases if trust else {}
+    return {i.image_id: (r.payload() if (r := signed.get(i.image_id) or of_config(oci_json.parse_or_none(i.config)))
+                         else None) for i in plan.images}
 
 
 @task(name="import", iterable=["from_"],
@@ -123,43 +146,47 @@ def _releases(plan) -> dict:
             "ca-cert": "PEM CA bundle that signs the --registry's certificate (default $RAPIDSHIP_REGISTRY_CA)",
             "work": "directory for the temporary archive with --registry (default $TMPDIR)",
             "allow-downgrade": "let an older release replace the newer one a name points at now (LOUD; recorded in "
-                               "the output as downgraded_from)", **KEY_HELP,
+                               "the output as downgraded_from)", **KEY_HELP, **TUF_HELP,
             "json": "print what was loaded as JSON on stdout (ids, verification, releases)"})
 @exits_cleanly
 def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, work=None, key=None, no_verify=False,
-                  allow_downgrade=False, json=False):
+                  allow_downgrade=False, json=False, site=None, trust_root=None, accept_expired=False):
     """Check every volume, verify every image against --key, then load the images and compare their ids.
     With --registry, credentials come from RAPIDSHIP_REGISTRY_USER / _PASSWORD or the docker auth file."""
     from rapidship.export.load import docker_load, registry_push
+    from rapidship.export.site import Ledger
     from rapidship.export.trust import require_key
 
     public = require_key(key, no_verify)
     warn = lambda text: console.err.print(f"[bold red]{text}[/]")  # noqa: E731
     with _progress() as progress:
         checked = _checked_volumes(from_, progress)
-        trust, plan = _trusted(checked, public, key, progress, work)
+        trust, plan = _trusted(checked, public, key, progress, work, site, trust_root, accept_expired)
+        signed, ledger = (trust.releases if trust else {}), Ledger.at(site)
         loading = progress.add_task("push" if registry else "docker load", total=plan.layer_bytes)
         if registry:
             loaded = registry_push(checked, plan, registry, not insecure, Path(work) if work else None,
                                    lambda n: progress.advance(loading, n),
                                    ca_cert=ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"),
-                                   allow_downgrade=allow_downgrade, warn=warn)
+                                   allow_downgrade=allow_downgrade, warn=warn, signed=signed, ledger=ledger)
         else:
-            loaded = docker_load(checked, plan, lambda n: progress.advance(loading, n), allow_downgrade, warn)
+            loaded = docker_load(checked, plan, lambda n: progress.advance(loading, n), allow_downgrade, warn,
+                                 signed, ledger)
     console.table(f"export {checked.export_id}", ["image", "id"],
                   [(x.where, x.image_id + (f" (DOWNGRADE from {x.downgraded_from})" if x.downgraded_from else ""))
                    for x in loaded])
     if json:
-        console.print_json({"export_id": checked.export_id, **_verification(trust), "releases": _releases(plan),
+        console.print_json({"export_id": checked.export_id, **_verification(trust, accept_expired), "releases": _releases(plan, trust),
                             "loaded": [x.report() for x in loaded]})
 
 
 @task(name="export-verify", iterable=["from_"],
       help={"from": "a volume: directory or ISO file (repeatable; pass every volume of the export)",
-            "work": "directory for the scratch registry and the temporary archive (default $TMPDIR)", **KEY_HELP,
+            "work": "directory for the scratch registry and the temporary archive (default $TMPDIR)", **KEY_HELP, **TUF_HELP,
             "json": "print what was verified as JSON on stdout (ids, verification, releases)"})
 @exits_cleanly
-def export_verify(c, from_=None, work=None, key=None, no_verify=False, json=False):
+def export_verify(c, from_=None, work=None, key=None, no_verify=False, json=False, site=None, trust_root=None,
+                  accept_expired=False):
     """Checksums, completeness and signatures, then the archive import would load, pushed into a scratch registry
     on 127.0.0.1 by the same code; compares ids."""
     from rapidship.export.load import registry_push, scratch_registry
@@ -168,7 +195,7 @@ def export_verify(c, from_=None, work=None, key=None, no_verify=False, json=Fals
     public = require_key(key, no_verify)
     with _progress() as progress:
         checked = _checked_volumes(from_, progress)
-        trust, plan = _trusted(checked, public, key, progress, work)
+        trust, plan = _trusted(checked, public, key, progress, work, site, trust_root, accept_expired)
         with scratch_registry(Path(work) if work else None) as registry:
             loading = progress.add_task("scratch registry", total=plan.layer_bytes)
             loaded = registry_push(checked, plan, registry, False, Path(work) if work else None,
@@ -176,5 +203,5 @@ def export_verify(c, from_=None, work=None, key=None, no_verify=False, json=Fals
     console.table(f"export {checked.export_id}: verified", ["image", "id", "source id"],
                   [(x.ref, x.image_id, x.expected_id) for x in loaded])
     if json:
-        console.print_json({"export_id": checked.export_id, "volumes": len(checked.volumes), **_verification(trust),
-                            "releases": _releases(plan), "verified": [x.report() for x in loaded]})
+        console.print_json({"export_id": checked.export_id, "volumes": len(checked.volumes), **_verification(trust, accept_expired),
+                            "releases": _releases(plan, trust), "verified": [x.report() for x in loaded]})

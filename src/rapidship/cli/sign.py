@@ -53,12 +53,22 @@ def registry_for(host, ca_cert):
                     RetryPolicy.from_env(), on_retry=on_retry)
 
 
-def sign_pushed(ws, record, signer, ca_cert=None):
-    """Sign what push recorded; writes build/<variant>/sign.json. Shared by `sign` and `push`."""
+def sign_pushed(ws, record, signer, ca_cert=None, snapshot_key=None, timestamp_key=None):
+    """Sign what push recorded; writes build/<variant>/sign.json. Shared by `sign` and `push`. With
+    a trust repository in the workspace (invoke trust.init), also a TUF release of every signed name."""
+    from rapidship.sign import tufmeta
+
     from rapidship.sign.attach import sign_variant
 
-    done = sign_variant(ws, record, signer, registry_for(record.registry, ca_cert), log=console.err.print)
+    repo = tufmeta.Repo(tufmeta.repo_dir(ws.root))
+    online = tufmeta.online_signers(repo, snapshot_key, timestamp_key)
+    targets: dict = {}
+    done = sign_variant(ws, record, signer, registry_for(record.registry, ca_cert), log=console.err.print,
+                        on_target=lambda name, d, n, custom: targets.update({name: tufmeta.target(d, n, custom)}))
     path = ws.save(ws.sign(record.variant), done)
+    if online:
+        version = tufmeta.release(repo, targets, [tufmeta.KeySigner(signer)], *online, keep=True)
+        console.err.print(f"TUF: targets version {version} binds {len(targets)} name(s) -> {repo.meta}")
     console.err.print(f"signed {record.registry}/{record.repository}@{record.index_digest[:19]} and "
                       f"{len(done.arches)} arch image(s) with {done.key_fingerprint[:19]} ({done.seconds}s) -> {path}")
     return done
@@ -67,9 +77,11 @@ def sign_pushed(ws, record, signer, ca_cert=None):
 @task(help={"variant": "variant id (signs what `invoke push` recorded for it)",
             "image": "or HOST/REPO:TAG|@DIGEST that this workspace pushed", "key": KEY_HELP,
             "ca-cert": "PEM CA bundle of the registry (default $RAPIDSHIP_REGISTRY_CA)",
-            "build-dir": "where build/<variant>/ records live"})
+            "build-dir": "where build/<variant>/ records live",
+            "snapshot-key": "with a trust repository (invoke trust.init): the snapshot role's key",
+            "timestamp-key": "with a trust repository: the timestamp role's key"})
 @exits_cleanly
-def sign(c, variant=None, image=None, key=None, ca_cert=None, build_dir="build"):
+def sign(c, variant=None, image=None, key=None, ca_cert=None, build_dir="build", snapshot_key=None, timestamp_key=None):
     """Sign the index and every arch of a pushed variant; attach SBOM and SLSA provenance attestations."""
     from rapidship.errors import ConfigError
     from rapidship.publish.push import read_push_record
@@ -79,7 +91,7 @@ def sign(c, variant=None, image=None, key=None, ca_cert=None, build_dir="build")
         raise ConfigError("--variant / --image", "name exactly one", "pass --variant ID or --image HOST/REPO:TAG")
     signer = signer_for(key)
     record = read_push_record(ws, variant) if variant else pushed_record(ws, image, ca_cert)
-    sign_pushed(ws, record, signer, ca_cert)
+    sign_pushed(ws, record, signer, ca_cert, snapshot_key, timestamp_key)
 
 
 def pushed_record(ws, image, ca_cert):
@@ -179,3 +191,72 @@ def report(verdicts, what):
                           "check --key: it must be the public key of the key that signed this release (its "
                           "fingerprint is in the sign record); if it is, do not use this image" if wrong_key else
                           "do not use this image; re-sign only what was built here")
+
+
+# ---- TUF trust root (sign/tufmeta.py; docs/supply-chain.md "Release trust") ----------------------
+
+def _keys(refs, flag):
+    from rapidship.sign.tufmeta import open_key
+
+    return [open_key(r, flag) for r in refs or []]
+
+
+@exits_cleanly
+def _trust_init(c, root_key=None, root_threshold=2, targets_key=None, targets_threshold=1, snapshot_key=None,
+                timestamp_key=None, build_dir="build"):
+    """Create the trust repository: root (threshold of offline keys), targets (release signers), snapshot, timestamp."""
+    from rapidship.errors import ConfigError
+    from rapidship.sign import tufmeta
+
+    if not snapshot_key or not timestamp_key:
+        raise ConfigError("--snapshot-key / --timestamp-key", "missing", "pass both (cosign.key files or key URIs)")
+    repo = tufmeta.init(tufmeta.repo_dir(build_dir), _keys(root_key, "--root-key"), int(root_threshold),
+                        _keys(targets_key, "--targets-key"), int(targets_threshold),
+                        tufmeta.open_key(snapshot_key, "--snapshot-key"), tufmeta.open_key(timestamp_key, "--timestamp-key"))
+    console.err.print(f"trust root v1 -> {repo.meta / '1.root.json'}: hand it to every site out of band "
+                      "(invoke import --trust-root), once")
+
+
+@exits_cleanly
+def _trust_rotate(c, old_root_key=None, root_key=None, root_threshold=None, targets_key=None, targets_threshold=None,
+                  build_dir="build"):
+    """Root N+1, signed by a threshold of the old root keys and the new; a targets key left out is revoked."""
+    from rapidship.sign import tufmeta
+
+    repo = tufmeta.Repo(tufmeta.repo_dir(build_dir))
+    version = tufmeta.rotate(repo, _keys(old_root_key, "--old-root-key"), _keys(root_key, "--root-key"),
+                             int(root_threshold) if root_threshold else None,
+                             _keys(targets_key, "--targets-key") if targets_key else None,
+                             int(targets_threshold) if targets_threshold else None)
+    console.err.print(f"root v{version} -> {repo.meta / f'{version}.root.json'}: the next disc carries it; sites "
+                      "walk to it themselves. Sign the next release with the new targets keys.")
+
+
+@exits_cleanly
+def _trust_refresh(c, snapshot_key=None, timestamp_key=None, build_dir="build"):
+    """New snapshot and timestamp over the current release (keeps a site's metadata from expiring)."""
+    from rapidship.sign import tufmeta
+
+    repo = tufmeta.Repo(tufmeta.repo_dir(build_dir))
+    tufmeta.refresh(repo, *tufmeta.online_signers(repo, snapshot_key, timestamp_key))
+    console.err.print(f"timestamp v{repo.load('timestamp').signed.version} -> {repo.meta}")
+
+
+_ROLE_HELP = {"root-key": "a root key (repeatable; say 3, offline)", "root-threshold": "root keys that must sign (2)",
+              "targets-key": "a release signer's key (repeatable)", "targets-threshold": "release signers that must sign",
+              "snapshot-key": "the snapshot role's key", "timestamp-key": "the timestamp role's key",
+              "old-root-key": "a current root key (repeatable: a threshold of them)",
+              "build-dir": "the workspace; the repository is build/trust"}
+trust_tasks = Collection("trust")
+
+
+def _help(*names):
+    return {n: _ROLE_HELP[n] for n in names}
+
+
+trust_tasks.add_task(task(name="init", iterable=["root_key", "targets_key"], help=_help(
+    "root-key", "root-threshold", "targets-key", "targets-threshold", "snapshot-key", "timestamp-key", "build-dir"))(
+    _trust_init))
+trust_tasks.add_task(task(name="rotate", iterable=["old_root_key", "root_key", "targets_key"], help=_help(
+    "old-root-key", "root-key", "root-threshold", "targets-key", "targets-threshold", "build-dir"))(_trust_rotate))
+trust_tasks.add_task(task(name="refresh", help=_help("snapshot-key", "timestamp-key", "build-dir"))(_trust_refresh))

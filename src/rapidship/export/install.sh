@@ -2,7 +2,7 @@
 # Load the images of one rapidship export on a host with no network.
 #
 #   sh install.sh --key cosign.pub [--registry HOST[:PORT][/PREFIX] [--ca-cert FILE | --insecure]] [--tmp DIR]
-#                 [--allow-downgrade] VOLUME_DIR...
+#                 [--allow-downgrade] [--site DIR] VOLUME_DIR...
 #   sh install.sh --no-verify [...] VOLUME_DIR...
 #
 # VOLUME_DIR: one directory per volume (a mounted disc or a copy of it); default: this script's
@@ -15,7 +15,10 @@
 # other metadata of the archive are never used). Each image's config (the signed id) and the layers
 # it lists must be there; install.sh writes a new archive of exactly those files and a manifest.json
 # of its own, and only that archive reaches `docker load` (or, with --registry, skopeo). A name that
-# points at a newer release than the image given to it is refused (--allow-downgrade: loudly allowed).
+# points at a newer release than the image given to it is refused (--allow-downgrade: loudly allowed):
+# the order is the build's time, then, for builds of one commit, the serial the signature states,
+# compared with the serial the site recorded when it loaded the current image (--site DIR, default
+# $RAPIDSHIP_SITE_DIR or ~/.local/state/rapidship, the file `releases`, shared with invoke import).
 # Every image id is then compared with the one recorded at export time. --no-verify skips the key and
 # signature checks (and says so). Needs: sh, sha256sum, zstd, GNU tar, openssl (with --key), and docker
 # (or skopeo with --registry); free space under --tmp (default $TMPDIR or /var/tmp) for the images.
@@ -35,6 +38,7 @@ DIRS=""
 KEY=""
 NO_VERIFY=""
 ALLOW_DOWNGRADE=""
+SITE="${RAPIDSHIP_SITE_DIR:-${HOME:-/root}/.local/state/rapidship}"
 
 die() { echo "install.sh: $*" >&2; exit 1; }
 usage() { echo "install.sh: $*" >&2; exit 2; }
@@ -52,6 +56,10 @@ while [ $# -gt 0 ]; do
     --key=*) KEY="${1#--key=}"; shift ;;
     --no-verify) NO_VERIFY=1; shift ;;
     --allow-downgrade) ALLOW_DOWNGRADE=1; shift ;;
+    --site) [ $# -ge 2 ] || usage "--site needs the site directory"; SITE="$2"; shift 2 ;;
+    --site=*) SITE="${1#--site=}"; shift ;;
+    --trust-root|--trust-root=*|--accept-expired)
+      die "$1: install.sh checks keys and signatures with sh and openssl alone and cannot run a TUF client: run invoke import --trust-root (rapidship on a host of the site) to decide by the release metadata; nothing was loaded" ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
     -*) usage "unknown option $1 (see: sh install.sh --help)" ;;
     *) DIRS="$DIRS
@@ -81,6 +89,10 @@ tar --version 2>/dev/null | grep -q 'GNU tar' || die "tar is not GNU tar (its --
 [ -z "$KEY" ] || need openssl "install openssl (Debian/Ubuntu: apt-get install openssl; RPM: dnf install openssl): it checks the signatures"
 if [ -n "$REGISTRY" ]; then need skopeo "install skopeo, or leave out --registry to load into docker"
 else need docker "install Docker, or pass --registry to push with skopeo"; fi
+
+# 0. A site that decides by TUF release metadata (invoke import --trust-root kept its root under
+# $SITE/tuf) is not one install.sh can serve: sh cannot run a TUF client (docs/supply-chain.md).
+[ ! -f "$SITE/tuf/root.json" ] || die "this site decides by TUF release metadata ($SITE/tuf/root.json), which install.sh cannot check: run invoke import --trust-root instead; nothing was loaded"
 
 # 1. Which volume is where; each must belong to this export and appear once.
 OLDIFS=$IFS
@@ -208,6 +220,7 @@ else
       || die "$what: the export names it $ref, a name its signature does not cover (signed names: $(tr '\n' ' ' < "$WORK/names.${want#sha256:}")); nothing was loaded"
     # the release the signed payload states (checked against the image's own labels below)
     sed -n 's/.*"io.rapidship.release":{[^}]*"created":"\([^"]*\)".*/\1/p' "$s/payload.json" > "$WORK/release.${want#sha256:}"
+    sed -n 's/.*"io.rapidship.release":{[^}]*"serial":\([1-9][0-9]*\)[,}].*/\1/p' "$s/payload.json" > "$WORK/serial.${want#sha256:}"
     echo "${want#sha256:}" >> "$WORK/signed.ids"
     echo "signature ok: $ref $want (manifest $signed, key $fp)" >&2
   done || exit 1
@@ -217,18 +230,38 @@ fi
 # --to-command is given regular files only; links, directories and devices are never created).
 echo "reading the archive by content" >&2
 mkdir "$WORK/blobs" "$WORK/empty" "$WORK/image" "$WORK/image/blobs" "$WORK/image/blobs/sha256"
+# tar runs take.sh (sourced by its `sh -c`, whose parent is tar) once per regular member: past
+# $MEMBERS_MAX members it stops tar, and an empty member (never a config or layer) costs no more
+# processes, so a courier's thousands of members cost at most $MEMBERS_MAX shells.
 cat > "$WORK/take.sh" <<'EOF'
+read -r n < "$RAPIDSHIP_COUNT"; n=$((n + 1)); echo "$n" > "$RAPIDSHIP_COUNT"
+if [ "$n" -gt "$RAPIDSHIP_MEMBERS_MAX" ]; then kill "$PPID"; exit 1; fi
+[ "${TAR_SIZE:-1}" != 0 ] || exit 0
 set -eu
 spool=$(mktemp "$RAPIDSHIP_BLOBS/spool.XXXXXX")
 cat > "$spool"
 h=$(sha256sum < "$spool" | cut -d' ' -f1)
 if [ -e "$RAPIDSHIP_BLOBS/$h" ]; then rm -f "$spool"; else mv "$spool" "$RAPIDSHIP_BLOBS/$h"; fi
 EOF
-RAPIDSHIP_BLOBS="$WORK/blobs" RAPIDSHIP_TAKE="$WORK/take.sh"
-export RAPIDSHIP_BLOBS RAPIDSHIP_TAKE
+RAPIDSHIP_BLOBS="$WORK/blobs" RAPIDSHIP_TAKE="$WORK/take.sh" RAPIDSHIP_COUNT="$WORK/members"
+RAPIDSHIP_MEMBERS_MAX=$MEMBERS_MAX
+export RAPIDSHIP_BLOBS RAPIDSHIP_TAKE RAPIDSHIP_COUNT RAPIDSHIP_MEMBERS_MAX
+# by content, bounded: at most the $TAR_BYTES the export recorded are decompressed (one byte more
+# says the parts hold more), and tar runs under a memory cap, so a header declaring gigabytes
+# (GNU tar holds a pax or long-name header whole) fails as "memory exhausted", not the host.
+read_archive() {  # stdin: a tar stream -> blobs named by hash; a failure leaves $WORK/tar.failed
+  echo 0 > "$RAPIDSHIP_COUNT"
+  (ulimit -v 524288 2>/dev/null || true; cd "$WORK/empty" \
+     && LC_ALL=C tar -xf - --to-command='. "$RAPIDSHIP_TAKE"' 2>"$WORK/tar.log") || echo fail > "$WORK/tar.failed"
+  cat > /dev/null
+  read -r n < "$RAPIDSHIP_COUNT"
+  [ "$n" -le "$RAPIDSHIP_MEMBERS_MAX" ] || echo fail > "$WORK/members.over"
+}
 { cat_parts | zstd -dcq || echo fail > "$WORK/zstd.failed"; } \
-  | { (cd "$WORK/empty" && tar -xf - --to-command='sh "$RAPIDSHIP_TAKE"' 2>"$WORK/tar.log") || echo fail > "$WORK/tar.failed"; cat > /dev/null; }
+  | { head -c "$TAR_BYTES" | read_archive; head -c 1 | wc -c | tr -d ' ' > "$WORK/excess"; }
+[ "$(cat "$WORK/excess")" = 0 ] || die "the parts decompress to more than the $TAR_BYTES bytes the export recorded: changed after export, refused, nothing was loaded"
 [ ! -f "$WORK/cat.failed" ] && [ ! -f "$WORK/zstd.failed" ] || die "reading or decompressing the parts failed; nothing was loaded"
+[ ! -f "$WORK/members.over" ] || die "the archive holds more than the $MEMBERS_MAX members $(echo "$IMAGES" | wc -l | tr -d ' ') image(s) can: made or changed by something other than invoke export, refused, nothing was loaded"
 [ ! -f "$WORK/tar.failed" ] || die "the archive is not a readable tar ($(tail -n 1 "$WORK/tar.log")): refused, nothing was loaded"
 
 # 4b. A delta disc carries only what the release it extends lacks: the rest is taken, by content as
@@ -248,7 +281,10 @@ if [ -n "$EXTENDS" ]; then
     [ -n "$holders" ] || die "$base, and no image of this engine holds its layers: load that release first, then this disc; nothing was loaded"
     echo "taking $(echo $missing | wc -w | tr -d ' ') layer(s) from this host's images of the release this disc extends" >&2
     # shellcheck disable=SC2086
-    docker save $holders | (cd "$WORK/empty" && tar -xf - --to-command='sh "$RAPIDSHIP_TAKE"' 2>"$WORK/tar.log") \
+    RAPIDSHIP_MEMBERS_MAX=1000000000  # this host's own engine, not the courier's archive
+    # shellcheck disable=SC2086
+    docker save $holders | read_archive
+    [ ! -f "$WORK/tar.failed" ] \
       || die "reading this host's images of the release this disc extends failed ($(tail -n 1 "$WORK/tar.log")); nothing was loaded"
     for l in $missing; do
       [ -f "$WORK/blobs/${l#sha256:}" ] || die "$base, and no image of this engine holds its layer $l: load that release first, then this disc; nothing was loaded"
@@ -305,6 +341,16 @@ current_created() {  # REF -> "ID CREATED" of what the name points at now, or no
     else die "skopeo cannot read $(dest_of "$1") to compare its release: $(tail -n 1 "$WORK/current.err") (a private CA: --ca-cert; a credential: RAPIDSHIP_REGISTRY_USER / _PASSWORD; nothing was loaded)"; fi
   fi
 }
+ledger_serial() {  # IMAGE_ID -> the highest serial $SITE/releases records for it, 0 when none
+  m=0
+  if [ -f "$SITE/releases" ]; then
+    while read -r lid _lcreated lserial; do
+      case "$lserial" in ''|*[!0-9]*) continue ;; esac
+      [ "$lid" != "$1" ] || [ "$lserial" -le "$m" ] || m=$lserial
+    done < "$SITE/releases"
+  fi
+  echo "$m"
+}
 dest_of() {
   path=${1#*/}
   case "${1%%/*}" in *.*|*:*|localhost) ;; *) path=$1 ;; esac
@@ -321,8 +367,18 @@ while read -r ref want _digest; do
   [ -n "$now_key" ] || continue
   new_created=$(cat "$WORK/created.${want#sha256:}")
   new_key=$(release_key "$new_created")
+  said=""
   if [ -z "$new_key" ] || [ "$new_key" -lt "$now_key" ]; then
     said="$ref now points at $now_id, release $now_created; the incoming $want is ${new_key:+the older release }${new_created:-of no stated release}"
+  elif [ "$new_key" -eq "$now_key" ]; then  # builds of one commit: ordered by their signed serials only
+    now_serial=$(ledger_serial "$now_id")
+    new_serial=$(cat "$WORK/serial.${want#sha256:}" 2>/dev/null || true)
+    if [ "$now_serial" -eq 0 ] || [ "${new_serial:-0}" -le "$now_serial" ]; then
+      was="signed serial $now_serial"; [ "$now_serial" -ne 0 ] || was="no signed serial recorded in $SITE"
+      said="$ref now points at $now_id, release $now_created ($was); the incoming $want is another build of the same commit (signed serial ${new_serial:-none})"
+    fi
+  fi
+  if [ -n "$said" ]; then
     [ -n "$ALLOW_DOWNGRADE" ] || die "an older release would replace a newer one: $said; nothing was loaded (to go back on purpose: --allow-downgrade)"
     echo "install.sh: WARNING: --allow-downgrade: $said" >&2
     echo "$ref $now_id $now_created" >> "$WORK/downgrades"
@@ -340,7 +396,7 @@ fi
 
 # 8. Report: every image with the id recorded at export time.
 status=0
-{
+(  # a subshell: its `exit` ends the report, not the script (step 9 comes after)
   while read -r ref want _digest; do
     if [ -z "$REGISTRY" ]; then
       got=$(docker image inspect --format '{{.Id}}' "$ref" 2>/dev/null || echo none)
@@ -359,5 +415,15 @@ status=0
     else echo "MISMATCH $where: id $got, expected $want" >&2; status=1; fi
   done
   exit $status
-} < "$WORK/images" || die "some images did not load with the recorded id"
+) < "$WORK/images" || die "some images did not load with the recorded id"
+# 9. The site records the signed serial of every image now in place (sign/release.py ledger_line).
+if [ -z "$NO_VERIFY" ]; then
+  while read -r _ref want _digest; do
+    h=${want#sha256:}
+    serial=$(cat "$WORK/serial.$h" 2>/dev/null || true)
+    [ -n "$serial" ] || continue
+    { mkdir -p "$SITE" && printf '%s %s %s\n' "$want" "$(cat "$WORK/created.$h")" "$serial" >> "$SITE/releases"; } \
+      || die "the images were loaded, but $SITE/releases cannot be written: pass --site DIR, a directory this user can write, and run again"
+  done < "$WORK/images"
+fi
 echo "all images of export $EXPORT_ID are in place" >&2

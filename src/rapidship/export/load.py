@@ -34,9 +34,11 @@ from rapidship import oci_json
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.export import repack
+from rapidship.export.site import Ledger
 from rapidship.export.trust import label, refusal
 from rapidship.export.verify import Checked
 from rapidship.sign import release
+from rapidship.sign.release import Release
 
 T = TypeVar("T")
 
@@ -209,10 +211,11 @@ def _changed(err: repack.Changed) -> GateFailure:
 
 
 def docker_load(checked: Checked, plan: repack.Plan, on_bytes: Callable[[int], None] = lambda _: None,
-                allow_downgrade: bool = False, warn: Callable[[str], None] = lambda _: None) -> list[Loaded]:
+                allow_downgrade: bool = False, warn: Callable[[str], None] = lambda _: None,
+                signed: dict[str, Release] | None = None, ledger: Ledger | None = None) -> list[Loaded]:
     """Pass 2 into `docker load`: the archive repack writes, never the disc's own; first the names
-    are checked against what they point at in the engine now."""
-    moved = check_downgrades(plan, engine_current, allow_downgrade, warn)
+    are checked against what they point at in the engine now (and the site's `ledger` of serials)."""
+    moved = check_downgrades(plan, engine_current, allow_downgrade, warn, signed or {}, ledger)
     load = ENGINE.load()
     output: list[bytes] = []
     reader = threading.Thread(target=lambda: output.append(load.stdout.read()), daemon=True)
@@ -237,7 +240,7 @@ def docker_load(checked: Checked, plan: repack.Plan, on_bytes: Callable[[int], N
         found = ENGINE.try_inspect(image["ref"])
         loaded.append(Loaded(image["ref"], image["ref"], image["image_id"], found["Id"] if found else "missing",
                              downgraded_from=_moved_from(moved, image["ref"])))
-    return _checked(loaded)
+    return _recorded(_checked(loaded), signed, ledger)
 
 
 @dataclass(frozen=True)
@@ -249,16 +252,20 @@ class Downgrade:
     incoming: str   # the older release that replaces it
 
 
-def downgrades(plan: repack.Plan, current: Callable[[str], tuple[str, dict | None]]) -> tuple[list[Downgrade], list[str]]:
-    """Pure over `current(name) -> (image id, config)` ('' when the name points at nothing): every
-    planned name that would move to an older release, as records and as sentences."""
+def downgrades(plan: repack.Plan, current: Callable[[str], tuple[str, dict | None]], signed: dict[str, Release],
+               serials: dict[str, int]) -> tuple[list[Downgrade], list[str]]:
+    """Pure over `current(name) -> (image id, config)` ('' when the name points at nothing), the
+    releases the verified signatures state (`signed`, by image id: with their serials) and the
+    serials the site recorded (`serials`, by image id): every planned name that would move to a
+    release not shown to be newer, as records and as sentences."""
     found: list[Downgrade] = []
     sentences: list[str] = []
     for image in plan.images:
-        incoming = release.of_config(oci_json.parse_or_none(image.config))
+        incoming = signed.get(image.image_id) or release.of_config(oci_json.parse_or_none(image.config))
         for name in image.tags:
             current_id, config = current(name)
             now = release.of_config(config) if config is not None else None
+            now = dataclasses.replace(now, serial=serials.get(current_id, 0)) if now else None
             if sentence := release.refusal(name, now, current_id, incoming, image.image_id):
                 sentences.append(sentence)
                 found.append(Downgrade(name, current_id, now.describe() if now else "",
@@ -267,9 +274,9 @@ def downgrades(plan: repack.Plan, current: Callable[[str], tuple[str, dict | Non
 
 
 def check_downgrades(plan: repack.Plan, current: Callable[[str], tuple[str, dict | None]], allow: bool,
-                     warn: Callable[[str], None]) -> list[Downgrade]:
+                     warn: Callable[[str], None], signed: dict[str, Release], ledger: Ledger | None) -> list[Downgrade]:
     """Refuse (GateFailure) any move to an older release, unless `allow`: then say it loudly."""
-    found, sentences = downgrades(plan, current)
+    found, sentences = downgrades(plan, current, signed, ledger.serials() if ledger else {})
     if found and not allow:
         raise GateFailure("import", ("an older release would replace a newer one:\n  " + "\n  ".join(sentences)
                                      + "\nnothing was loaded"),
@@ -326,7 +333,8 @@ def _skopeo_access(tmp: Path, host: str, ca_cert: str | None) -> tuple[list[str]
 def registry_push(checked: Checked, plan: repack.Plan, registry: str, tls_verify: bool = True,
                   work: Path | None = None, on_bytes: Callable[[int], None] = lambda _: None,
                   on_image: Callable[[str], None] = lambda _: None, ca_cert: str | None = None,
-                  allow_downgrade: bool = False, warn: Callable[[str], None] = lambda _: None) -> list[Loaded]:
+                  allow_downgrade: bool = False, warn: Callable[[str], None] = lambda _: None,
+                  signed: dict[str, Release] | None = None, ledger: Ledger | None = None) -> list[Loaded]:
     """Pass 2 into one temporary docker-archive (skopeo needs a seekable file), then each image
     pushed under its name, after the names were checked against what they point at now."""
     if not shutil.which("skopeo"):
@@ -338,7 +346,7 @@ def registry_push(checked: Checked, plan: repack.Plan, registry: str, tls_verify
         copy_access, inspect_access = _skopeo_access(Path(tmp), registry.split("/", 1)[0], ca_cert)
         where = {tag: registry_path(tag, registry) for image in plan.images for tag in image.tags}
         moved = check_downgrades(plan, lambda tag: registry_current(where[tag], [verify, *inspect_access]),
-                                 allow_downgrade, warn)
+                                 allow_downgrade, warn, signed or {}, ledger)
         archive = Path(tmp) / "images.tar"
         with open(archive, "wb") as fh:
             try:
@@ -360,7 +368,14 @@ def registry_push(checked: Checked, plan: repack.Plan, registry: str, tls_verify
             got = served if served == measured else f"{served} (config hashes to {measured})"
             loaded.append(Loaded(image["ref"], dest, image["image_id"], got,
                                  "sha256:" + hashlib.sha256(raw).hexdigest(), _moved_from(moved, image["ref"])))
-    return _checked(loaded)
+    return _recorded(_checked(loaded), signed, ledger)
+
+
+def _recorded(loaded: list[Loaded], signed: dict[str, Release] | None, ledger: Ledger | None) -> list[Loaded]:
+    """The site's ledger learns the signed serial of every image now in place."""
+    if ledger is not None:
+        ledger.record({x.image_id: signed[x.image_id] for x in loaded if x.image_id in (signed or {})})
+    return loaded
 
 
 _ABSENT = ("manifest unknown", "name unknown", "not found", "NOT_FOUND")

@@ -8,6 +8,9 @@ long-name headers describe the next member and are not members; hard links, symb
 directories, devices and FIFOs carry no data whatever their size field says; any other type's
 data is skipped. A reader that took another view of a crafted header would only fail to find a
 blob: whatever is found is found by its hash.
+An extended header is read into memory only up to `EXTENDED_CAP` (1 MiB, Go's archive/tar cap):
+a larger pax or GNU long-name header is an error before any of it is read, and a global pax header
+(which describes no member) is skipped unread, so a courier's header costs one chunk of memory.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ REGULAR = (b"0", b"\0", b"7")
 _HEADER_ONLY = (b"1", b"2", b"3", b"4", b"5", b"6")
 _PAX, _PAX_GLOBAL, _GNU_LONG = b"x", b"g", (b"L", b"K")
 _ZERO = bytes(BLOCK)
+EXTENDED_CAP = 1 << 20
 
 
 class TarStream:
@@ -84,7 +88,13 @@ class TarStream:
             kind, size = header[156:157], tarfile.nti(header[124:136])
             if size < 0:
                 raise tarfile.ReadError(f"member {index} has a negative size")
-            if kind in (_PAX, _PAX_GLOBAL, *_GNU_LONG):
+            if kind == _PAX_GLOBAL:
+                self._skip(size + (-size % BLOCK))
+                continue
+            if kind in (_PAX, *_GNU_LONG):
+                if size > EXTENDED_CAP:
+                    raise tarfile.ReadError(f"member {index} has an extended header of {size:,} bytes, more than "
+                                            f"the {EXTENDED_CAP:,} any tar writer needs")
                 records = self._exact(size)
                 self._skip(-size % BLOCK)
                 if kind == _PAX:

@@ -105,6 +105,38 @@ def materialize(checked: "Checked", into: Path) -> Path:
     return root
 
 
+def check_release_trust(checked: "Checked", site_tuf: Path, accept_expired: bool, warn, work: Path | None) -> int:
+    """The disc's tuf/ folder (every volume the same, each file checked against its manifest) read by
+    python-tuf's client from the site's trusted metadata: each image's name resolves to its signed
+    digest (sign/tufmeta.resolve). Returns the targets version accepted."""
+    import tempfile
+
+    from rapidship.export.verify import read_slice
+    from rapidship.sign import tufmeta
+
+    first = min(checked.volumes)
+    ref = checked.volumes[first]
+    prefix = tufmeta.DISC + "/"
+    mine = {n: m["sha256"] for n, m in ref.manifest["files"].items() if n.startswith(prefix)}
+    if any({k: m["sha256"] for k, m in v.manifest["files"].items() if k.startswith(prefix)} != mine
+           for v in checked.volumes.values()):
+        raise refusal([f"the volumes carry different {prefix} folders: copy them again"])
+    if not mine:
+        raise refusal([f"the disc carries no release metadata ({prefix}), and this site decides by it: ask the sender "
+                       "for a disc exported from a workspace with a trust repository (invoke trust.init)"])
+    tmp = Path(tempfile.mkdtemp(prefix="rapidship-tuf-", dir=work))
+    try:
+        for name, digest in mine.items():
+            data = read_slice(ref.files[name])
+            if hashlib.sha256(data).hexdigest() != digest or "/" in name[len(prefix):]:
+                raise refusal([f"{ref.name()}: {name} changed since it was checked: read the volume again"])
+            (tmp / name[len(prefix):]).write_bytes(data)
+        images = {str(i.get("ref")): str(i.get("signed_digest") or "") for i in checked.images}
+        return tufmeta.resolve(tmp, site_tuf, images, accept_expired, warn)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def check_signatures(checked: "Checked", key: "ec.EllipticCurvePublicKey", key_path: str, root: Path) -> Trust:
     """Steps 1 and 2 over the disc's signatures/ folder (already copied to `root`)."""
     from rapidship.sign.keys import fingerprint

@@ -148,8 +148,8 @@ def iso_files(iso: Path) -> tuple[dict[str, FileSlice] | str, tuple[int, int] | 
     for line in proc.stdout.splitlines():
         if m := _LBA.match(line.strip()):
             extent, lba, _blocks, size, name = m.groups()
-            # parts stay single-extent; the only folder a volume has is signatures/
-            if extent != "0" or ("/" in name and not name.startswith(SIGNATURES + "/")):
+            # parts stay single-extent; the only folders a volume has are signatures/ and tuf/
+            if extent != "0" or ("/" in name and not name.startswith((SIGNATURES + "/", "tuf/"))):
                 return f"unexpected layout in the ISO ({name})", label
             files[name] = FileSlice(iso, int(lba) * SECTOR, int(size))
     if proc.returncode != 0 or not files:

@@ -220,6 +220,13 @@ def sums_text(hashes: dict[str, str]) -> str:
     return "".join(f"{digest}  {name}\n" for name, digest in sorted(hashes.items()))
 
 
+def members_max(images: list[ImageRecord]) -> int:
+    """The most regular members a `docker save` of `images` holds: per image its manifest, config,
+    index and legacy files, per layer its blob and legacy json / VERSION / layer.tar; and the
+    archive's own index.json, manifest.json, oci-layout, repositories. install.sh reads no more."""
+    return sum(8 + 4 * len(i.layers) for i in images) + 8
+
+
 def install_script(record: ExportRecord, body: str) -> str:
     """install.sh = a data header for this export + the fixed POSIX body (export/install.sh)."""
     parts = "\n".join(f"{p.name} {p.volume} {p.bytes}" for p in record.parts)
@@ -227,6 +234,7 @@ def install_script(record: ExportRecord, body: str) -> str:
     ext = record.extends
     names = " ".join(sorted({i["ref"] for i in ext.get("images", [])}))
     header = (f"EXPORT_ID='{record.export_id}'\nVOLUME_COUNT={record.volume_count}\n"
+              f"TAR_BYTES={record.tar_bytes}\nMEMBERS_MAX={members_max(record.images)}\n"
               f"KEY_FINGERPRINT='{record.signing_key_fingerprint}'\nPARTS='{parts}'\nIMAGES='{images}'\n"
               f"EXTENDS='{ext['export_id'] + ' of ' + ext['created'] if ext else ''}'\n"
               f"EXTENDS_NAMES='{names}'\nEXTENDS_LAYERS='{' '.join(ext.get('layers', []))}'\n")
@@ -533,6 +541,9 @@ def sign_images(images: list[ImageRecord], ws: Workspace, unsigned: bool = False
     signed = [replace(i, signed_digest=bundles[i.image_id].digest) if i.image_id in bundles
               else replace(i, unsigned=True) for i in images]
     files = disc_files(list({b.digest: b for b in bundles.values()}.values()))
+    from rapidship.sign import tufmeta
+
+    files.update(tufmeta.disc_files(ws.root))  # the release's TUF metadata, root chain included
     return signed, next(iter(keys), ""), files
 
 

@@ -16,6 +16,7 @@ import re
 import socket
 import subprocess
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -86,7 +87,10 @@ def _sbom(ws: Workspace, variant: str, arch: str, image_id: str) -> dict:
 
 
 def sign_variant(ws: Workspace, record: PushRecord, signer: Signer, reg: Registry,
-                 log: Callable[[str], None] = lambda _: None) -> SignRecord:
+                 log: Callable[[str], None] = lambda _: None,
+                 on_target: Callable[[str, str, int, dict], None] = lambda *_: None) -> SignRecord:
+    """Sign each arch and the index; `on_target(name, manifest digest, manifest length, custom)` is
+    told every signed name of every arch (what a TUF release binds: sign/tufmeta.py)."""
     start = time.monotonic()
     variant, repo = record.variant, record.repository
     reference = f"{record.registry}/{repo}"
@@ -97,6 +101,7 @@ def sign_variant(ws: Workspace, record: PushRecord, signer: Signer, reg: Registr
         raise RapidshipError(f"sign {variant}", "push skipped the gates (--skip-gates)",
                              "only gated images are signed: fix the gates, push again, then sign")
     signed_at, source, builder = _now(), source_info(), builder_id()
+    serial = time.time_ns() // 1_000_000  # the release's own order among builds of one commit (sign/release.py)
     arches, contents, children = {}, {}, []
     for arch, pushed in record.arches.items():
         manifest, _ = reg.get_manifest(repo, pushed.digest)
@@ -128,8 +133,12 @@ def sign_variant(ws: Workspace, record: PushRecord, signer: Signer, reg: Registr
                                                _sbom(ws, variant, arch, config_digest)),
                       f.SLSA_PROVENANCE: f.statement(reference, pushed.digest, f.SLSA_PROVENANCE, pred)}
         # the names an offline import may create: the build's own ref and the pushed one
-        sig = f.signature_artifact(reference, subject, signer.sign, names=[built.release_name, f"{reference}:{pushed.tag}"],
-                                     release=stated.payload())
+        names = [built.release_name, f"{reference}:{pushed.tag}"]
+        sig = f.signature_artifact(reference, subject, signer.sign, names=names,
+                                     release=replace(stated, serial=serial).payload())
+        for name in names:
+            on_target(name, pushed.digest, len(manifest), {"variant": variant, "arch": arch, "release": record.tag,
+                                                           "lock_sha256": built.lock_sha256, "image_id": config_digest})
         att = f.attestation_artifact({k: f.envelope(v, signer.sign) for k, v in statements.items()}, subject)
         log(f"{arch}: signing {reference}@{pushed.digest[:19]} (signature, SBOM, provenance)")
         attach(reg, repo, pushed.digest, sig, att)

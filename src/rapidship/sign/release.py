@@ -2,14 +2,22 @@
 
 An image's release is what its config says of its build, labels `invoke build` sets and the
 signature covers (the config digest is the image id the signed manifest names):
-  org.opencontainers.image.created   the build's UTC time, whole seconds: the order of releases
+  org.opencontainers.image.created   the build's UTC time, whole seconds (SOURCE_DATE_EPOCH: the
+                                     commit's time, so every rebuild of one commit states the same)
   org.opencontainers.image.revision  the source commit, shown beside it
-The signed payload repeats both (`io.rapidship.release`), and a verifier requires the two to agree.
+The signed payload repeats both (`io.rapidship.release`), and a verifier requires the two to agree;
+it adds `serial`, the signing time in milliseconds, which only the signature states: the order of
+two builds of one commit (a base refreshed for a security fix is the same commit, other content).
 
-The rule (`refusal`): a name may move from the image it points at now to one whose release is
-older only when the operator says so (--allow-downgrade). install.sh applies the same rule in sh:
-it compares `key` (the 14 digits YYYYMMDDHHMMSS of a UTC time written as `invoke build` writes it,
-anything else has no key), so both readers order the same strings the same way.
+The rule (`refusal`), a release's order being (created, serial): a name may move from the image it
+points at now to another only when the incoming order is higher, unless the operator says so
+(--allow-downgrade). An older `created` is a rollback; an equal `created` is the same commit, and
+the move is allowed only when both serials are known (the incoming from its verified signature, the
+current from the site's record of what it loaded, `LEDGER`) and the incoming one is higher: the
+same commit with other content and no known order is refused, never guessed. install.sh applies
+the same rule in sh: it compares `key` (the 14 digits YYYYMMDDHHMMSS of a UTC time written as
+`invoke build` writes it, anything else has no key) and then the serials, and writes and reads
+the same ledger lines (`ledger_line`).
 """
 
 from __future__ import annotations
@@ -25,10 +33,14 @@ REVISION_LABEL = "org.opencontainers.image.revision"
 _UTC = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:Z|\+00:00)$")
 
 
+LEDGER = "releases"  # in the site directory: one `ledger_line` per image loaded with a signed serial
+
+
 @dataclass(frozen=True)
 class Release:
     created: str
     revision: str = ""
+    serial: int = 0  # the signing time in ms, from a verified signature; 0: not known
 
     @property
     def key(self) -> int:
@@ -37,8 +49,12 @@ class Release:
     def describe(self) -> str:
         return self.created + (f" ({self.revision[:12]})" if self.revision else "")
 
-    def payload(self) -> dict[str, str]:
-        return {"created": self.created, "revision": self.revision}
+    def payload(self) -> dict:
+        return {"created": self.created, "revision": self.revision} | ({"serial": self.serial} if self.serial else {})
+
+    def built(self) -> "Release":
+        """What the image's labels can state (no serial): compared with what a payload repeats."""
+        return Release(self.created, self.revision)
 
 
 def key_of(created: object) -> int | None:
@@ -75,20 +91,43 @@ def of_payload(payload: object) -> Release | None:
     stated = optional.get(RELEASE_KEY) if isinstance(optional, dict) else None
     if not isinstance(stated, dict) or not isinstance(stated.get("created"), str):
         return None
-    revision = stated.get("revision")
-    return Release(stated["created"], revision if isinstance(revision, str) else "")
+    revision, serial = stated.get("revision"), stated.get("serial")
+    return Release(stated["created"], revision if isinstance(revision, str) else "",
+                   serial if isinstance(serial, int) and not isinstance(serial, bool) and serial > 0 else 0)
+
+
+def ledger_line(image_id: str, r: Release) -> str:
+    """`<image id> <created> <serial>`: the site's record that it loaded this image as this release."""
+    return f"{image_id} {r.created} {r.serial}\n"
+
+
+def read_ledger(text: str) -> dict[str, int]:
+    """image id -> the highest serial the site recorded for it (lines it cannot read are skipped)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2].isdigit():
+            out[parts[0]] = max(out.get(parts[0], 0), int(parts[2]))
+    return out
 
 
 def refusal(name: str, current: Release | None, current_id: str, incoming: Release | None, incoming_id: str) -> str:
     """'' when `name` may move from the image it points at now (`current_id`, '' when none) to
-    `incoming_id`; else the sentence saying why not. Only an older release is refused: equal keys
-    are the same build, and a name nothing points at (a first install) has nothing to compare."""
+    `incoming_id`; else the sentence saying why not. A name nothing points at (a first install), or
+    one pointing at an image that states no release, has nothing to compare."""
     if not current_id or current_id == incoming_id or current is None:
         return ""
+    now = f"{name} now points at {current_id[:19]}, release {current.describe()}"
     if incoming is None:
-        return (f"{name} now points at {current_id[:19]}, release {current.describe()}; the incoming "
-                f"{incoming_id[:19]} states no release, so it cannot be shown not to be older")
+        return (f"{now}; the incoming {incoming_id[:19]} states no release, so it cannot be shown not to be older")
     if incoming.key < current.key:
-        return (f"{name} now points at {current_id[:19]}, release {current.describe()}; the incoming "
-                f"{incoming_id[:19]} is the older release {incoming.describe()} (a rollback)")
-    return ""
+        return f"{now}; the incoming {incoming_id[:19]} is the older release {incoming.describe()} (a rollback)"
+    if incoming.key > current.key or (current.serial and incoming.serial > current.serial):
+        return ""
+    if current.serial and incoming.serial:
+        return (f"{now} signed as serial {current.serial}; the incoming {incoming_id[:19]} is a build of the same "
+                f"commit signed earlier, as serial {incoming.serial} (a rollback)")
+    unknown = "the site has no record of the current one's signed serial" if not current.serial \
+        else "the incoming one states no signed serial"
+    return (f"{now}; the incoming {incoming_id[:19]} is another build of the same commit and {unknown}, so it "
+            "cannot be shown not to be older (a possible rollback)")

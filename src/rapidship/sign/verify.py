@@ -267,11 +267,13 @@ def check_release(v: Verdict, config: dict) -> None:
     if v.release is None:
         v.problems.append(f"{v.digest[:19]}: the image states no release ({release.CREATED_LABEL} as a UTC time): "
                           "a loader cannot tell it from an older one")
-    elif v.signed_release is not None and v.signed_release != v.release:
+    elif v.signed_release is not None and v.signed_release.built() != v.release:
         v.problems.append(f"{v.digest[:19]}: the signed payload states release {v.signed_release.describe()}, the "
                           f"image's labels {v.release.describe()}")
     else:
-        v.checked.append(f"release {v.release.describe()}")
+        if v.signed_release is not None:  # the serial only the signature states: the order within one commit
+            v.release = v.signed_release
+        v.checked.append(f"release {v.release.describe()}" + (f", serial {v.release.serial}" if v.release.serial else ""))
 
 
 def _check_reference(v: Verdict, references: set[str] | None) -> None:

@@ -70,7 +70,9 @@ def test_the_disc_carries_every_signature_and_the_keys_fingerprint(signed):
             assert json.loads((folder / "manifest.json").read_bytes())["config"]["digest"] == image["image_id"]
             payload = json.loads((folder / "payload.json").read_text())
             assert payload["critical"]["image"]["docker-manifest-digest"] == image["signed_digest"]
-            assert payload["optional"]["io.rapidship.release"] == {"created": CREATED, "revision": "0d" * 20}
+            stated = payload["optional"]["io.rapidship.release"]
+            assert stated == {"created": CREATED, "revision": "0d" * 20, "serial": stated["serial"]}
+            assert isinstance(stated["serial"], int) and stated["serial"] > 1_700_000_000_000  # ms since the epoch
         check = subprocess.run(["sha256sum", "-c", "--strict", "SHA256SUMS"], cwd=volume, capture_output=True, text=True)
         assert check.returncode == 0 and "signatures/" in check.stdout, check.stdout
 

@@ -85,3 +85,39 @@ def test_links_and_directories_carry_no_data_whatever_their_size_says():
     info.type, info.linkname, info.size = tarfile.LNKTYPE, "a", 4096  # a size field a link should not have
     data = info.tobuf(tarfile.GNU_FORMAT, "utf-8", "strict") + build([("a", tarfile.REGTYPE, b"x")], tarfile.GNU_FORMAT)
     assert ours(data, 4096) == [(False, 0, b""), (True, 1, b"x")] == theirs(data)
+
+
+def test_an_extended_header_over_one_mib_is_refused_before_it_is_read():
+    """A courier's pax or GNU long-name header declaring gigabytes: refused at its header, having
+    read one chunk; one of exactly the cap is still read (Go's archive/tar draws the line there)."""
+    import tracemalloc
+
+    from support.archives import Zeros, extended_header
+
+    member = build([("a", tarfile.REGTYPE, b"x")], tarfile.GNU_FORMAT)
+    for kind in (tarfile.XHDTYPE, tarfile.GNUTYPE_LONGNAME):
+        raw = Zeros(extended_header(kind, 3 << 30), 3 << 30, member)
+        tracemalloc.start()
+        with pytest.raises(tarfile.ReadError, match="member 0 has an extended header of 3,221,225,472 bytes, more "
+                                                    "than the 1,048,576"):
+            list(TarStream(raw, 1 << 16).members())
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert raw.read_bytes <= 1 << 16 and peak < 1 << 20
+    at_cap = extended_header(tarfile.GNUTYPE_LONGNAME, 1 << 20) + b"n" * (1 << 20) + member
+    assert ours(at_cap, 4096) == [(True, 1, b"x")]
+
+
+def test_a_global_header_is_skipped_without_holding_it():
+    from support.archives import Zeros, extended_header
+
+    import tracemalloc
+
+    member = build([("a", tarfile.REGTYPE, b"x")], tarfile.GNU_FORMAT)
+    raw = Zeros(extended_header(tarfile.XGLTYPE, 64 << 20), 64 << 20, member)
+    tracemalloc.start()
+    stream = TarStream(raw, 1 << 16)
+    found = [(regular, size, b"".join(bytes(v) for v in stream.data())) for _, regular, size in stream.members()]
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert found == [(True, 1, b"x")] and peak < 1 << 20

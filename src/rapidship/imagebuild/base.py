@@ -143,6 +143,9 @@ def enable_emulation(arch: Arch) -> None:
     """Foreign-arch RUN steps need binfmt_misc + qemu; mount and enable them if they are not yet."""
     if arch.value == host_arch():
         return
+    if not shutil.which("arch-test"):  # mmdebstrap runs it to check the emulated arch before it starts
+        raise ConfigError("--arch", f"making a {arch.value} base here needs arch-test, qemu-user-static and "
+                          "binfmt-support", "apt-get install arch-test qemu-user-static binfmt-support")
     qemu = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64"}[arch.value]
     binfmt = Path("/proc/sys/fs/binfmt_misc")
     if not (binfmt / "register").exists():
@@ -150,7 +153,7 @@ def enable_emulation(arch: Arch) -> None:
     if not (binfmt / qemu).exists():
         if not shutil.which("update-binfmts"):
             raise ConfigError("--arch", f"building {arch.value} here needs qemu-user-static and binfmt-support",
-                              "apt-get install qemu-user-static binfmt-support")
+                              "apt-get install arch-test qemu-user-static binfmt-support")
         _run(["update-binfmts", "--enable", qemu], f"enabling {qemu}")
 
 

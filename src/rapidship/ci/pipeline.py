@@ -9,7 +9,7 @@ One set of job definitions serves two profiles:
   or kaniko, images handed between runners through a per-pipeline candidate tag in the Harbor
   staging project, the BuildKit cache and the trivy DB mirrored in Harbor.
 - `local`: one machine with a shell executor and its own dockerd (gitlab-ci-local), a loopback
-  registry in place of Harbor, bases made with debootstrap.
+  registry in place of Harbor, bases made with mmdebstrap (`invoke base`).
 
 DAG: every job `needs:` only its own variant's jobs, so one variant failing holds no other.
 The one exception is `report`, last: it waits for every stage (`when: always`, so also after
@@ -112,7 +112,7 @@ class Profile:
     registry: str                # where `invoke push` puts per-arch tags and the manifest list
     handoff: bool                # images move between jobs through candidate tags in `registry`
     variables: dict[str, str] = field(default_factory=dict)
-    bootstrap_bases: bool = False  # make Debian-family bases with debootstrap (nothing to pull)
+    bootstrap_bases: bool = False  # make Debian-family bases with mmdebstrap (nothing to pull)
     arches: tuple[Arch, ...] | None = None  # None: every arch of each variant
     trivy_db_repository: str | None = None  # None: a DB planted from LOCAL_ADVISORIES (no network)
     robots: bool = False  # registry robots reach jobs through scoped environments (GitLab); else from the shell

@@ -44,7 +44,7 @@ def needs(v: Variant) -> list[Need]:
     else:
         base = Need(f"{_a(_os_name(v))} base in the registry",
                     f"pulled as {v.bases.runtime} through the proxy cache `invoke harbor.apply` sets up; "
-                    "debootstrap cannot make an RPM-family base", False)
+                    "mmdebstrap cannot make an RPM-family base", False)
     if v.flavour is Flavour.conda:
         env = Need("a conda mirror", f"`invoke lock --env {v.env} --conda-channel NAME=URL` makes the locks, "
                                      f"`invoke build --variant {v.id} --conda-channel URL` installs them", False)

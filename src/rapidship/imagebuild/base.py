@@ -52,11 +52,11 @@ def plan_base(m: Matrix, os_key: str, arch: Arch, mirror: str | None, conda_buil
         oses = sorted({v.os for v in m.variants.values()})
         raise ConfigError("--os", f"no variant uses os {os_key!r}", f"use one of: {', '.join(oses)}")
     if variant.family != "deb":
-        raise ConfigError("--os", f"{os_key} is an RPM-family OS and cannot be bootstrapped with debootstrap",
+        raise ConfigError("--os", f"{os_key} is an RPM-family OS and cannot be bootstrapped with mmdebstrap",
                           "pull its base through the registry prefix in variants.yaml (docs/bases.md)")
     suite = SUITES.get((variant.distro, variant.os_version))
     if suite is None:
-        raise ConfigError("--os", f"no debootstrap suite known for {variant.distro} {variant.os_version}",
+        raise ConfigError("--os", f"no Debian suite known for {variant.distro} {variant.os_version}",
                           f"known: {', '.join(f'{d} {v}' for d, v in SUITES)}")
     if conda_builder:
         ref = next((v.bases.builder for v in m.variants.values() if v.flavour.value == "conda"), None)
@@ -105,14 +105,14 @@ def _run(cmd: list[str], what: str, log: Path | None = None, **kw) -> None:
         raise RapidshipError(what, f"failed with exit code {proc.returncode}: {detail}", "check the log and retry")
 
 
-# what debootstrap and apt say when they stop: the cause belongs in the message, not only in the log
+# what mmdebstrap and apt say when they stop: the cause belongs in the message, not only in the log
 _CAUSES = ("Failed getting release file", "Failed getting release signature file", "Couldn't download",
            "Unable to fetch", "Invalid Release signature", "Temporary failure resolving", "Could not resolve",
            "No such file or directory", "E: ")
 
 
 def log_cause(log: Path) -> str:
-    """The last line of `log` that says why debootstrap (or apt) stopped, or ''."""
+    """The last line of `log` that says why mmdebstrap (or apt) stopped, or ''."""
     try:
         lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
@@ -143,6 +143,9 @@ def enable_emulation(arch: Arch) -> None:
     """Foreign-arch RUN steps need binfmt_misc + qemu; mount and enable them if they are not yet."""
     if arch.value == host_arch():
         return
+    if not shutil.which("arch-test"):  # mmdebstrap runs it to check the emulated arch before it starts
+        raise ConfigError("--arch", f"making a {arch.value} base here needs arch-test, qemu-user-static and "
+                          "binfmt-support", "apt-get install arch-test qemu-user-static binfmt-support")
     qemu = {"arm64": "qemu-aarch64", "amd64": "qemu-x86_64"}[arch.value]
     binfmt = Path("/proc/sys/fs/binfmt_misc")
     if not (binfmt / "register").exists():
@@ -150,7 +153,7 @@ def enable_emulation(arch: Arch) -> None:
     if not (binfmt / qemu).exists():
         if not shutil.which("update-binfmts"):
             raise ConfigError("--arch", f"building {arch.value} here needs qemu-user-static and binfmt-support",
-                              "apt-get install qemu-user-static binfmt-support")
+                              "apt-get install arch-test qemu-user-static binfmt-support")
         _run(["update-binfmts", "--enable", qemu], f"enabling {qemu}")
 
 

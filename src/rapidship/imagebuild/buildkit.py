@@ -131,22 +131,10 @@ def stage_bases(variant: Variant, arch: Arch) -> dict[str, tuple[str, Arch]]:
 
 
 def local_base_args(variant: Variant, arch: Arch, ws: Workspace | None = None, run: str | None = None) -> dict[str, str]:
-    """Each stage's base: the one this run's base record names (its own engine name, checked to still
-    be that image id), else the name variants.yaml gives (a pulled base, or a plain name or arch
-    alias); fail clearly when absent."""
-    ws, run = ws or Workspace(), run_id() if run is None else run
+    """Each stage's base (stage_base) where it is not the name variants.yaml gives; fail clearly when absent."""
     args = {}
     for key, (ref, base_arch) in stage_bases(variant, arch).items():
-        made = read_base(ws, ref, base_arch.value, run)
-        if made is not None:
-            now = (ENGINE.try_inspect(made.ref) or {}).get("Id", "")
-            if now != made.image_id:
-                raise ConfigError("base image", f"{ws.base(ref, base_arch.value, run)} names {made.image_id[:19]}, the "
-                                  f"engine's {made.ref} is {now[:19] or 'absent'}", "make it again: invoke base --os "
-                                  f"{variant.os}{base_flag(variant, key)} --arch {base_arch.value} --force")
-            args[key] = made.ref
-            continue
-        found = resolve_local_base(ref, base_arch)
+        found = stage_base(variant, key, arch, ws, run)
         if found is None:
             raise ConfigError("base image", f"{ref} ({base_arch.value}) is not in the engine",
                               f"pull it through the registry prefix, or make it: invoke base --os {variant.os}"
@@ -154,6 +142,23 @@ def local_base_args(variant: Variant, arch: Arch, ws: Workspace | None = None, r
         if found != ref:
             args[key] = found
     return args
+
+
+def stage_base(variant: Variant, key: str, arch: Arch, ws: Workspace | None = None, run: str | None = None) -> str | None:
+    """The engine's name of one stage's base: the one this run's base record names (checked to still
+    be that image id), else the name variants.yaml gives (a pulled base) or its arch alias; None when
+    the engine has neither. What a build builds on and what its image is normalised over."""
+    ws, run = ws or Workspace(), run_id() if run is None else run
+    ref, base_arch = stage_bases(variant, arch)[key]
+    made = read_base(ws, ref, base_arch.value, run)
+    if made is None:
+        return resolve_local_base(ref, base_arch)
+    now = (ENGINE.try_inspect(made.ref) or {}).get("Id", "")
+    if now != made.image_id:
+        raise ConfigError("base image", f"{ws.base(ref, base_arch.value, run)} names {made.image_id[:19]}, the "
+                          f"engine's {made.ref} is {now[:19] or 'absent'}", "make it again: invoke base --os "
+                          f"{variant.os}{base_flag(variant, key)} --arch {base_arch.value} --force")
+    return made.ref
 
 
 def base_flag(variant: Variant, key: str) -> str:

@@ -17,7 +17,8 @@ from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Variant, run_id
 from rapidship.records import StagedImage, Workspace
 from rapidship.imagebuild.normalise import EPOCH_LABEL, normalise
-from rapidship.imagebuild.buildkit import BuildPlan, BuildSecrets, BuiltImage, inspect_image, write_secret_files, zstd_size
+from rapidship.imagebuild.buildkit import (BuildPlan, BuildSecrets, BuiltImage, inspect_image, stage_base,
+                                          write_secret_files, zstd_size)
 
 
 # ---- daemonless builders (CI runners without a Docker engine) ----
@@ -192,8 +193,13 @@ def pull_staged(ws: Workspace, arch: str, variant: Variant) -> BuiltImage:
     if not str(labels.get(EPOCH_LABEL, "")).isdigit():
         raise RapidshipError(pinned, f"the candidate has no {EPOCH_LABEL} label (built by an older rapidship?)",
                              f"rebuild it: invoke ci.build --variant {variant.id} --arch {arch}")
-    normal = normalise(local, variant.bases.runtime, int(labels[EPOCH_LABEL]))
+    # over the base `build` takes: this run's own (its record's name), else the one variants.yaml names;
+    # that base's layers are kept byte for byte
+    base = stage_base(variant, "RUNTIME_BASE", Arch(arch), ws) or variant.bases.runtime
+    normal = normalise(local, base, int(labels[EPOCH_LABEL]))
     info = inspect_image(local)
+    normalised = {"engine_id": normal.before_id, "base": base, "base_layers_kept": normal.kept_layers,
+                  "layers_rewritten": normal.rewritten_layers}
     return BuiltImage(variant=staged.variant, arch=arch, ref=local, name=variant.ref(arch), image_id=info["Id"],
                       size_bytes=info["Size"],
                       zstd_bytes=zstd_size(local), layers=len(info["RootFS"]["Layers"]), seconds=staged.seconds,
@@ -201,4 +207,4 @@ def pull_staged(ws: Workspace, arch: str, variant: Variant) -> BuiltImage:
                       base=variant.bases.runtime, log=staged.log, extra={"staged": staged.ref, "digest": staged.digest,
                                                                        "gpu_archs": variant.gpu_archs_label(arch),
                                                                        "source_date_epoch": normal.epoch,
-                                                                       "normalised": {"engine_id": normal.before_id}})
+                                                                       "normalised": normalised})

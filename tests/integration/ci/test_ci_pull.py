@@ -16,7 +16,7 @@ from rapidship.config.matrix import load_matrix, run_id
 from support.plain_registry import serve_registry
 
 pytestmark = pytest.mark.docker
-from support.commands import ROOT  # noqa: E402
+from support.commands import ROOT, invoke  # noqa: E402
 CPU = load_matrix(ROOT / "variants.yaml").variants["cpu-debian12"]
 
 
@@ -47,7 +47,8 @@ def test_pull_staged_fetches_the_pushed_digest(engine, loopback_registry, unique
         assert pulled.startswith("sha256:")
         assert built.ref == local and built.extra == {"staged": candidate, "digest": digest, "gpu_archs": "none",
                                                       "source_date_epoch": 1796000000,
-                                                      "normalised": {"engine_id": pulled}}
+                                                      "normalised": {"engine_id": pulled, "base": variant.bases.runtime,
+                                                                     "base_layers_kept": 0, "layers_rewritten": 1}}
         # normalised as `build` normalises: another id than what the daemonless builder pushed, the epoch's times
         assert built.image_id != pulled
         created = _docker("image", "inspect", local, "--format", "{{.Created}}")
@@ -65,6 +66,38 @@ def test_pull_staged_fetches_the_pushed_digest(engine, loopback_registry, unique
             pull_staged(ws, "amd64", variant)
     finally:
         subprocess.run(["docker", "rmi", "--force", candidate, local], capture_output=True, check=False)
+
+
+def test_pull_staged_normalises_over_the_base_its_run_made(engine, loopback_registry, unique_name, tmp_path):
+    """A candidate built on this run's own base (`invoke base`, its record as written) keeps that
+    base's layer byte for byte, as `build` keeps it, whatever the shared name holds."""
+    invoke("base", "--os", "debian12")
+    made = Workspace(ROOT / "build").base(CPU.bases.runtime, "amd64", run_id())
+    record = json.loads(made.read_text())
+    ws = Workspace(tmp_path / "build")
+    ws.base(CPU.bases.runtime, "amd64", run_id()).parent.mkdir(parents=True)
+    ws.base(CPU.bases.runtime, "amd64", run_id()).write_text(made.read_text())
+    variant = CPU.model_copy(update={"image": unique_name})
+    (tmp_path / "f").write_text("on the run's base\n")
+    (tmp_path / "Dockerfile").write_text(f'FROM {record["ref"]}\nCOPY f /f\n'
+                                         'LABEL io.rapidship.source-date-epoch="1796000000"\n')
+    candidate = f"{loopback_registry}/{unique_name}:{variant.tag('amd64')}-ci10"
+    engine.images.build(path=str(tmp_path), tag=candidate, rm=True)
+    try:
+        _docker("push", "--quiet", candidate)
+        digest = _docker("image", "inspect", candidate, "--format", "{{index .RepoDigests 0}}").split("@")[1]
+        _docker("rmi", candidate)
+        write_staged(ws, StagedImage(variant=variant.id, arch="amd64", ref=candidate, digest=digest,
+                                     builder="buildctl", seconds=1.0, log="-"))
+        built = pull_staged(ws, "amd64", variant)
+        assert built.extra["normalised"]["base"] == record["ref"] != CPU.bases.runtime
+        assert built.extra["normalised"]["base_layers_kept"] == 1 and built.extra["normalised"]["layers_rewritten"] == 1
+        base_layers = json.loads(_docker("image", "inspect", record["image_id"], "--format", "{{json .RootFS.Layers}}"))
+        layers = json.loads(_docker("image", "inspect", built.image_id, "--format", "{{json .RootFS.Layers}}"))
+        assert layers[:1] == base_layers and len(layers) == 2
+    finally:
+        subprocess.run(["docker", "rmi", "--force", candidate, variant.local_ref("amd64", run_id())],
+                       capture_output=True, check=False)
 
 
 def test_pull_staged_uses_the_ci_credentials(engine, unique_name, tmp_path, monkeypatch):

@@ -19,12 +19,22 @@ ARCH = "arm64"
 
 
 @pytest.fixture(scope="module")
-def arm64_image(engine):
+def arm64_base(engine) -> dict:
+    """The arm64 base this run makes under qemu-user-static: its record as `invoke base` wrote it."""
+    from rapidship.config.matrix import load_matrix, run_id
+    from rapidship.records import Workspace
+
+    invoke("base", "--os", "debian12", "--arch", ARCH)
+    name = load_matrix(ROOT / "variants.yaml").variants[CPU_VARIANT].bases.runtime
+    return json.loads(Workspace(ROOT / "build").base(name, ARCH, run_id()).read_text())
+
+
+@pytest.fixture(scope="module")
+def arm64_image(arm64_base):
     from rapidship.imagebuild.buildkit import read_record
     from rapidship.records import Workspace
 
     invoke("base", "--os", "debian12")
-    invoke("base", "--os", "debian12", "--arch", ARCH)
     invoke("build", "--variant", CPU_VARIANT, "--arch", ARCH)
     return read_record(Workspace(ROOT / "build"), CPU_VARIANT, ARCH)
 
@@ -32,6 +42,20 @@ def arm64_image(engine):
 def run(ref: str, *argv: str, entrypoint: str = "/opt/rapids/bin/python") -> subprocess.CompletedProcess:
     return subprocess.run(["docker", "run", "--rm", "--platform", f"linux/{ARCH}", "--entrypoint", entrypoint, ref, *argv],
                           capture_output=True, text=True, check=False, timeout=600)
+
+
+def test_the_arm64_base_is_this_runs_own_and_runs_as_aarch64(arm64_base):
+    """Made under qemu like the amd64 base (SOURCE_DATE_EPOCH, one normalised layer): an arm64
+    image by its config, under this run's own name, whose programs run as aarch64."""
+    from rapidship.config.matrix import run_id
+
+    info = ENGINE.inspect(arm64_base["ref"])
+    assert info["Id"] == arm64_base["image_id"] and arm64_base["ref"].endswith(f"-{ARCH}-{run_id()}")
+    assert (info["Architecture"], info.get("Variant"), info["Created"]) == (ARCH, "v8", "2000-01-01T00:00:00Z")
+    assert len(info["RootFS"]["Layers"]) == 1 and "libc6" in arm64_base["inputs"]["packages"]
+    proc = subprocess.run(["docker", "run", "--rm", "--platform", f"linux/{ARCH}", arm64_base["image_id"], "uname", "-m"],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert (proc.returncode, proc.stdout.strip()) == (0, "aarch64"), proc.stderr
 
 
 def test_the_builder_ran_on_this_machine_and_the_runtime_is_arm64(arm64_image):

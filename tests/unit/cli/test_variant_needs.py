@@ -35,7 +35,7 @@ def test_the_needs_follow_the_matrix():
     assert missing_here(m.get("cpu-debian12")) == [] and missing_here(m.get("cuda12-debian12")) == []
     assert [n.what for n in missing_here(m.get("cuda12-kylin10"))] == ["a Kylin V10-SP3 base in the registry",
                                                                         "a conda mirror"]
-    assert "debootstrap cannot make an RPM-family base" in needs(m.get("cuda12-kylin10"))[0].provided_by
+    assert "mmdebstrap cannot make an RPM-family base" in needs(m.get("cuda12-kylin10"))[0].provided_by
     assert needs_sentence(m.get("cuda13-ubuntu24")).startswith("cuda13-ubuntu24 needs an Ubuntu 24.04 base")
 
 

@@ -31,3 +31,18 @@ def test_the_cause_of_a_failed_debootstrap_is_in_the_message(tmp_path):
     assert log_cause(log) == "E: Failed getting release file http://nowhere.invalid/debian/dists/bookworm/Release"
     log.write_text("all fine\n")
     assert log_cause(log) == ""
+
+
+def test_a_foreign_base_without_arch_test_says_what_to_install(tmp_path, monkeypatch):
+    """mmdebstrap refuses a foreign arch without arch-test: said before anything is mounted or run."""
+    import pytest
+
+    from rapidship.errors import ConfigError
+    from rapidship.imagebuild.base import enable_emulation, host_arch
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # a machine with none of the tools
+    foreign = Arch("arm64" if host_arch() == "amd64" else "amd64")
+    with pytest.raises(ConfigError) as caught:
+        enable_emulation(foreign)
+    assert caught.value.where == "--arch" and "needs arch-test" in caught.value.problem
+    assert caught.value.fix == "apt-get install arch-test qemu-user-static binfmt-support"

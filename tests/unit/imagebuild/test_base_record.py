@@ -81,3 +81,28 @@ def test_a_build_takes_the_base_its_run_made_and_refuses_one_moved_under_it(tmp_
         buildkit.local_base_args(v, Arch.amd64, ws, "ci101")
     assert "names sha256:111111111111, the engine's " + mine.ref + " is sha256:333333333333" in caught.value.problem
     assert caught.value.fix.endswith("invoke base --os debian12 --arch amd64 --force")
+
+
+def test_one_reading_of_a_stage_base_for_build_and_the_daemonless_pull(tmp_path, monkeypatch):
+    """stage_base is what `build` passes as RUNTIME_BASE and what a pulled candidate is normalised
+    over: this run's record's name, never the shared name another run moved; else the plain name or
+    the arch alias; None (and `build` refuses) when the engine has neither."""
+    from rapidship.imagebuild import buildkit, daemonless
+
+    ws = Workspace(tmp_path)
+    mine = _record(ws, "ci101", "sha256:" + "1" * 64)
+    engine = {mine.ref: mine.image_id, PLAIN: "sha256:" + "2" * 64}  # the shared name: another run's base
+    monkeypatch.setattr(buildkit.ENGINE, "try_inspect", lambda ref: {"Id": engine[ref], "Architecture": "amd64"}
+                        if ref in engine else None)
+    v = M.variants["cpu-debian12"]
+    assert daemonless.stage_base is buildkit.stage_base
+    assert buildkit.stage_base(v, "RUNTIME_BASE", Arch.amd64, ws, "ci101") == mine.ref
+    assert buildkit.local_base_args(v, Arch.amd64, ws, "ci101")["RUNTIME_BASE"] == mine.ref
+    assert buildkit.stage_base(v, "RUNTIME_BASE", Arch.amd64, ws, "ci103") == PLAIN  # no record: the plain name
+    del engine[PLAIN]
+    engine[PLAIN + "-amd64"] = "sha256:" + "4" * 64
+    assert buildkit.stage_base(v, "RUNTIME_BASE", Arch.amd64, ws, "ci103") == PLAIN + "-amd64"
+    del engine[PLAIN + "-amd64"]
+    assert buildkit.stage_base(v, "RUNTIME_BASE", Arch.amd64, ws, "ci103") is None
+    with pytest.raises(ConfigError, match="is not in the engine"):
+        buildkit.local_base_args(v, Arch.amd64, ws, "ci103")

@@ -85,16 +85,19 @@ def test_missing_ca_bundle_flag_is_a_clear_error(tmp_path):
     assert caught.value.where == "--ca-bundle"
 
 
-def test_a_missing_arm64_base_is_one_error_naming_the_command_that_makes_it(monkeypatch):
+def test_a_missing_arm64_base_is_one_error_naming_the_command_that_makes_it(monkeypatch, tmp_path):
     from rapidship.imagebuild import buildkit
+    from rapidship.records import Workspace
+
+    ws = Workspace(tmp_path)  # no base record of any run: the names variants.yaml gives decide
 
     found = {"harbor.example.internal/dockerhub/library/debian:bookworm-slim": Arch.amd64}
     monkeypatch.setattr(buildkit, "resolve_local_base", lambda ref, arch: ref if found.get(ref) == arch else None)
     monkeypatch.setattr(buildkit, "host_arch", lambda: "amd64")
     v = MATRIX.variants["cuda12-debian12"]
-    assert buildkit.local_base_args(v, Arch.amd64) == {}
+    assert buildkit.local_base_args(v, Arch.amd64, ws) == {}
     with pytest.raises(ConfigError) as caught:
-        buildkit.local_base_args(v, Arch.arm64)  # the builder base (amd64) is there, the runtime's is not
+        buildkit.local_base_args(v, Arch.arm64, ws)  # the builder base (amd64) is there, the runtime's is not
     err = caught.value
     assert err.where == "base image" and "bookworm-slim (arm64) is not in the engine" in err.problem
     assert err.fix.endswith("invoke base --os debian12 --arch arm64")

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from support.signed_discs import (ARCHES, PASSWORD, copy_dirs, error_of, from_args, image_id, install, make_disc, ok,
-                                  reseal, run, unique_name, with_metadata)
+from support.signed_discs import (ARCHES, PASSWORD, VARIANT, copy_dirs, error_of, from_args, image_id, install,
+                                  make_disc, ok, reseal, run, unique_name, with_metadata)
 
 pytestmark = pytest.mark.docker
 LATER, LATEST = "2026-12-02T00:00:00+00:00", "2026-12-03T00:00:00+00:00"
@@ -203,3 +204,44 @@ def test_the_rotation_drill(releases, disc_registry, tmp_path):
         assert none_of(first)
     finally:
         third.remove_images()
+
+
+def test_verify_and_promote_accept_an_image_only_when_tuf_resolves_it_to_that_digest(releases, tmp_path):
+    """Against the registry: a site that holds a trust root (--trust-root once, or kept in the site
+    directory) verifies and promotes release N's image only by N's metadata; N+1's signs other digests."""
+    first, second = releases
+    pushed = json.loads((first.build / VARIANT / "push.json").read_text())
+    image = f"{pushed['registry']}/{pushed['repository']}@{pushed['arches']['amd64']['digest']}"
+    site = {"RAPIDSHIP_SITE_DIR": str(tmp_path / "site")}
+
+    def verify(build, *flags):
+        return run(first.env | site, "verify", "--image", image, "--key", str(first.pub), "--build-dir", str(build),
+                   *flags)
+
+    proc = ok(verify(first.build, "--trust-root", root_v1(first)))
+    assert "TUF: 2 signed name(s) resolve to their digests in release targets v2" in proc.stderr, proc.stderr
+    newer = tufmeta_targets(second)[f"{pushed['registry']}/{pushed['repository']}:{pushed['arches']['amd64']['tag']}"]
+    message = error_of(verify(second.build))  # the root the site holds decides, no flag needed
+    said = f"the release signs manifest sha256:{newer[:12]}..., the registry carries {image[-71:-52]}"
+    assert said in message, message
+    site = {"RAPIDSHIP_SITE_DIR": str(tmp_path / "no-root")}
+    ok(verify(second.build))  # a site without a trust root decides by the key alone
+
+    def promote(site_dir, *flags):
+        return run(first.env | {"RAPIDSHIP_SITE_DIR": str(site_dir)}, "promote", "--variant", VARIANT, "--to",
+                   f"{pushed['registry']}/rel-{uuid.uuid4().hex[:6]}", "--key", str(first.pub), "--build-dir",
+                   str(first.build), "--trust-root", root_v1(first), *flags)
+
+    proc = promote(tmp_path / "s2", "--tuf-metadata", str(second.build / "trust" / "metadata"))
+    assert proc.returncode == 1 and "the release signs manifest" in error_of(proc), proc.stderr
+    assert "copied" not in proc.stderr
+    proc = ok(promote(tmp_path / "s3"))  # the workspace's own release metadata
+    assert "TUF: 2 signed name(s) resolve to their digests in release targets v2" in proc.stderr, proc.stderr
+
+
+def tufmeta_targets(disc) -> dict[str, str]:
+    """name -> sha256 hex of the release the disc's workspace trust repository signs last."""
+    from rapidship.sign import tufmeta
+
+    targets = tufmeta.Repo(tufmeta.repo_dir(disc.build)).load("targets").signed.targets
+    return {n: t.hashes["sha256"] for n, t in targets.items()}

@@ -92,6 +92,8 @@ def _trusted(checked, public, key, progress, work, site=None, trust_root=None, a
     """Signatures before anything else (or the loud skip); then, on a site that holds a TUF root
     (--trust-root once, kept in the site directory), the disc's release metadata; then pass 1 over
     the archive: what will be loaded, found by content. Nothing is loaded here."""
+    from dataclasses import replace
+
     from rapidship.export.load import plan_load
     from rapidship.export.site import trusted_tuf
     from rapidship.export.trust import check_release_trust, skipped, verify_disc
@@ -107,6 +109,7 @@ def _trusted(checked, public, key, progress, work, site=None, trust_root=None, a
         version = check_release_trust(checked, site_tuf, accept_expired, warn, Path(work) if work else None)
         expired = " (EXPIRED, accepted once with --accept-expired)" if accept_expired else ""
         trust.checked.append(f"release metadata: targets version {version}{expired}")
+        trust.releases = {i: replace(r, tuf_version=version) for i, r in trust.releases.items()}  # the order: TUF's
         console.err.print(f"TUF: every image resolves to its signed digest in release targets v{version}")
     size = sum(p["bytes"] for p, _ in checked.parts)
     scanning = progress.add_task("read archive", total=size)

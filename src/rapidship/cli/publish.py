@@ -112,16 +112,16 @@ def promote(c, variant, to=None, ca_cert=None, key=None, no_verify=False, build_
     if problems:
         raise GateFailure(f"promote {variant}", "the staged push is not of the images the records gated:\n  "
                           + "\n  ".join(problems), "gate, scan and push the same build again; nothing was copied")
-    verified = None
+    verified, tuf_version = None, None
     if public is not None:
         verified = verify_staged(reg, record, public)
         console.err.print(f"verified {host}/{record.repository}@{record.index_digest[:19]} with {fingerprint(public)[:19]}")
         names = {f"{record.registry}/{record.repository}:{a.tag}": a.digest for a in record.arches.values()}
-        tuf_gate(names, f"promote {variant}", site, trust_root, tuf_metadata, build_dir)  # the pushed names sign binds
+        tuf_version = tuf_gate(names, f"promote {variant}", site, trust_root, tuf_metadata, build_dir)
     else:
         console.err.print("[bold red]WARNING: --no-verify: promoting WITHOUT checking signatures; the record says so.[/]")
     done = promote_record(record, target, credentials_for(host), ca, RetryPolicy.from_env(), log=console.err.print,
-                          allow_downgrade=allow_downgrade)
+                          allow_downgrade=allow_downgrade, tuf_version=tuf_version or 0)
     signed = promote_signed(reg, record, done.target, verified)
     done = done.model_copy(update={"verified_with": fingerprint(public) if public is not None else "",
                                    "signed_objects": signed})

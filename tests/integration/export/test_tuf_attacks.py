@@ -245,3 +245,32 @@ def tufmeta_targets(disc) -> dict[str, str]:
 
     targets = tufmeta.Repo(tufmeta.repo_dir(disc.build)).load("targets").signed.targets
     return {n: t.hashes["sha256"] for n, t in targets.items()}
+
+
+def test_on_a_tuf_site_the_targets_version_orders_releases_not_the_labels(releases, disc_registry, tmp_path):
+    """A release that goes back to an older commit on purpose (a revert), signed as targets N+2:
+    a site deciding by TUF loads it over N+1; a site deciding by the key alone refuses the older
+    commit (sign/release.refusal: one rule, TUF's version authoritative where the site has a root)."""
+    first, second = releases
+    cont = tmp_path / "cont"
+    for part in ("snapshot", "timestamp"):
+        shutil.copytree(first.work / part, cont / part)
+    shutil.copytree(second.build / "trust", cont / "build" / "trust")
+    revert = make_disc(tmp_path / "revert", disc_registry, first.refs["amd64"].split(":")[0],
+                       "2026-11-30T00:00:00+00:00", keys=first.work / "keys", trust_from=cont)
+    try:
+        tuf_site, key_site = tmp_path / "tuf-site", tmp_path / "key-site"
+        ok(load(second, second.dirs, tuf_site))
+        revert.remove_images()
+        out = json.loads(ok(load(revert, revert.dirs, tuf_site)).stdout)
+        assert {x["image_id"] for x in out["loaded"]} == set(revert.ids.values())
+        assert out["release_metadata"] == "release metadata: targets version 4"
+        second.remove_images()
+        revert.remove_images()
+        env = second.env | {"RAPIDSHIP_SITE_DIR": str(key_site)}
+        ok(run(env, "import", *from_args(second.dirs), "--key", str(second.pub)))
+        proc = run(env, "import", *from_args(revert.dirs), "--key", str(revert.pub))
+        assert proc.returncode == 1 and "(a rollback)" in error_of(proc), proc.stderr
+        assert none_of(revert)
+    finally:
+        revert.remove_images()

@@ -150,11 +150,14 @@ class Disc:
 
 
 def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Path | None = None,
-              policy: dict | None = None, shared: dict[str, bytes] | None = None, trust: bool = False) -> Disc:
+              policy: dict | None = None, shared: dict[str, bytes] | None = None, trust: bool = False,
+              trust_from: Path | None = None) -> Disc:
     """Make, push, sign and export the two images of release `created` under `name` (a repository
     unique to the test run); `keys` reuses a key pair made before (a later release of one signer);
     `policy`: the scan rules the records say the scan was decided under; `shared`: per arch, the
-    bytes of a first layer two releases share."""
+    bytes of a first layer two releases share; `trust`: a new trust repository (invoke trust.init);
+    `trust_from`: the work folder of an earlier disc whose trust repository (TRUST_FROM/build/trust,
+    rotated or not) and online keys this release continues."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "variants.yaml").write_text(VARIANTS_YAML.format(image=name))
     refs = {arch: f"{name}:26.10-cpu-debian12-py3.11-{arch}" for arch in ARCHES}
@@ -186,9 +189,11 @@ def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Pat
         for role in ("root1", "root2", "root3", "snapshot", "timestamp"):
             ok(run(env, "keys.generate", "--out", str(work / role)))
         roots = [a for r in ("root1", "root2", "root3") for a in ("--root-key", str(work / r / "cosign.key"))]
-        online = ["--snapshot-key", str(work / "snapshot" / "cosign.key"), "--timestamp-key",
-                  str(work / "timestamp" / "cosign.key")]
+        online = online_keys(work)
         ok(run(env, "trust.init", *roots, "--targets-key", str(keys / "cosign.key"), *online, "--build-dir", str(build)))
+    elif trust_from:
+        shutil.copytree(trust_from / "build" / "trust", build / "trust")
+        online = online_keys(trust_from)
     ok(run(env, "sign", "--variant", VARIANT, "--key", str(keys / "cosign.key"), "--build-dir", str(build), *online))
     sign_record = json.loads((build / VARIANT / "sign.json").read_text())
     out = work / "export"
@@ -199,6 +204,33 @@ def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Pat
                 sign=sign_record, out=out, record=record,
                 dirs=[out / f"volume-{v['number']:02d}" for v in record["volumes"]],
                 isos=[out / v["iso"] for v in record["volumes"]])
+
+
+def online_keys(work: Path) -> list[str]:
+    """The snapshot and timestamp key flags of the trust repository made under `work`."""
+    return ["--snapshot-key", str(work / "snapshot" / "cosign.key"), "--timestamp-key",
+            str(work / "timestamp" / "cosign.key")]
+
+
+def with_metadata(disc: Disc, build: Path, to: Path) -> list[Path]:
+    """Copies of the disc's volumes whose tuf/ is what export writes from the trust repository of
+    `build` (tufmeta.disc_files: the same bytes, root chain included), MANIFEST.json and SHA256SUMS
+    made consistent again: a disc of the same images carrying other release metadata."""
+    from rapidship.sign import tufmeta
+
+    files = tufmeta.disc_files(build)
+    dirs = copy_dirs(disc.dirs, to)
+    for volume in dirs:
+        shutil.rmtree(volume / tufmeta.DISC)
+        (volume / tufmeta.DISC).mkdir()
+        for name, data in files.items():
+            (volume / name).write_bytes(data)
+        doc = json.loads((volume / "MANIFEST.json").read_text())
+        doc["files"] = {n: m for n, m in doc["files"].items() if not n.startswith(tufmeta.DISC + "/")} | {
+            n: {} for n in files}
+        (volume / "MANIFEST.json").write_text(json.dumps(doc, indent=2) + "\n")
+        reseal(volume)
+    return dirs
 
 
 def _fingerprint(pub: Path) -> str:

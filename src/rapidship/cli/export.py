@@ -92,24 +92,24 @@ def _trusted(checked, public, key, progress, work, site=None, trust_root=None, a
     """Signatures before anything else (or the loud skip); then, on a site that holds a TUF root
     (--trust-root once, kept in the site directory), the disc's release metadata; then pass 1 over
     the archive: what will be loaded, found by content. Nothing is loaded here."""
+    from dataclasses import replace
+
     from rapidship.export.load import plan_load
-    from rapidship.export.site import site_dir
+    from rapidship.export.site import trusted_tuf
     from rapidship.export.trust import check_release_trust, skipped, verify_disc
-    from rapidship.sign import tufmeta
 
     trust = None
     if public is None:
         console.err.print(f"[bold red]{skipped(checked)}[/]")
     else:
         trust = verify_disc(checked, public, key, Path(work) if work else None)
-    site_tuf = site_dir(site) / tufmeta.DISC
-    if trust_root:
-        tufmeta.seed(site_tuf, Path(trust_root))
-    if (site_tuf / "root.json").exists() and public is not None:
+    site_tuf = trusted_tuf(site, trust_root)
+    if site_tuf and public is not None:
         warn = lambda text: console.err.print(f"[bold red]{text}[/]")  # noqa: E731
         version = check_release_trust(checked, site_tuf, accept_expired, warn, Path(work) if work else None)
-        trust.checked.append(f"release metadata: targets version {version}" + (" (EXPIRED, accepted once with "
-                                                                               "--accept-expired)" if accept_expired else ""))
+        expired = " (EXPIRED, accepted once with --accept-expired)" if accept_expired else ""
+        trust.checked.append(f"release metadata: targets version {version}{expired}")
+        trust.releases = {i: replace(r, tuf_version=version) for i, r in trust.releases.items()}  # the order: TUF's
         console.err.print(f"TUF: every image resolves to its signed digest in release targets v{version}")
     size = sum(p["bytes"] for p, _ in checked.parts)
     scanning = progress.add_task("read archive", total=size)
@@ -176,13 +176,15 @@ def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, wo
                   [(x.where, x.image_id + (f" (DOWNGRADE from {x.downgraded_from})" if x.downgraded_from else ""))
                    for x in loaded])
     if json:
-        console.print_json({"export_id": checked.export_id, **_verification(trust, accept_expired), "releases": _releases(plan, trust),
+        console.print_json({"export_id": checked.export_id, **_verification(trust, accept_expired),
+                            "releases": _releases(plan, trust),
                             "loaded": [x.report() for x in loaded]})
 
 
 @task(name="export-verify", iterable=["from_"],
       help={"from": "a volume: directory or ISO file (repeatable; pass every volume of the export)",
-            "work": "directory for the scratch registry and the temporary archive (default $TMPDIR)", **KEY_HELP, **TUF_HELP,
+            "work": "directory for the scratch registry and the temporary archive (default $TMPDIR)",
+            **KEY_HELP, **TUF_HELP,
             "json": "print what was verified as JSON on stdout (ids, verification, releases)"})
 @exits_cleanly
 def export_verify(c, from_=None, work=None, key=None, no_verify=False, json=False, site=None, trust_root=None,
@@ -203,5 +205,6 @@ def export_verify(c, from_=None, work=None, key=None, no_verify=False, json=Fals
     console.table(f"export {checked.export_id}: verified", ["image", "id", "source id"],
                   [(x.ref, x.image_id, x.expected_id) for x in loaded])
     if json:
-        console.print_json({"export_id": checked.export_id, "volumes": len(checked.volumes), **_verification(trust, accept_expired),
+        console.print_json({"export_id": checked.export_id, "volumes": len(checked.volumes),
+                            **_verification(trust, accept_expired),
                             "releases": _releases(plan, trust), "verified": [x.report() for x in loaded]})

@@ -7,6 +7,7 @@ from rapidship.cli.options import task
 
 from rapidship import console
 from rapidship.cli.options import VARIANTS_HELP
+from rapidship.cli.sign import TRUST_HELP, tuf_gate
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import exits_cleanly
 from rapidship.records import Workspace
@@ -80,10 +81,11 @@ def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="b
             "key": "cosign.pub the staged objects must verify with (default $RAPIDSHIP_SIGNING_PUBLIC_KEY)",
             "no-verify": "promote without verifying signatures (LOUD; the record says so)",
             "allow-downgrade": "let the release tag move to an older release than it holds now (LOUD; recorded)",
-            "build-dir": "where build/<variant>/push.json lives", "harbor-config": "harbor configuration directory"})
+            "build-dir": "where build/<variant>/push.json lives", "harbor-config": "harbor configuration directory",
+            **TRUST_HELP})
 @exits_cleanly
 def promote(c, variant, to=None, ca_cert=None, key=None, no_verify=False, build_dir="build", harbor_config="harbor",
-            allow_downgrade=False):
+            allow_downgrade=False, site=None, trust_root=None, tuf_metadata=None):
     """Verify the staged index of a variant, then copy it with its signatures into the release project by digest."""
     import os
 
@@ -110,14 +112,16 @@ def promote(c, variant, to=None, ca_cert=None, key=None, no_verify=False, build_
     if problems:
         raise GateFailure(f"promote {variant}", "the staged push is not of the images the records gated:\n  "
                           + "\n  ".join(problems), "gate, scan and push the same build again; nothing was copied")
-    verified = None
+    verified, tuf_version = None, None
     if public is not None:
         verified = verify_staged(reg, record, public)
         console.err.print(f"verified {host}/{record.repository}@{record.index_digest[:19]} with {fingerprint(public)[:19]}")
+        names = {f"{record.registry}/{record.repository}:{a.tag}": a.digest for a in record.arches.values()}
+        tuf_version = tuf_gate(names, f"promote {variant}", site, trust_root, tuf_metadata, build_dir)
     else:
         console.err.print("[bold red]WARNING: --no-verify: promoting WITHOUT checking signatures; the record says so.[/]")
     done = promote_record(record, target, credentials_for(host), ca, RetryPolicy.from_env(), log=console.err.print,
-                          allow_downgrade=allow_downgrade)
+                          allow_downgrade=allow_downgrade, tuf_version=tuf_version or 0)
     signed = promote_signed(reg, record, done.target, verified)
     done = done.model_copy(update={"verified_with": fingerprint(public) if public is not None else "",
                                    "signed_objects": signed})

@@ -10,6 +10,13 @@ from rapidship import console
 from rapidship.errors import exits_cleanly
 from rapidship.records import Workspace
 
+TRUST_HELP = {"site": "the site directory whose trusted TUF metadata decides (default $RAPIDSHIP_SITE_DIR, else "
+                      "~/.local/state/rapidship)",
+              "trust-root": "the TUF root.json handed over out of band (once: kept in the site directory); with it, "
+                            "or a root the site already holds, each image must resolve to its digest by TUF",
+              "tuf-metadata": "the TUF repository's metadata folder to resolve with (default BUILD_DIR/trust/metadata; "
+                              "a disc's tuf/ folder is one too)"}
+
 KEY_HELP = ("cosign.key path, or a pkcs11:/awskms:// ... URI through $RAPIDSHIP_SIGNER_COMMAND "
             "(default $RAPIDSHIP_SIGNING_KEY); the password comes from $RAPIDSHIP_SIGNING_PASSWORD")
 
@@ -130,9 +137,11 @@ def split_image(image):
             "ca-cert": "PEM CA bundle of the registry (default $RAPIDSHIP_REGISTRY_CA)",
             "signed-as": "HOST/REPO the signatures may name besides the image's own repository (repeatable: "
                          "where a promoted image was signed, e.g. the staging repository)",
-            "build-dir": "where build/<variant>/push.json lives (with --variant)"}, iterable=["signed_as"])
+            "build-dir": "where build/<variant>/push.json lives (with --variant)", **TRUST_HELP},
+      iterable=["signed_as"])
 @exits_cleanly
-def verify(c, image=None, variant=None, key=None, policy=None, ca_cert=None, signed_as=None, build_dir="build"):
+def verify(c, image=None, variant=None, key=None, policy=None, ca_cert=None, signed_as=None, build_dir="build",
+           site=None, trust_root=None, tuf_metadata=None):
     """Check signature, SBOM and provenance attestations of an image (and every arch under an index)."""
     from rapidship.errors import ConfigError
     from rapidship.publish.oci import split_repository
@@ -158,7 +167,37 @@ def verify(c, image=None, variant=None, key=None, policy=None, ca_cert=None, sig
     for other in signed_as or []:  # checked like --image: HOST/REPO, no tag, no credentials
         other_host, other_repo = split_repository(other, "--signed-as")
         references.add(f"{other_host}/{other_repo}")
-    report(verify_digest(src, found.digest, public, policy, references), image)
+    verdicts = verify_digest(src, found.digest, public, policy, references)
+    if all(v.ok for v in verdicts):  # signed by the key; on a TUF site also the release's digest for each name
+        names = {n: v.digest for v in verdicts if v.kind == "image" for n in v.names}
+        tuf_gate(names, f"verify {image}", site, trust_root, tuf_metadata, build_dir)
+    report(verdicts, image)
+
+
+def tuf_gate(images: dict[str, str], what: str, site=None, trust_root=None, metadata=None, build_dir="build"):
+    """When the site decides by TUF (--trust-root, or a root held in the site directory): each signed
+    name must resolve, by python-tuf's client, to exactly its digest (sign/tufmeta.resolve), or a
+    GateFailure. Nothing happens on a site without a trust root."""
+    from pathlib import Path
+
+    from rapidship.errors import ConfigError
+    from rapidship.export.site import trusted_tuf
+    from rapidship.sign import tufmeta
+
+    site_tuf = trusted_tuf(site, trust_root)
+    if site_tuf is None:
+        return None
+    folder = Path(metadata) if metadata else tufmeta.repo_dir(build_dir) / tufmeta.METADATA
+    if not (folder / "timestamp.json").is_file():
+        raise ConfigError("--tuf-metadata", f"{folder} holds no TUF release metadata, and this site decides by it",
+                          "pass --tuf-metadata DIR: the release's metadata folder (build/trust/metadata, or a disc's "
+                          "tuf/)")
+    if not images:
+        raise ConfigError("--image", f"{what}: no signed image name to resolve",
+                          "verify an image signed by invoke sign")
+    version = tufmeta.resolve(folder, site_tuf, images, source="the registry")
+    console.err.print(f"TUF: {len(images)} signed name(s) resolve to their digests in release targets v{version}")
+    return version
 
 
 def verify_digest(src, digest, public, policy_file, references=None):
@@ -212,7 +251,8 @@ def _trust_init(c, root_key=None, root_threshold=2, targets_key=None, targets_th
         raise ConfigError("--snapshot-key / --timestamp-key", "missing", "pass both (cosign.key files or key URIs)")
     repo = tufmeta.init(tufmeta.repo_dir(build_dir), _keys(root_key, "--root-key"), int(root_threshold),
                         _keys(targets_key, "--targets-key"), int(targets_threshold),
-                        tufmeta.open_key(snapshot_key, "--snapshot-key"), tufmeta.open_key(timestamp_key, "--timestamp-key"))
+                        tufmeta.open_key(snapshot_key, "--snapshot-key"),
+                        tufmeta.open_key(timestamp_key, "--timestamp-key"))
     console.err.print(f"trust root v1 -> {repo.meta / '1.root.json'}: hand it to every site out of band "
                       "(invoke import --trust-root), once")
 
@@ -243,7 +283,8 @@ def _trust_refresh(c, snapshot_key=None, timestamp_key=None, build_dir="build"):
 
 
 _ROLE_HELP = {"root-key": "a root key (repeatable; say 3, offline)", "root-threshold": "root keys that must sign (2)",
-              "targets-key": "a release signer's key (repeatable)", "targets-threshold": "release signers that must sign",
+              "targets-key": "a release signer's key (repeatable)",
+              "targets-threshold": "release signers that must sign",
               "snapshot-key": "the snapshot role's key", "timestamp-key": "the timestamp role's key",
               "old-root-key": "a current root key (repeatable: a threshold of them)",
               "build-dir": "the workspace; the repository is build/trust"}

@@ -3,7 +3,8 @@
 `--site DIR` (default $RAPIDSHIP_SITE_DIR, else ~/.local/state/rapidship), the same directory for
 `invoke import` and install.sh. It holds `releases` (sign/release.py LEDGER): one line per image
 loaded from a verified signature, with the serial that signature states, so that another build of
-the same commit is ordered by its serial and not guessed.
+the same commit is ordered by its serial and not guessed; and `tuf/`, the TUF metadata the site
+trusts (seeded once from --trust-root), which import, export-verify, verify and promote decide by.
 """
 
 from __future__ import annotations
@@ -21,6 +22,20 @@ ENV = "RAPIDSHIP_SITE_DIR"
 
 def site_dir(flag: str | None) -> Path:
     return Path(flag or os.environ.get(ENV) or Path.home() / ".local" / "state" / "rapidship")
+
+
+def trusted_tuf(flag: str | None, trust_root: str | None) -> Path | None:
+    """The site's trusted TUF metadata folder when the site decides by TUF (a root was given once,
+    now or before), else None. `trust_root` seeds it the first time (sign/tufmeta.seed)."""
+    from rapidship.sign import tufmeta
+
+    folder = site_dir(flag) / tufmeta.DISC
+    if trust_root:
+        if not Path(trust_root).is_file():
+            raise ConfigError("--trust-root", f"{trust_root} is not a file",
+                              "pass the root.json handed over out of band (N.root.json of invoke trust.init)")
+        tufmeta.seed(folder, Path(trust_root))
+    return folder if (folder / "root.json").exists() else None
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -251,12 +251,14 @@ def releases_under(reg: Registry, repo: str, ref: str) -> dict[str, tuple[str, R
     return out
 
 
-def promote_downgrades(reg: Registry, record: PushRecord, dst: str) -> list[tuple[str, str]]:
-    """(name, sentence) for every arch whose release the promotion would move `dst:tag` back to."""
+def promote_downgrades(reg: Registry, record: PushRecord, dst: str, tuf_version: int = 0) -> list[tuple[str, str]]:
+    """(name, sentence) for every arch whose release the promotion would move `dst:tag` back to;
+    `tuf_version`: the trusted targets version that resolved the staged images (release.refusal)."""
     now = releases_under(reg, dst, record.tag)
     incoming = releases_under(reg, record.repository, record.index_digest)
     found = []
     for arch, (image_id, stated) in sorted(incoming.items()):
+        stated = replace(stated, tuf_version=tuf_version) if stated else None
         current_id, current = now.get(arch, ("", None))
         name = f"{record.registry}/{dst}:{record.tag} ({arch})"
         if sentence := release.refusal(name, current, current_id, stated, image_id):
@@ -266,7 +268,7 @@ def promote_downgrades(reg: Registry, record: PushRecord, dst: str) -> list[tupl
 
 def promote(record: PushRecord, target: str, creds: Credentials | None, ca_bundle: str | None = None,
             policy: RetryPolicy = RetryPolicy(), log: Callable[[str], None] = lambda _: None,
-            allow_downgrade: bool = False) -> PromoteRecord:
+            allow_downgrade: bool = False, tuf_version: int = 0) -> PromoteRecord:
     """Copy the staged index and everything under it into `target` (HOST/PROJECT) by digest. The
     release tag never moves to an older release than it holds now, unless `allow_downgrade`."""
     start = time.monotonic()
@@ -282,7 +284,7 @@ def promote(record: PushRecord, target: str, creds: Credentials | None, ca_bundl
     if dst == src:
         raise ConfigError("--to", f"{target} is where the image already is", "name the release project")
     reg = Registry(host, creds, ca_bundle, policy, on_retry=RetryCounter(log=log))
-    downgrades = promote_downgrades(reg, record, dst)
+    downgrades = promote_downgrades(reg, record, dst, tuf_version)
     if downgrades and not allow_downgrade:
         raise GateFailure(f"promote {record.variant}", "an older release would replace a newer one:\n  "
                           + "\n  ".join(s for _, s in downgrades) + "\nnothing was copied",

@@ -9,9 +9,13 @@ The signed payload repeats both (`io.rapidship.release`), and a verifier require
 it adds `serial`, the signing time in milliseconds, which only the signature states: the order of
 two builds of one commit (a base refreshed for a security fix is the same commit, other content).
 
-The rule (`refusal`), a release's order being (created, serial): a name may move from the image it
-points at now to another only when the incoming order is higher, unless the operator says so
-(--allow-downgrade). An older `created` is a rollback; an equal `created` is the same commit, and
+The rule (`refusal`), stated once for every loader, install.sh's sh copy aside. On a site that
+decides by TUF, TUF's targets version is the order and is authoritative: python-tuf's client
+refuses release metadata older than the site trusts, and an image it resolved (`tuf_version` set)
+is of the newest release the site has trusted, so it may replace whatever the name points at. On a
+site that decides by the key alone, a release's order is (created, serial): a name may move from
+the image it points at now to another only when the incoming order is higher, unless the operator
+says so (--allow-downgrade). An older `created` is a rollback; an equal `created` is the same commit, and
 the move is allowed only when both serials are known (the incoming from its verified signature, the
 current from the site's record of what it loaded, `LEDGER`) and the incoming one is higher: the
 same commit with other content and no known order is refused, never guessed. install.sh applies
@@ -41,6 +45,7 @@ class Release:
     created: str
     revision: str = ""
     serial: int = 0  # the signing time in ms, from a verified signature; 0: not known
+    tuf_version: int = 0  # the trusted targets version that resolved this image on a TUF site; 0: not decided by TUF
 
     @property
     def key(self) -> int:
@@ -114,8 +119,9 @@ def read_ledger(text: str) -> dict[str, int]:
 def refusal(name: str, current: Release | None, current_id: str, incoming: Release | None, incoming_id: str) -> str:
     """'' when `name` may move from the image it points at now (`current_id`, '' when none) to
     `incoming_id`; else the sentence saying why not. A name nothing points at (a first install), or
-    one pointing at an image that states no release, has nothing to compare."""
-    if not current_id or current_id == incoming_id or current is None:
+    one pointing at an image that states no release, has nothing to compare. An image TUF resolved
+    in the site's trusted release is that release's: TUF's versions already ordered it."""
+    if not current_id or current_id == incoming_id or current is None or (incoming and incoming.tuf_version):
         return ""
     now = f"{name} now points at {current_id[:19]}, release {current.describe()}"
     if incoming is None:

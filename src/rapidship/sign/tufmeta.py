@@ -274,7 +274,8 @@ def _expired_sentence(disc: Path, role: str) -> str:
         expires = "an unknown date"
     ask = ("a disc with current metadata (the release team runs invoke trust.refresh: a new timestamp and "
            "snapshot, no new images)")
-    return f"the disc's {role} metadata expired on {expires}: ask the sender for {ask}, or accept it once with --accept-expired"
+    return (f"the disc's {role} metadata expired on {expires}: ask the sender for {ask}, or accept it once "
+            "with --accept-expired")
 
 
 def revoked_sentence(disc: Path, site_tuf: Path) -> str:
@@ -300,10 +301,11 @@ def revoked_sentence(disc: Path, site_tuf: Path) -> str:
 
 
 def resolve(disc: Path, site_tuf: Path, images: dict[str, str], accept_expired: bool = False,
-            warn=lambda _: None) -> int:
+            warn=lambda _: None, source: str = "the disc") -> int:
     """Every `images` name -> manifest digest must be a target of the disc's release, as
     python-tuf's client resolves it from the site's trusted metadata. Raises one GateFailure naming
-    each refusal; returns the targets version accepted (the site's metadata is then updated)."""
+    each refusal; returns the targets version accepted (the site's metadata is then updated).
+    `source`: where the images are, as the refusal names it (a disc, or a registry for verify)."""
     from tuf.api import exceptions as x
     from tuf.ngclient import Updater
 
@@ -337,8 +339,8 @@ def resolve(disc: Path, site_tuf: Path, images: dict[str, str], accept_expired: 
             problems.append(f"{name} is not a target of the release the disc's metadata signs (an image it adds, "
                             "or an image under another name)")
         elif info.hashes.get("sha256") != digest.removeprefix("sha256:"):
-            problems.append(f"{name}: the release signs manifest sha256:{info.hashes.get('sha256', '')[:12]}..., the "
-                            f"disc carries {digest[:19]} (another release's image, or not a release's at all)")
+            problems.append(f"{name}: the release signs manifest sha256:{info.hashes.get('sha256', '')[:12]}..., "
+                            f"{source} carries {digest[:19]} (another release's image, or not a release's at all)")
     if problems:
         raise _refused(*problems)
     return updater._trusted_set.targets.version  # noqa: SLF001

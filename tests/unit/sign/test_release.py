@@ -64,6 +64,16 @@ def test_builds_of_one_commit_are_ordered_by_their_signed_serials_only():
     assert "(a rollback)" in r.refusal("x:1", first, a, older_commit, b)  # a later serial never outranks the commit
 
 
+def test_on_a_tuf_site_the_trusted_targets_version_is_the_order():
+    from dataclasses import replace
+
+    new, old = r.Release("2026-12-02T00:00:00+00:00", "b" * 40, 2000), r.Release("2026-11-01T00:00:00Z", "a" * 40, 1)
+    a, b = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    assert "(a rollback)" in r.refusal("x:1", new, b, old, a)  # by the key alone: an older commit
+    assert r.refusal("x:1", new, b, replace(old, tuf_version=4), a) == ""  # TUF resolved it in the trusted release
+    assert "tuf_version" not in replace(old, tuf_version=4).payload()  # never written into a signature
+
+
 def test_install_sh_reads_the_ledger_lines_python_writes():
     body = INSTALL_BODY.read_text()
     function = re.search(r"^ledger_serial\(\) \{.*?^\}\n", body, re.S | re.M).group(0)

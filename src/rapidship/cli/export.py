@@ -88,7 +88,7 @@ def _checked_volumes(sources, progress):
     return checked
 
 
-def _trusted(checked, public, key, progress, work, site=None, trust_root=None, accept_expired=False):
+def _trusted(checked, public, key, progress, work, site=None, trust_root=None, accept_expired=False, for_docker=False):
     """Signatures before anything else (or the loud skip); then, on a site that holds a TUF root
     (--trust-root once, kept in the site directory), the disc's release metadata; then pass 1 over
     the archive: what will be loaded, found by content. Nothing is loaded here."""
@@ -113,13 +113,17 @@ def _trusted(checked, public, key, progress, work, site=None, trust_root=None, a
         console.err.print(f"TUF: every image resolves to its signed digest in release targets v{version}")
     size = sum(p["bytes"] for p, _ in checked.parts)
     scanning = progress.add_task("read archive", total=size)
-    plan = plan_load(checked, lambda n: progress.advance(scanning, n))
+    plan = plan_load(checked, lambda n: progress.advance(scanning, n), for_docker)
     if trust:
         console.err.print(f"verified {len(trust.images)} image(s) with key {trust.fingerprint[:19]}: signature, SBOM "
                           "and provenance attestations, signed names and release")
     console.err.print(f"found every config and layer of {len(plan.images)} image(s) by content; the loader gets an "
                       f"archive written from them alone ({plan.ignored} other member(s) of the disc's archive are "
                       "not passed on)")
+    if plan.skipped or plan.from_store or plan.held_images:
+        console.err.print(f"delta disc: {plan.skipped} layer(s) the engine holds by chain ID stay in it; "
+                          f"{len(plan.from_store)} read from its layer store and "
+                          f"{len(plan.held_layers)} from docker save of {len(plan.held_images)} image(s), by content")
     return trust, plan
 
 
@@ -161,7 +165,8 @@ def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, wo
     warn = lambda text: console.err.print(f"[bold red]{text}[/]")  # noqa: E731
     with _progress() as progress:
         checked = _checked_volumes(from_, progress)
-        trust, plan = _trusted(checked, public, key, progress, work, site, trust_root, accept_expired)
+        trust, plan = _trusted(checked, public, key, progress, work, site, trust_root, accept_expired,
+                               for_docker=not registry)
         signed, ledger = (trust.releases if trust else {}), Ledger.at(site)
         loading = progress.add_task("push" if registry else "docker load", total=plan.layer_bytes)
         if registry:

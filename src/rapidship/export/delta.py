@@ -9,8 +9,9 @@ MANIFEST.json (PREVIOUS's export id, its images, the layers expected on the host
 `write_archive` writes the docker-archive of the disc (configs, the layers PREVIOUS lacks, a
 manifest.json naming all layers), read from one `docker save`.
 
-The importer never trusts `extends` for what it loads: every layer, from the disc or from the
-host's engine, is found by its content hash among the diff_ids of a signed config (export/repack.py).
+The importer never trusts `extends` for what it loads: every layer is found by its content hash
+among the diff_ids of a signed config (export/repack.py), or, for docker's loader, left to the engine
+by the chain ID those diff_ids give (export/hostlayers.py).
 """
 
 from __future__ import annotations

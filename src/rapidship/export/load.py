@@ -33,7 +33,7 @@ from typing import IO, Callable, Iterator, TypeVar
 from rapidship import oci_json
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
-from rapidship.export import repack
+from rapidship.export import hostlayers, repack
 from rapidship.export.site import Ledger
 from rapidship.export.trust import label, refusal
 from rapidship.export.verify import Checked
@@ -128,10 +128,12 @@ def decompressed(checked: Checked, consume: Callable[[IO[bytes]], T], on_bytes: 
     return result
 
 
-def plan_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: None) -> repack.Plan:
+def plan_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: None,
+              for_docker: bool = True) -> repack.Plan:
     """Pass 1: each image MANIFEST.json lists (the signed ones, once verify_disc passed), its config
     and layers found in the archive by content, under the name the disc gives it. A delta disc's
-    missing layers are found, by content too, in the host's images (`held_layers`)."""
+    missing layers come from the host (`from_host`); `for_docker`: the loader is docker's, which
+    takes a layer whose chain it holds from its own store."""
     wanted = [repack.Wanted(i["image_id"], (i["ref"],), label(i)) for i in checked.images]
     found = decompressed(checked, lambda r: repack.scan(r, {w.image_id for w in wanted}), on_bytes)
     plan, problems = repack.plan(found, wanted)
@@ -142,15 +144,36 @@ def plan_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: None
         if unlisted:
             raise refusal([f"layer {d[:23]}... is neither on the disc nor among the layers it says the host "
                            f"holds ({len(unlisted)} such)" for d in unlisted[:3]])
-        holders, left = engine_holders(missing, [i.get("image_id", "") for i in extends.get("images") or []])
-        if left:
-            raise refusal([base_missing(extends, len(left))])
-        held = scan_engine(holders, on_bytes)
-        plan, problems = repack.plan(found, wanted, held)
-        plan = dataclasses.replace(plan, held_images=tuple(holders))
+        plan, problems = from_host(found, wanted, extends, on_bytes, for_docker)
     if problems:
         raise refusal(problems)
     return plan
+
+
+def from_host(found: repack.Scan, wanted: list[repack.Wanted], extends: dict, on_bytes: Callable[[int], None],
+              for_docker: bool) -> tuple[repack.Plan, list[str]]:
+    """The layers a delta disc lacks, each by chain ID or by content, never by what the host names:
+    docker's loader keeps those whose chain (from the signed config's diff_ids) the engine holds; the
+    others are read from the engine's layer store and hashed; what that cannot give, from `docker
+    save` of the images holding it. A layer in no image of the engine: one sentence, nothing loaded."""
+    configs = [d for w in wanted if isinstance(d := repack.diff_ids(found.configs.get(w.image_id, b"")), tuple)]
+    held = hostlayers.images()
+    need = hostlayers.sort_missing(configs, lambda d: d[7:] in found.blobs, hostlayers.engine_layers(held), for_docker)
+    if need.absent:
+        raise refusal([base_missing(extends, len(need.absent))])
+    store = hostlayers.store()
+    stored = hostlayers.measured(store, need.needed, on_bytes) if store else {}
+    rest = set(need.needed) - set(stored)
+    holders: list[str] = []
+    saved = None
+    if rest:
+        holders, left = engine_holders(rest, [i.get("image_id", "") for i in extends.get("images") or []], held)
+        if left:
+            raise refusal([base_missing(extends, len(left))])
+        saved = scan_engine(holders, on_bytes)
+    missing = repack.missing_layers(found, wanted)
+    plan, problems = repack.plan(found, wanted, saved, frozenset((missing - set(need.needed)) | set(stored)))
+    return dataclasses.replace(plan, held_images=tuple(holders), from_store=stored, skipped=need.skipped), problems
 
 
 def base_missing(extends: dict, missing: int) -> str:
@@ -161,14 +184,10 @@ def base_missing(extends: dict, missing: int) -> str:
             "(invoke import --from its disc), then this one; nothing was loaded")
 
 
-def engine_holders(layers: set[str], prefer: list[str]) -> tuple[list[str], set[str]]:
-    """Images of the engine that together hold `layers` (the base release's own first), and what
-    none holds."""
-    listed = ENGINE.run_cli(["images", "--quiet", "--no-trunc", "--all"])
-    ids = list(dict.fromkeys(listed.stdout.split())) if listed.returncode == 0 else []
-    inspected = ENGINE.run_cli(["image", "inspect", *ids]) if ids else None
-    docs = json.loads(inspected.stdout) if inspected is not None and inspected.returncode == 0 else []
-    holds = {d["Id"]: set((d.get("RootFS") or {}).get("Layers") or []) for d in docs}
+def engine_holders(layers: set[str], prefer: list[str], held: dict[str, list[str]]) -> tuple[list[str], set[str]]:
+    """Images of the engine (`held`: hostlayers.images()) that together hold `layers` (the base
+    release's own first), and what none holds."""
+    holds = {image_id: set(layers_) for image_id, layers_ in held.items()}
     order = [i for i in prefer if i in holds] + sorted(set(holds) - set(prefer))
     chosen, left = [], set(layers)
     for image_id in order:
@@ -200,8 +219,14 @@ class _Counting:
 
 
 def held_archive(plan: repack.Plan):
-    """What repack.write opens for the layers a delta disc takes from the host (None for a full disc)."""
+    """What repack.write opens for the layers a delta disc takes from `docker save` (None for a full disc)."""
     return (lambda: ENGINE.save(*plan.held_images)) if plan.held_images else None
+
+
+def stored_layers(plan: repack.Plan):
+    """What repack.write reads the layers a delta disc takes from the engine's layer store with."""
+    store = hostlayers.store() if plan.from_store else None
+    return store.read if store else None
 
 
 def _changed(err: repack.Changed) -> GateFailure:
@@ -221,7 +246,8 @@ def docker_load(checked: Checked, plan: repack.Plan, on_bytes: Callable[[int], N
     reader = threading.Thread(target=lambda: output.append(load.stdout.read()), daemon=True)
     reader.start()
     try:
-        decompressed(checked, lambda r: repack.write(r, plan, load.stdin, on_bytes, held_archive(plan)), lambda _: None)
+        decompressed(checked, lambda r: repack.write(r, plan, load.stdin, on_bytes, held_archive(plan),
+                                                           stored_layers(plan)), lambda _: None)
     except repack.Changed as err:
         load.kill()
         raise _changed(err) from None
@@ -350,7 +376,8 @@ def registry_push(checked: Checked, plan: repack.Plan, registry: str, tls_verify
         archive = Path(tmp) / "images.tar"
         with open(archive, "wb") as fh:
             try:
-                decompressed(checked, lambda r: repack.write(r, plan, fh, on_bytes, held_archive(plan)), lambda _: None)
+                decompressed(checked, lambda r: repack.write(r, plan, fh, on_bytes, held_archive(plan),
+                                                                 stored_layers(plan)), lambda _: None)
             except repack.Changed as err:
                 raise _changed(err) from None
         _ids_before_push(checked, archive)

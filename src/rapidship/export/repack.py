@@ -26,7 +26,7 @@ import json
 import re
 import tarfile
 from dataclasses import dataclass, field
-from typing import IO, Callable, ContextManager
+from typing import IO, Callable, ContextManager, Iterable, Iterator
 
 from rapidship import oci_json
 from rapidship.export.tarstream import TarStream
@@ -84,10 +84,17 @@ class Plan:
     held_take: dict[int, str] = field(default_factory=dict)
     held_sizes: dict[int, int] = field(default_factory=dict)
     held_images: tuple[str, ...] = ()  # the host's images that archive is saved from
+    # a delta disc: layers read from the engine's layer store (export/hostlayers.py): diff_id -> (chain, bytes)
+    from_store: dict[str, tuple[str, int]] = field(default_factory=dict)
+    skipped: int = 0  # layers the disc lacks that docker's loader takes from the engine by chain ID
+
+    @property
+    def held_layers(self) -> set[str]:
+        return set(self.held_take.values())
 
     @property
     def layer_bytes(self) -> int:
-        return sum(self.sizes.values()) + sum(self.held_sizes.values())
+        return sum(self.sizes.values()) + sum(self.held_sizes.values()) + sum(n for _, n in self.from_store.values())
 
 
 # ---- pass 1 --------------------------------------------------------------------------------------
@@ -130,9 +137,11 @@ def diff_ids(config: bytes) -> tuple[str, ...] | str:
     return tuple(listed)
 
 
-def plan(found: Scan, wanted: list[Wanted], held: Scan | None = None) -> tuple[Plan, list[str]]:
+def plan(found: Scan, wanted: list[Wanted], held: Scan | None = None,
+         elsewhere: frozenset[str] = frozenset()) -> tuple[Plan, list[str]]:
     """Every image's config and layers by content (a layer the archive lacks from `held`, the host's
-    own archive, when given); problems name the image and what is missing."""
+    own archive, when given; none for the diff_ids `elsewhere`, which the host gives another way:
+    export/hostlayers.py); problems name the image and what is missing."""
     images: list[Planned] = []
     take: dict[int, str] = {}
     sizes: dict[int, int] = {}
@@ -151,6 +160,8 @@ def plan(found: Scan, wanted: list[Wanted], held: Scan | None = None) -> tuple[P
         for i, diff_id in enumerate(layers, 1):
             blob = found.blobs.get(diff_id[7:])
             kept = held.blobs.get(diff_id[7:]) if held is not None and blob is None else None
+            if blob is None and diff_id in elsewhere:
+                continue
             if kept is not None:
                 held_take[kept.ordinal], held_sizes[kept.ordinal] = diff_id[7:], kept.size
             elif blob is None:
@@ -199,12 +210,14 @@ def padding(size: int) -> bytes:
 
 
 def write(stream: IO[bytes], p: Plan, out: IO[bytes], on_bytes: Callable[[int], None] = lambda _: None,
-          held: Callable[[], ContextManager[IO[bytes]]] | None = None) -> None:
-    """Copy the planned members of the tar `stream` (and of the host's archive `held` opens, for a
-    delta disc) into `out` as a new docker-archive. Raises Changed (after poisoning `out`) when a
-    member no longer hashes as planned or is missing."""
+          held: Callable[[], ContextManager[IO[bytes]]] | None = None,
+          stored: Callable[[str], Iterable[bytes]] | None = None) -> None:
+    """Copy the planned members of the tar `stream` (and, for a delta disc, of the host's archive
+    `held` opens and the layers `stored` reads from the engine's layer store by chain) into `out` as
+    a new docker-archive. Raises Changed (after poisoning `out`) when a member or a stored layer no
+    longer hashes as planned or is missing."""
     try:
-        _write(stream, p, out, on_bytes, held)
+        _write(stream, p, out, on_bytes, held, stored)
     except (Changed, tarfile.TarError) as err:
         out.write(_POISON)
         out.flush()
@@ -235,8 +248,41 @@ def _copy(stream: IO[bytes], take: dict[int, str], sizes: dict[int, int], out: I
         raise Changed(f"{len(missing)} planned layer member(s) are no longer in the archive")
 
 
+def _read_stored(stored: Callable[[str], Iterable[bytes]], chain: str, diff_id: str) -> Iterator[bytes]:
+    """The store's bytes, its read errors as Changed (a write error to the loader stays what it is)."""
+    chunks = iter(stored(chain))
+    while True:
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return
+        except OSError as err:
+            raise Changed(f"the engine's layer {diff_id[:23]}... can no longer be read ({err})") from None
+        yield chunk
+
+
+def _copy_stored(p: Plan, stored: Callable[[str], Iterable[bytes]] | None, out: IO[bytes],
+                 on_bytes: Callable[[int], None]) -> None:
+    if p.from_store and stored is None:
+        raise Changed("the plan takes layers from the engine's layer store, and it was not given")
+    for diff_id, (chain, size) in p.from_store.items():
+        out.write(member_header(f"{BLOBS}/{diff_id[7:]}", size))
+        digest, left = hashlib.sha256(), size
+        for chunk in _read_stored(stored, chain, diff_id):  # type: ignore[arg-type]
+            if len(chunk) > left:
+                raise Changed(f"the engine's layer {diff_id[:23]}... grew since it was read")
+            digest.update(chunk)
+            out.write(chunk)
+            on_bytes(len(chunk))
+            left -= len(chunk)
+        if left or "sha256:" + digest.hexdigest() != diff_id:
+            raise Changed(f"the engine's layer {diff_id[:23]}... no longer hashes to its diff_id")
+        out.write(padding(size))
+
+
 def _write(stream: IO[bytes], p: Plan, out: IO[bytes], on_bytes: Callable[[int], None],
-           held: Callable[[], ContextManager[IO[bytes]]] | None) -> None:
+           held: Callable[[], ContextManager[IO[bytes]]] | None,
+           stored: Callable[[str], Iterable[bytes]] | None) -> None:
     out.write(member_header("blobs/", 0, True) + member_header(BLOBS + "/", 0, True))
     _copy(stream, p.take, p.sizes, out, on_bytes)
     if p.held_take:
@@ -244,6 +290,7 @@ def _write(stream: IO[bytes], p: Plan, out: IO[bytes], on_bytes: Callable[[int],
             raise Changed("the plan takes layers from the host's images, and none were given")
         with held() as host:
             _copy(host, p.held_take, p.held_sizes, out, on_bytes)
+    _copy_stored(p, stored, out, on_bytes)
     written: set[str] = set()
     for image in p.images:
         if image.image_id not in written:

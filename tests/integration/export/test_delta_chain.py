@@ -1,0 +1,140 @@
+"""Deltas in a chain, on the real engine: N whole, N -> N+1, N+1 -> N+2, each changing a middle
+layer (so the layers above it have new chain IDs although their bytes are the base's). Applied in
+order they yield exactly N+1's and N+2's ids: the layers whose chain the engine holds stay in it
+(docker's loader skips them), the others are read from the engine's layer store and hashed against
+the signed config's diff_ids; no `docker save`. A site that skipped N+1 gets one sentence naming
+N+1, and nothing is loaded. Unsigned images, loaded with --no-verify: the signature path is the
+full disc's (test_signed_discs.py); a delta changes only where layers come from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rapidship.export import hostlayers
+from support.commands import invoke
+
+pytestmark = pytest.mark.docker
+
+BIG, SMALL = 2_000_000, 100_000
+
+
+def _id(ref: str) -> str | None:
+    proc = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", ref], capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _layers(ref: str) -> list[str]:
+    proc = subprocess.run(["docker", "image", "inspect", "--format", "{{json .RootFS.Layers}}", ref],
+                          capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)
+
+
+def _rmi(*refs: str) -> None:
+    subprocess.run(["docker", "rmi", *refs], capture_output=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def chain(engine, tmp_path_factory):
+    """N = shared, mid1, top; N+1 = shared, mid2, top, add; N+2 = shared, mid3, top, add. Exported:
+    N whole, N+1 since N, N+2 since N+1."""
+    prefix = f"rapidship-test-{uuid.uuid4().hex[:10]}"
+    ctx = tmp_path_factory.mktemp("ctx")
+    for name, size in (("shared.bin", BIG), ("top.bin", BIG), ("add.bin", BIG),
+                       ("mid1.bin", SMALL), ("mid2.bin", SMALL), ("mid3.bin", SMALL)):
+        (ctx / name).write_bytes(os.urandom(size))
+    refs = {k: f"{prefix}-app:{k}" for k in ("n", "n1", "n2")}
+    bodies = {"n": "COPY mid1.bin /mid.bin\nCOPY top.bin /top.bin\n",
+              "n1": "COPY mid2.bin /mid.bin\nCOPY top.bin /top.bin\nCOPY add.bin /add.bin\n",
+              "n2": "COPY mid3.bin /mid.bin\nCOPY top.bin /top.bin\nCOPY add.bin /add.bin\n"}
+    ids = {}
+    for key, body in bodies.items():
+        (ctx / "Dockerfile").write_text("FROM scratch\nCOPY shared.bin /shared.bin\n" + body)
+        image, _ = engine.images.build(path=str(ctx), tag=refs[key], rm=True)
+        ids[key] = image.id
+    out = tmp_path_factory.mktemp("discs")
+    made = {}
+    for key, since in (("n", None), ("n1", "n"), ("n2", "n1")):
+        args = ["export", "--image", refs[key], "--unsigned", "--out", str(out / key), "--json", "--keep-dirs"]
+        made[key] = json.loads(invoke(*args, *(["--since", str(out / since / "export.json")] if since else [])).stdout)
+    yield {"refs": refs, "ids": ids, "out": out, "made": made}
+    _rmi(*refs.values())
+
+
+def _import(folder: Path) -> subprocess.CompletedProcess:
+    return invoke("import", "--from", str(folder), "--no-verify", "--json", check=False)
+
+
+def test_the_layers_above_a_changed_one_share_bytes_not_chains(chain):
+    n, n1 = _layers(chain["refs"]["n"]), _layers(chain["refs"]["n1"])
+    assert n[2] == n1[2] and n[1] != n1[1]  # `top`: the same diff_id, under another parent
+    assert hostlayers.chain_ids(n)[2] != hostlayers.chain_ids(n1)[2]
+    store = hostlayers.store()
+    if store is not None:  # the chain IDs computed here are the engine's own keys
+        assert all((store.root / "image/overlay2/layerdb/sha256" / c[7:]).is_dir() for c in hostlayers.chain_ids(n1))
+    assert chain["made"]["n1"]["extends"]["export_id"] == chain["made"]["n"]["export_id"]
+    assert chain["made"]["n2"]["extends"]["export_id"] == chain["made"]["n1"]["export_id"]
+
+
+def test_two_deltas_applied_in_order_yield_each_release(chain):
+    refs, ids, out = chain["refs"], chain["ids"], chain["out"]
+    _rmi(refs["n1"], refs["n2"])
+    assert _id(refs["n"]) == ids["n"] and _id(refs["n1"]) is None and _id(refs["n2"]) is None
+    readable = hostlayers.store() is not None  # else every such layer comes from docker save, as before
+    first = _import(out / "n1")
+    assert first.returncode == 0, first.stderr
+    said = " ".join(first.stderr.split())
+    assert ("1 layer(s) the engine holds by chain ID stay in it; "
+            + ("1 read from its layer store and 0 from docker save" if readable else "0 read from its layer store and 1")
+            ) in said, said
+    assert _id(refs["n1"]) == ids["n1"]
+    second = _import(out / "n2")
+    assert second.returncode == 0, second.stderr
+    said = " ".join(second.stderr.split())
+    assert ("1 layer(s) the engine holds by chain ID stay in it; "
+            + ("2 read from its layer store and 0 from docker save" if readable else "0 read from its layer store and 2")
+            ) in said, said
+    assert [(x["ref"], x["image_id"]) for x in json.loads(second.stdout)["loaded"]] == [(refs["n2"], ids["n2"])]
+    assert _id(refs["n2"]) == ids["n2"]
+
+
+def test_export_verify_of_the_second_delta_takes_every_layer_it_lacks_from_the_store(chain):
+    refs, ids = chain["refs"], chain["ids"]
+    assert _id(refs["n1"]) == ids["n1"]
+    proc = invoke("export-verify", "--from", str(chain["out"] / "n2"), "--no-verify", "--json")
+    said = " ".join(proc.stderr.split())
+    # a registry has no chains: shared, top and add all come from the store
+    assert "0 layer(s) the engine holds by chain ID stay in it; 3 read from its layer store" in said, said
+    (verified,) = json.loads(proc.stdout)["verified"]
+    assert verified["image_id"] == verified["expected_id"] == ids["n2"]
+
+
+def test_a_layer_that_does_not_hash_to_its_diff_id_is_not_taken_from_the_store(chain):
+    store = hostlayers.store()
+    if store is None:
+        pytest.skip("the engine's layer store is not readable here")
+    n1 = _layers(chain["refs"]["n1"])
+    chains = hostlayers.chain_ids(n1)
+    got = hostlayers.measured(store, {n1[3]: chains[3], n1[2]: chains[3]}, lambda _: None)
+    assert list(got) == [n1[3]]  # `add`'s bytes, asked for as `top`, are refused
+    assert got[n1[3]][0] == chains[3] and got[n1[3]][1] > BIG
+
+
+def test_a_site_that_skipped_a_release_is_told_which_and_nothing_is_loaded(chain):
+    refs, ids, made = chain["refs"], chain["ids"], chain["made"]
+    _rmi(refs["n1"], refs["n2"])
+    assert _id(refs["n"]) == ids["n"] and _id(refs["n1"]) is None
+    proc = _import(chain["out"] / "n2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert f"this disc extends release {made['n1']['export_id'][:12]}" in said and refs["n1"] in said, said
+    assert "1 of its layers are in no image of this engine" in said and "nothing was loaded" in said
+    assert "Traceback" not in said
+    assert _id(refs["n2"]) is None and _id(refs["n1"]) is None
+    assert _id(refs["n"]) == ids["n"]  # what the site held, it still holds

@@ -151,13 +151,14 @@ class Disc:
 
 def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Path | None = None,
               policy: dict | None = None, shared: dict[str, bytes] | None = None, trust: bool = False,
-              trust_from: Path | None = None) -> Disc:
+              trust_from: Path | None = None, sign_at_push: bool = False) -> Disc:
     """Make, push, sign and export the two images of release `created` under `name` (a repository
     unique to the test run); `keys` reuses a key pair made before (a later release of one signer);
     `policy`: the scan rules the records say the scan was decided under; `shared`: per arch, the
     bytes of a first layer two releases share; `trust`: a new trust repository (invoke trust.init);
     `trust_from`: the work folder of an earlier disc whose trust repository (TRUST_FROM/build/trust,
-    rotated or not) and online keys this release continues."""
+    rotated or not) and online keys this release continues; `sign_at_push`: `invoke push --key` signs
+    (the online keys from $RAPIDSHIP_TUF_SNAPSHOT_KEY / $RAPIDSHIP_TUF_TIMESTAMP_KEY), no `invoke sign`."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "variants.yaml").write_text(VARIANTS_YAML.format(image=name))
     refs = {arch: f"{name}:26.10-cpu-debian12-py3.11-{arch}" for arch in ARCHES}
@@ -182,8 +183,6 @@ def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Pat
 
     write_gated(build, VARIANT, {arch: (refs[arch], ids[arch]) for arch in ARCHES}, lock=LOCK, policy=policy)
     variants = str(work / "variants.yaml")
-    ok(run(env, "push", "--variant", VARIANT, "--registry", f"{registry.host}/staging", "--build-dir", str(build),
-           "--variants-file", variants))
     online = []
     if trust:  # a TUF trust repository: 3 root keys (2 must sign), the signing key as release signer
         for role in ("root1", "root2", "root3", "snapshot", "timestamp"):
@@ -194,7 +193,15 @@ def make_disc(work: Path, registry, name: str, created: str = CREATED, keys: Pat
     elif trust_from:
         shutil.copytree(trust_from / "build" / "trust", build / "trust")
         online = online_keys(trust_from)
-    ok(run(env, "sign", "--variant", VARIANT, "--key", str(keys / "cosign.key"), "--build-dir", str(build), *online))
+    push = ["push", "--variant", VARIANT, "--registry", f"{registry.host}/staging", "--build-dir", str(build),
+            "--variants-file", variants]
+    if sign_at_push:  # push signs (--key) and writes the TUF release, its online keys from the environment
+        ok(run(env | {"RAPIDSHIP_TUF_SNAPSHOT_KEY": online[1], "RAPIDSHIP_TUF_TIMESTAMP_KEY": online[3]} if online
+               else env, *push, "--key", str(keys / "cosign.key")))
+    else:
+        ok(run(env, *push))
+        ok(run(env, "sign", "--variant", VARIANT, "--key", str(keys / "cosign.key"), "--build-dir", str(build),
+               *online))
     sign_record = json.loads((build / VARIANT / "sign.json").read_text())
     out = work / "export"
     record = json.loads(ok(run(env, "export", "--variant", VARIANT, "--variants-file", variants, "--build-dir",

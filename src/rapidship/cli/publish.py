@@ -7,7 +7,7 @@ from rapidship.cli.options import task
 
 from rapidship import console
 from rapidship.cli.options import VARIANTS_HELP
-from rapidship.cli.sign import TRUST_HELP, tuf_gate
+from rapidship.cli.sign import ONLINE_KEYS_HELP, TRUST_HELP, tuf_gate
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import exits_cleanly
 from rapidship.records import Workspace
@@ -28,16 +28,16 @@ def _registry_defaults(config_dir, project_key):
             "harbor-config": "harbor configuration directory", "key": "sign after the push with this key "
             "(default $RAPIDSHIP_SIGNING_KEY; see invoke --help sign)", "no-sign": "push without signing (LOUD)",
             "arch": "push only this arch (repeatable; default: every arch of the variant): the index lists only "
-                    "them (a local run with one built arch)", **VARIANTS_HELP}, iterable=["arch"])
+                    "them (a local run with one built arch)", **ONLINE_KEYS_HELP, **VARIANTS_HELP}, iterable=["arch"])
 @exits_cleanly
 def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="build", harbor_config="harbor",
-         key=None, no_sign=False, arch=None, variants_file="variants.yaml"):
+         key=None, no_sign=False, arch=None, variants_file="variants.yaml", snapshot_key=None, timestamp_key=None):
     """Push every arch of a variant, then one manifest list under its tag, then sign it when a key is configured.
 
     Credentials: RAPIDSHIP_REGISTRY_USER / RAPIDSHIP_REGISTRY_PASSWORD, else docker config."""
     import os
 
-    from rapidship.cli.sign import sign_pushed, signer_for
+    from rapidship.cli.sign import online_for, sign_pushed, signer_for
     from rapidship.sign.keys import KEY_ENV, configured_key
 
     from rapidship.publish.oci import credentials_for, split_repository
@@ -62,6 +62,7 @@ def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="b
     ws = Workspace(build_dir)
     key = key or configured_key()
     signer = signer_for(key) if key and not no_sign else None  # a wrong password stops before anything is pushed
+    online = online_for(ws, snapshot_key, timestamp_key) if signer else None  # so do missing online keys
     record = push_variant(v, target, ws, credentials_for(host),
                           ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"), skip_gates, RetryPolicy.from_env(),
                           log=console.err.print)
@@ -73,7 +74,7 @@ def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="b
         console.err.print(f"[bold red]WARNING: NOT SIGNED: {why}. promote, Harbor's cosign enforcement and the "
                           f"disc import refuse unsigned digests: run invoke sign --variant {variant}.[/]")
         return
-    sign_pushed(ws, record, signer, ca_cert)
+    sign_pushed(ws, record, signer, ca_cert, online=online)
 
 
 @task(help={"variant": "variant id", "to": "HOST/PROJECT to release into (default: the release project of "

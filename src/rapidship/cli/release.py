@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rapidship import console
 from rapidship.cli.options import VARIANTS_HELP, arches_flag, task
+from rapidship.cli.sign import ONLINE_KEYS_HELP
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import ConfigError, GateFailure, exits_cleanly
 from rapidship.records import Workspace
@@ -23,11 +24,12 @@ from rapidship.records import Workspace
                           ".pub beside --key)",
             "policy": "trivy policy file (default policy/trivy.yaml)", "media": "disc size, as for export (default dvd)",
             "cache-dir": "as for scan", "skip-db-update": "as for scan", "offline-scan": "as for scan",
-            "trivy": "as for scan", "report-out": "folder of the report (default build/report)", **VARIANTS_HELP})
+            "trivy": "as for scan", "report-out": "folder of the report (default build/report)", **ONLINE_KEYS_HELP,
+            **VARIANTS_HELP})
 @exits_cleanly
 def release(c, variant, arch=None, since=None, out=None, registry=None, key=None, public_key=None,
             policy="policy/trivy.yaml", media="dvd", cache_dir=None, skip_db_update=False, offline_scan=False,
-            trivy=None, report_out="build/report", variants_file="variants.yaml"):
+            trivy=None, report_out="build/report", variants_file="variants.yaml", snapshot_key=None, timestamp_key=None):
     """Build, gates, scan, push, sign, export, export-verify, report: each stage skipped when its record is
     current, the first that says no stops the chain (run it again to resume there); writes build/<variant>/release.json."""
     from rapidship.release.current import Release
@@ -46,6 +48,9 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
         raise ConfigError("--key", "no signing key", "pass --key cosign.key or set RAPIDSHIP_SIGNING_KEY")
     public_key = public_key or os.environ.get("RAPIDSHIP_SIGNING_PUBLIC_KEY") or _beside(key)
     _usable(key, public_key)
+    from rapidship.cli.sign import online_for
+
+    online_for(Workspace(), snapshot_key, timestamp_key)  # a trust repository's online keys open before any stage
     from rapidship.gates.policy import load_policy
 
     load_policy(policy, v.id)  # a bad --policy is bad input, found before any stage runs
@@ -55,7 +60,7 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
                   public_key=public_key, policy=policy, since=since, out=Path(out) if out else None,
                   report_out=Path(report_out), media=media, variants_file=variants_file,
                   scan_flags={"cache_dir": cache_dir, "skip_db_update": skip_db_update, "offline_scan": offline_scan,
-                              "trivy": trivy})
+                              "trivy": trivy}, online_keys={"snapshot_key": snapshot_key, "timestamp_key": timestamp_key})
     record = run_release(rel, c)
     path = rel.ws.release(v.id)
     console.table(f"release {v.id} {', '.join(arches)}: {record.seconds:.1f} s", ["stage", "verdict", "seconds", "read",

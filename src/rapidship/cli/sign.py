@@ -19,6 +19,10 @@ TRUST_HELP = {"site": "the site directory whose trusted TUF metadata decides (de
 
 KEY_HELP = ("cosign.key path, or a pkcs11:/awskms:// ... URI through $RAPIDSHIP_SIGNER_COMMAND "
             "(default $RAPIDSHIP_SIGNING_KEY); the password comes from $RAPIDSHIP_SIGNING_PASSWORD")
+ONLINE_KEYS_HELP = {"snapshot-key": "with a trust repository (invoke trust.init): the snapshot role's key "
+                                    "(default $RAPIDSHIP_TUF_SNAPSHOT_KEY)",
+                    "timestamp-key": "with a trust repository: the timestamp role's key "
+                                     "(default $RAPIDSHIP_TUF_TIMESTAMP_KEY)"}
 
 
 @exits_cleanly
@@ -60,15 +64,23 @@ def registry_for(host, ca_cert):
                     RetryPolicy.from_env(), on_retry=on_retry)
 
 
-def sign_pushed(ws, record, signer, ca_cert=None, snapshot_key=None, timestamp_key=None):
+def online_for(ws, snapshot_key=None, timestamp_key=None):
+    """The workspace's trust repository and its online signers (None without one): push opens them
+    before it pushes, as it opens the signing key."""
+    from rapidship.sign import tufmeta
+
+    repo = tufmeta.Repo(tufmeta.repo_dir(ws.root))
+    return repo, tufmeta.online_signers(repo, snapshot_key, timestamp_key)
+
+
+def sign_pushed(ws, record, signer, ca_cert=None, snapshot_key=None, timestamp_key=None, online=None):
     """Sign what push recorded; writes build/<variant>/sign.json. Shared by `sign` and `push`. With
     a trust repository in the workspace (invoke trust.init), also a TUF release of every signed name."""
     from rapidship.sign import tufmeta
 
     from rapidship.sign.attach import sign_variant
 
-    repo = tufmeta.Repo(tufmeta.repo_dir(ws.root))
-    online = tufmeta.online_signers(repo, snapshot_key, timestamp_key)
+    repo, online = online or online_for(ws, snapshot_key, timestamp_key)
     targets: dict = {}
     done = sign_variant(ws, record, signer, registry_for(record.registry, ca_cert), log=console.err.print,
                         on_target=lambda name, d, n, custom: targets.update({name: tufmeta.target(d, n, custom)}))
@@ -85,8 +97,7 @@ def sign_pushed(ws, record, signer, ca_cert=None, snapshot_key=None, timestamp_k
             "image": "or HOST/REPO:TAG|@DIGEST that this workspace pushed", "key": KEY_HELP,
             "ca-cert": "PEM CA bundle of the registry (default $RAPIDSHIP_REGISTRY_CA)",
             "build-dir": "where build/<variant>/ records live",
-            "snapshot-key": "with a trust repository (invoke trust.init): the snapshot role's key",
-            "timestamp-key": "with a trust repository: the timestamp role's key"})
+            **ONLINE_KEYS_HELP})
 @exits_cleanly
 def sign(c, variant=None, image=None, key=None, ca_cert=None, build_dir="build", snapshot_key=None, timestamp_key=None):
     """Sign the index and every arch of a pushed variant; attach SBOM and SLSA provenance attestations."""

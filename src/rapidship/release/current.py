@@ -50,6 +50,7 @@ class Release:
     media: str = "dvd"
     scan_flags: dict = field(default_factory=dict)  # scan's trivy flags (cache_dir, skip_db_update, ...)
     variants_file: str = "variants.yaml"
+    online_keys: dict = field(default_factory=dict)  # sign's snapshot_key / timestamp_key, with a trust repository
 
 
 def check(stage: str, rel: Release) -> Check:

@@ -93,7 +93,7 @@ def _push(rel: Release, c) -> Ran:
 def _sign(rel: Release, c) -> Ran:
     from rapidship.cli.sign import sign
 
-    _task(sign, c, variant=rel.variant.id, key=rel.key, build_dir=str(rel.ws.root))
+    _task(sign, c, variant=rel.variant.id, key=rel.key, build_dir=str(rel.ws.root), **rel.online_keys)
     return Ran(None, _sizes(rel.ws.sign(rel.variant.id), rel.ws.variant_dir(rel.variant.id) / "signed"))
 
 

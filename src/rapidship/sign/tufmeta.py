@@ -21,6 +21,7 @@ numbers are the rollback rule for metadata: ngclient refuses any role older than
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -80,14 +81,21 @@ def open_key(ref: str, flag: str) -> KeySigner:
     return KeySigner(open_signer(ref, flag))
 
 
+SNAPSHOT_KEY_ENV, TIMESTAMP_KEY_ENV = "RAPIDSHIP_TUF_SNAPSHOT_KEY", "RAPIDSHIP_TUF_TIMESTAMP_KEY"
+
+
 def online_signers(repo: "Repo", snapshot_key: str | None, timestamp_key: str | None) -> tuple[Signer, Signer] | None:
-    """The snapshot and timestamp keys a release needs, when the workspace has a trust repository."""
+    """The snapshot and timestamp keys a release needs, when the workspace has a trust repository
+    (flags, else $RAPIDSHIP_TUF_SNAPSHOT_KEY / $RAPIDSHIP_TUF_TIMESTAMP_KEY); opened before anything is pushed."""
     if not repo.root_version():
         return None
+    snapshot_key = snapshot_key or os.environ.get(SNAPSHOT_KEY_ENV)
+    timestamp_key = timestamp_key or os.environ.get(TIMESTAMP_KEY_ENV)
     if not snapshot_key or not timestamp_key:
         raise ConfigError("--snapshot-key / --timestamp-key", f"{repo.path} is a trust repository: every release "
                           "is a TUF release, whose snapshot and timestamp must be signed too",
-                          "pass --snapshot-key and --timestamp-key (the online keys invoke trust.init was given)")
+                          "pass --snapshot-key and --timestamp-key (the online keys invoke trust.init was given), "
+                          f"or set {SNAPSHOT_KEY_ENV} and {TIMESTAMP_KEY_ENV}")
     return open_key(snapshot_key, "--snapshot-key"), open_key(timestamp_key, "--timestamp-key")
 
 

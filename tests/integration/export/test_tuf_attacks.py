@@ -26,11 +26,12 @@ LATER, LATEST = "2026-12-02T00:00:00+00:00", "2026-12-03T00:00:00+00:00"
 
 @pytest.fixture(scope="module")
 def releases(engine, disc_registry, tmp_path_factory):
-    """Releases N and N+1, both signed by key A under one trust repository."""
+    """Releases N and N+1, both signed by key A under one trust repository (N by `invoke sign`, N+1 by
+    `invoke push --key`, the online keys from the environment)."""
     name = unique_name()
     first = make_disc(tmp_path_factory.mktemp("n"), disc_registry, name, trust=True)
     second = make_disc(tmp_path_factory.mktemp("n1"), disc_registry, name, LATER, keys=first.work / "keys",
-                       trust_from=first.work)
+                       trust_from=first.work, sign_at_push=True)
     yield first, second
     first.remove_images()
     second.remove_images()
@@ -74,6 +75,31 @@ def trust_copy(disc, to, keys=None):
     online = [tufmeta.open_key(str((keys or disc.work) / role / "cosign.key"), role)
               for role in ("snapshot", "timestamp")]
     return tufmeta.Repo(tufmeta.repo_dir(to)), online
+
+
+def test_push_that_signs_in_a_trust_workspace_writes_the_next_tuf_release(releases):
+    first, second = releases
+    targets = json.loads((second.build / "trust" / "metadata" / "targets.json").read_text())["signed"]
+    before = json.loads((first.build / "trust" / "metadata" / "targets.json").read_text())["signed"]
+    assert targets["version"] == before["version"] + 1
+    for arch, ref in second.refs.items():  # each arch's name, bound to the digest push signed for it
+        signed = second.sign["arches"][arch]["digest"].removeprefix("sha256:")
+        assert targets["targets"][ref]["hashes"]["sha256"] == signed, (arch, targets["targets"].get(ref))
+
+
+def test_push_that_signs_without_the_online_keys_is_refused_before_it_pushes(releases, disc_registry, tmp_path):
+    first, _ = releases
+    build = tmp_path / "build"
+    shutil.copytree(first.build, build)
+    (build / VARIANT / "push.json").unlink()
+    env = {k: v for k, v in first.env.items() if not k.startswith("RAPIDSHIP_TUF_")}
+    proc = run(env, "push", "--variant", VARIANT, "--registry", f"{disc_registry.host}/staging", "--build-dir",
+               str(build), "--variants-file", str(first.work / "variants.yaml"), "--key",
+               str(first.work / "keys" / "cosign.key"))
+    message = error_of(proc)
+    assert proc.returncode != 0 and "--snapshot-key / --timestamp-key" in message, message
+    assert "RAPIDSHIP_TUF_SNAPSHOT_KEY" in message and "pushed" not in proc.stderr
+    assert not (build / VARIANT / "push.json").exists()
 
 
 def test_rollback_to_an_older_release_disc_is_refused(releases, tmp_path):

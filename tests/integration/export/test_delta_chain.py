@@ -82,24 +82,25 @@ def test_the_layers_above_a_changed_one_share_bytes_not_chains(chain):
     assert chain["made"]["n2"]["extends"]["export_id"] == chain["made"]["n1"]["export_id"]
 
 
+def _imported_with(disc, from_host: int):
+    """Import `disc`; it says one layer stays in the engine by chain ID and `from_host` come from the
+    engine's layer store (or, where the store cannot be read, from docker save, as before)."""
+    proc = _import(disc)
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stderr.split())
+    store = f"{from_host} read from its layer store and 0 from docker save" if hostlayers.store() is not None \
+        else f"0 read from its layer store and {from_host}"
+    assert f"1 layer(s) the engine holds by chain ID stay in it; {store}" in said, said
+    return proc
+
+
 def test_two_deltas_applied_in_order_yield_each_release(chain):
     refs, ids, out = chain["refs"], chain["ids"], chain["out"]
     _rmi(refs["n1"], refs["n2"])
     assert _id(refs["n"]) == ids["n"] and _id(refs["n1"]) is None and _id(refs["n2"]) is None
-    readable = hostlayers.store() is not None  # else every such layer comes from docker save, as before
-    first = _import(out / "n1")
-    assert first.returncode == 0, first.stderr
-    said = " ".join(first.stderr.split())
-    assert ("1 layer(s) the engine holds by chain ID stay in it; "
-            + ("1 read from its layer store and 0 from docker save" if readable else "0 read from its layer store and 1")
-            ) in said, said
+    _imported_with(out / "n1", from_host=1)
     assert _id(refs["n1"]) == ids["n1"]
-    second = _import(out / "n2")
-    assert second.returncode == 0, second.stderr
-    said = " ".join(second.stderr.split())
-    assert ("1 layer(s) the engine holds by chain ID stay in it; "
-            + ("2 read from its layer store and 0 from docker save" if readable else "0 read from its layer store and 2")
-            ) in said, said
+    second = _imported_with(out / "n2", from_host=2)
     assert [(x["ref"], x["image_id"]) for x in json.loads(second.stdout)["loaded"]] == [(refs["n2"], ids["n2"])]
     assert _id(refs["n2"]) == ids["n2"]
 

@@ -107,6 +107,20 @@ class Store:
             entries = [json.loads(line) for line in fh if line.strip()]
         return self.root / "overlay2" / cache_id / "diff", entries
 
+    def size(self, chain: str) -> int:
+        """The layer tar's bytes, from its tar-split record alone (no file is read)."""
+        _, entries = self._layer(chain)
+        return sum(len(base64.b64decode(e.get("payload") or "")) if e.get("type") == 2 else int(e.get("size") or 0)
+                   for e in entries)
+
+    def config(self, image_id: str) -> bytes:
+        """The image's config as the engine stores it; OSError unless its bytes hash to the image id."""
+        data = (self.root / "image" / "overlay2" / "imagedb" / "content" / "sha256" / image_id.removeprefix("sha256:")
+                ).read_bytes()
+        if "sha256:" + hashlib.sha256(data).hexdigest() != image_id:
+            raise OSError(f"the stored config of {image_id[:19]} does not hash to its id")
+        return data
+
     def read(self, chain: str) -> Iterator[bytes]:
         """The layer's tar, as it was loaded or built: tar-split's raw segments, and each file's
         bytes from the diff folder. Raises OSError where a file is missing or shorter."""
@@ -133,6 +147,12 @@ def store() -> Store | None:
     driver, _, root = got.stdout.strip().partition(" ") if got.returncode == 0 else ("", "", "")
     layerdb = Path(root) / "image" / "overlay2" / "layerdb"
     return Store(Path(root)) if driver == "overlay2" and os.access(layerdb, os.R_OK | os.X_OK) else None
+
+
+def store_reader(planned: tuple[Store, dict[str, str]]) -> Callable[[str], Iterator[bytes]]:
+    """diff_id -> its bytes from the store, by the chain planned for it."""
+    s, chains = planned
+    return lambda diff_id: s.read(chains[diff_id])
 
 
 def measured(s: Store, needed: dict[str, str], on_bytes: Callable[[int], None]) -> dict[str, tuple[str, int]]:

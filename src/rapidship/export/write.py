@@ -581,7 +581,7 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
         record.tar_bytes = save_compressed(refs, writer, lambda n: progress.advance(saving, n), lambda n: None)
     else:  # a delta disc: only what the release the sites hold lacks
         record.tar_bytes = compressed(lambda sink: write_archive(refs, delta.held, sink, out,
-                                                                 lambda n: progress.advance(saving, n)),
+                                                                 lambda n: progress.advance(saving, n), err.print),
                                       writer, lambda n: None)
     progress.update(saving, total=record.tar_bytes, completed=record.tar_bytes)
     record.parts, record.archive_bytes, record.archive_sha256 = writer.parts, writer.total, writer.whole.hexdigest()

@@ -9,15 +9,17 @@ full disc's (test_signed_discs.py); a delta changes only where layers come from.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
+import tarfile
 import uuid
 from pathlib import Path
 
 import pytest
 
-from rapidship.export import hostlayers
+from rapidship.export import delta, hostlayers
 from support.commands import invoke
 
 pytestmark = pytest.mark.docker
@@ -59,12 +61,36 @@ def chain(engine, tmp_path_factory):
         image, _ = engine.images.build(path=str(ctx), tag=refs[key], rm=True)
         ids[key] = image.id
     out = tmp_path_factory.mktemp("discs")
-    made = {}
+    made, said = {}, {}
     for key, since in (("n", None), ("n1", "n"), ("n2", "n1")):
         args = ["export", "--image", refs[key], "--unsigned", "--out", str(out / key), "--json", "--keep-dirs"]
-        made[key] = json.loads(invoke(*args, *(["--since", str(out / since / "export.json")] if since else [])).stdout)
-    yield {"refs": refs, "ids": ids, "out": out, "made": made}
+        proc = invoke(*args, *(["--since", str(out / since / "export.json")] if since else []))
+        made[key], said[key] = json.loads(proc.stdout), " ".join(proc.stderr.split())
+    yield {"refs": refs, "ids": ids, "out": out, "made": made, "said": said}
     _rmi(*refs.values())
+
+
+def test_a_delta_export_reads_only_the_layers_it_carries_from_the_layer_store(chain):
+    if hostlayers.store() is None:
+        pytest.skip("the engine's layer store is not readable here: the export takes docker save, as before")
+    for key, carried in (("n1", 2), ("n2", 1)):  # N+1 adds `mid2` and `add`; N+2 changes `mid` alone
+        assert f"{carried} layer(s) read from the engine's layer store" in chain["said"][key], chain["said"][key]
+        assert "no docker save" in chain["said"][key]
+
+
+def test_the_delta_archive_from_the_layer_store_is_docker_saves_byte_for_byte(chain):
+    ids = chain["ids"]
+    held = frozenset(_layers(chain["refs"]["n1"]))
+    archives = {}
+    for from_store in (True, False):
+        out = io.BytesIO()
+        delta.write_archive([ids["n2"], ids["n1"]], held, out, from_store=from_store)
+        archives[from_store] = out.getvalue()
+    assert archives[True] == archives[False]
+    names = tarfile.open(fileobj=io.BytesIO(archives[True])).getnames()
+    assert [n for n in names if n.startswith("blobs/sha256/")] == [
+        f"blobs/sha256/{_layers(chain['refs']['n2'])[1][7:]}", f"blobs/sha256/{ids['n2'][7:]}",
+        f"blobs/sha256/{ids['n1'][7:]}"]  # the changed layer once, then the two configs
 
 
 def _import(folder: Path) -> subprocess.CompletedProcess:

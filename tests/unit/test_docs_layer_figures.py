@@ -73,3 +73,78 @@ def test_the_records_are_the_goal_missed_and_met():
     assert record(PLANNED)["size_bytes"] <= 1.001 * record(BEFORE)["size_bytes"]  # the split grows it <= 0.1 %
     patch = record(PATCH)
     assert patch["planned"]["package"]["within_goal"] and patch["planned"]["package"]["distribution"] == "toolz"
+
+
+# The RAPIDS image in both layouts (docs/measurements/layers-rapids-2026-12-06)
+RAPIDS = ROOT / "docs/measurements/layers-rapids-2026-12-06"
+R_BEFORE, R_PLANNED = "parts-by-kind-amd64.json", "planned-amd64.json"
+
+
+def rapids(name: str) -> dict:
+    return json.loads((RAPIDS / name).read_text())
+
+
+def rapids_row(name: str, distribution: str) -> dict:
+    return next(r for r in rapids(name)["delta_cost"]["rows"] if r["distribution"] == distribution)
+
+
+def rapids_worst(name: str) -> str:
+    w = rapids(name)["delta_cost"]["worst"]
+    return f"`{w['distribution']}` {w['ratio']:.1f}x: {w['carried_bytes']:,} B carried for {w['own_bytes']:,} B"
+
+
+def patch_cell(name: str, distribution: str) -> str:
+    r = rapids_row(name, distribution)
+    return f"{r['carried_bytes']:,} / {r['own_bytes']:,} = {r['carried_bytes'] / r['own_bytes']:.{2 if name == R_PLANNED else 1}f}x"
+
+
+def rapids_growth() -> str:
+    before, after = rapids(R_BEFORE)["size_bytes"], rapids(R_PLANNED)["size_bytes"]
+    return f"**{after:,} bytes** (+{after - before:,}, **+{(after - before) / before:.4%}**)"
+
+
+HOTFIX = "cudf hotfix"
+RAPIDS_FIGURES = [
+    ("docs/export.md", lambda: f"| parts by kind | {rapids(R_BEFORE)['layers']} | **{rapids(R_BEFORE)['delta_cost']['misses']} "
+                               f"of {rapids(R_BEFORE)['delta_cost']['distributions']}** | {rapids_worst(R_BEFORE)}"),
+    ("docs/export.md", lambda: f"| {rapids(R_PLANNED)['layers']} ({len(rapids(R_PLANNED)['plan']['layers'])}) | "
+                               f"**{rapids(R_PLANNED)['delta_cost']['misses']} of "
+                               f"{rapids(R_PLANNED)['delta_cost']['distributions']}** | {rapids_worst(R_PLANNED)}"),
+    *[("docs/export.md", (lambda d=d: f"| `{d}` | {patch_cell(R_BEFORE, d)} | **{patch_cell(R_PLANNED, d)}** |"))
+      for d in ("numpy", "pyarrow", "cudf-cu12", "libcudf-cu12", "dask")],
+    ("docs/export.md", lambda: f"own bytes {rapids(R_PLANNED)['patches'][HOTFIX]['own_bytes']:,}) carries the union"),
+    ("docs/export.md", lambda: f"**{rapids(R_PLANNED)['patches'][HOTFIX]['carried_bytes']:,} B** planned"),
+    ("docs/export.md", lambda: f"{rapids(R_BEFORE)['patches'][HOTFIX]['carried_bytes']:,} B in parts by kind"),
+    ("docs/sizes.md", lambda: f"the parts by kind {rapids(R_BEFORE)['size_bytes']:,} bytes, {rapids(R_BEFORE)['layers']} "
+                              f"layers, {rapids(R_BEFORE)['zstd_bytes']:,} zstd"),
+    ("docs/sizes.md", rapids_growth),
+    ("docs/sizes.md", lambda: f"{rapids(R_PLANNED)['layers']} layers, {rapids(R_PLANNED)['zstd_bytes']:,}"),
+]
+
+
+@pytest.mark.parametrize("doc, figure", RAPIDS_FIGURES, ids=[f"{d}-{i}" for i, (d, _) in enumerate(RAPIDS_FIGURES)])
+def test_the_doc_quotes_the_rapids_record(doc, figure):
+    want = figure()
+    assert want in " ".join((ROOT / doc).read_text().split()), f"{doc} should say {want!r} (from {RAPIDS.relative_to(ROOT)})"
+
+
+def test_the_rapids_records_are_the_goal_missed_and_met_within_the_size_rules():
+    before, planned = rapids(R_BEFORE), rapids(R_PLANNED)
+    assert before["delta_cost"]["misses"] > 0 and planned["delta_cost"]["misses"] == 0
+    assert planned["size_bytes"] <= 1.001 * before["size_bytes"] and planned["size_bytes"] <= 3_500_000_000
+    assert planned["layers"] <= 125
+    own = {r["distribution"]: r["own_bytes"] for r in planned["delta_cost"]["rows"]}
+    assert planned["patches"][HOTFIX]["own_bytes"] == sum(own[d] for d in planned["patches"][HOTFIX]["distributions"])
+
+
+def test_sizes_quotes_the_load_and_start_record():
+    m = rapids("load-start-amd64.json")
+    a, b = m["refs"]
+    med, ratio = m["median"], m["ratio_b_over_a"]
+    text = " ".join((ROOT / "docs/sizes.md").read_text().split())
+    for want in (f"`docker load` {med[a]['load_s']:.2f} s → {med[b]['load_s']:.2f} s ({ratio['load_s']:.3f}x)",
+                 f"(`/bin/true`) {med[a]['start_true_s']:.2f} s → {med[b]['start_true_s']:.2f} s",
+                 f"imports cuDF {med[a]['start_import_s']:.2f} s → {med[b]['start_import_s']:.2f} s "
+                 f"({ratio['start_import_s']:.3f}x)"):
+        assert want in text, want
+    assert m["image_ids"][a] == rapids(R_BEFORE)["image_id"] and m["image_ids"][b] == rapids(R_PLANNED)["image_id"]

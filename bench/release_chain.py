@@ -122,6 +122,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", default="cpu-debian12")
     parser.add_argument("--arch", default="amd64")
+    parser.add_argument("--json", help="also write the figures here (the record docs/benchmarks.md quotes)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="release-bench-"))
     folder = project(work)
@@ -153,12 +154,20 @@ def main() -> None:
         rate = rates(built["image_id"], work)
         print("this machine, measured now on the image's own bytes: " +
               ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in rate.items()))
+        figures = {"variant": args.variant, "arch": args.arch, "image_id": built["image_id"],
+                   "rates_bytes_per_s": {k: round(v) for k, v in rate.items()}, "releases": {}}
         for name, record in records.items():
             disc = json.loads((folder / record["stages"][5]["record"]).read_text())
             sizes = {"image": built["size_bytes"], "tar": disc["tar_bytes"], "archive": disc["archive_bytes"],
                      "iso": sum(v["iso_bytes"] for v in disc["volumes"])}
+            rows = floors(record, sizes, rate)
             show(f"{name} release of {args.variant} {args.arch}: image {sizes['image'] / 1e6:,.0f} MB, disc archive "
-                 f"{sizes['archive'] / 1e6:,.1f} MB", floors(record, sizes, rate), record["wall"])
+                 f"{sizes['archive'] / 1e6:,.1f} MB", rows, record["wall"])
+            figures["releases"][name] = {"chain_s": round(record["wall"], 1), "sizes": sizes, "stages": [
+                {"stage": n, "verdict": v, "seconds": s, "floor_s": None if f is None else round(f, 2),
+                 "ratio": None if r is None else round(r, 1), "floor_counts": w} for n, v, s, f, r, w in rows]}
+        if args.json:
+            Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
     finally:
         subprocess.run(["invoke", "registry.down", "--dir", "build/registry"], cwd=folder, env=env, capture_output=True)
         refs = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,

@@ -30,10 +30,11 @@ def ns():
 
 def copy(tmp_path):
     """The pages with generated parts and the records they read, in a scratch root."""
-    for rel in ("README.md", "docs/sizes.md", TASKS_PAGE):
+    for rel in ("README.md", "docs/sizes.md", "docs/benchmarks.md", TASKS_PAGE):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, tmp_path / rel)
-    shutil.copytree(ROOT / "docs/measurements/images", tmp_path / "docs/measurements/images")
+    for records in [ROOT / "docs/measurements/images", *(ROOT / "docs/measurements").glob("release-chain-*")]:
+        shutil.copytree(records, tmp_path / records.relative_to(ROOT))
     return tmp_path
 
 
@@ -75,6 +76,15 @@ def test_a_help_that_changed_a_record_that_changed_and_a_hand_edit_are_each_stal
     readme = root / "README.md"
     readme.write_text(readme.read_text().replace("| `cpu-debian12` | - |", "| `cpu-debian12` | 12.9 |"))
     assert stale(root, ns, m) == ["README.md"]
+
+
+def test_a_release_chain_record_that_changed_makes_the_benchmarks_page_stale(tmp_path, ns):
+    root, m = copy(tmp_path), load_matrix(ROOT / "variants.yaml")
+    (record,) = sorted((root / "docs/measurements").glob("release-chain-*"))[-1].glob("cpu-debian12-*.json")
+    raw = json.loads(record.read_text())
+    raw["releases"]["delta"]["chain_s"] += 1
+    record.write_text(json.dumps(raw))
+    assert stale(root, ns, m) == ["docs/benchmarks.md"]
 
 
 def test_a_task_in_no_family_is_named():

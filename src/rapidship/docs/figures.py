@@ -62,3 +62,34 @@ def measured(images: dict[str, ImageSize], variant: str, gpu_archs: tuple[int, .
     want = None if gpu_archs is None else list(gpu_archs)
     found = sorted((r for r in images.values() if r.variant == variant and r.gpu_archs == want), key=lambda r: r.arch)
     return ", ".join(f"{gb(r.size_bytes)} {r.arch}" for r in found) or "not built here"
+
+
+RELEASE_CHAIN = Path("docs/measurements")
+
+
+def release_chain_tables(root: Path) -> str:
+    """Per record of the newest `release-chain-DATE/` folder (bench/release_chain.py --json): the
+    machine's rates, then each release's stages against their floors."""
+    folders = sorted((root / RELEASE_CHAIN).glob("release-chain-*"))
+    if not folders:
+        return "No release chain measured yet."
+    out = []
+    for path in sorted(folders[-1].glob("*.json")):
+        rec = json.loads(path.read_text())
+        rel = path.relative_to(root / "docs").as_posix()
+        rates = ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in rec["rates_bytes_per_s"].items())
+        out.append(f"**`{rec['variant']}` {rec['arch']}** ({folders[-1].name[len('release-chain-'):]}, "
+                   f"[record]({rel})); rates measured in the run: {rates}.")
+        for name, r in rec["releases"].items():
+            s = r["sizes"]
+            archive = f"{s['archive'] / 1e6:,.1f} MB" if s["archive"] >= 1e6 else f"{s['archive']:,} B"
+            out += ["", f"{name.capitalize()} release (image {s['image'] / 1e6:,.0f} MB, disc archive {archive}), "
+                        f"chain {r['chain_s']:.1f} s:", "",
+                    "| stage | verdict | seconds | floor | ratio | floor counts |", "|---|---|---:|---:|---:|---|"]
+            for st in r["stages"]:
+                floor = "-" if st["floor_s"] is None else f"{st['floor_s']:.2f}"
+                ratio = "-" if st["ratio"] is None else f"{st['ratio']:.1f}x"
+                out.append(f"| {st['stage']} | {st['verdict']} | {st['seconds']:.1f} | {floor} | {ratio} | "
+                           f"{st['floor_counts']} |")
+        out.append("")
+    return "\n".join(out).rstrip("\n")

@@ -148,3 +148,12 @@ def test_sizes_quotes_the_load_and_start_record():
                  f"({ratio['start_import_s']:.3f}x)"):
         assert want in text, want
     assert m["image_ids"][a] == rapids(R_BEFORE)["image_id"] and m["image_ids"][b] == rapids(R_PLANNED)["image_id"]
+
+
+def test_export_quotes_the_arm64_record():
+    arm = rapids("planned-arm64.json")
+    text = " ".join((ROOT / "docs/export.md").read_text().split())
+    want = (f"The same on arm64: {arm['delta_cost']['misses']} of {arm['delta_cost']['distributions']} above the goal, "
+            f"worst {rapids_worst('planned-arm64.json')}")
+    assert want in text, want
+    assert arm["size_bytes"] <= 3_500_000_000 and arm["layers"] <= 125

@@ -5,8 +5,10 @@ measured in the same run on the image's own bytes (its `docker save` stream): sh
 zstd -3 -T0 compress and decompress, and a disk write with fsync. The chain runs in a scratch
 project (the checkout linked in, its own build/ and a one-commit git repository, a loopback
 registry from `invoke registry.up`, a throwaway key): the first release from a warm build cache,
-then a delta release (--since the first disc). Usage (project root, engine up, the image built
-once so the build cache is warm): python3 bench/release_chain.py [--variant cpu-debian12] [--arch amd64]
+then a delta release (--since the first disc) and, with --patch PACKAGE==VERSION, a patch release:
+that package pinned to VERSION in a copy of the lock, rebuilt and shipped --since the first disc.
+Usage (project root, engine up, the image built once so the build cache is warm):
+python3 bench/release_chain.py [--variant cpu-debian12] [--arch amd64] [--patch toolz==1.1.0] [--json OUT]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -118,11 +121,35 @@ def show(title: str, rows: list[tuple], total: float) -> None:
         print(f"{name:14} {verdict:8} {seconds:8.1f} {f} {r}  {what}")
 
 
+def patch(folder: Path, variant: str, pin: str, env: dict) -> None:
+    """The variant's lock in the scratch project (a copy, not the checkout's) with PACKAGE pinned to
+    VERSION and that version's hashes from the index, its wheel sizes remade, committed."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT / "src"))
+    from patch_layers import index_hashes, pinned
+
+    from rapidship.config.matrix import load_matrix
+
+    package, _, version = pin.partition("==")
+    lock_env = load_matrix(folder / "variants.yaml").get(variant).env
+    (folder / "locks").unlink()
+    shutil.copytree(ROOT / "locks", folder / "locks")
+    lock = folder / "locks" / lock_env / "requirements.txt"
+    lock.write_text(pinned(lock.read_text(), package, version, index_hashes(package, version)))
+    sh("invoke", "lock-sizes", "--env", lock_env, cwd=folder, env=env)
+    who = ["-c", "user.name=bench", "-c", "user.email=bench@rapidship.invalid"]
+    for cmd in (["add", "-A"], ["commit", "-q", "-m", f"patch: {pin}"]):
+        sh("git", *who, *cmd, cwd=folder, env=dict(env, GIT_AUTHOR_DATE="2026-12-02T00:00:00+00:00",
+                                                   GIT_COMMITTER_DATE="2026-12-02T00:00:00+00:00"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", default="cpu-debian12")
     parser.add_argument("--arch", default="amd64")
     parser.add_argument("--json", help="also write the figures here (the record docs/benchmarks.md quotes)")
+    parser.add_argument("--patch", help="PACKAGE==VERSION: a third release, a patch release --since the full one, "
+                                        "with that package of the variant's lock pinned to VERSION (from the index)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="release-bench-"))
     folder = project(work)
@@ -143,22 +170,25 @@ def main() -> None:
         chain = ("release", "--variant", args.variant, "--arch", args.arch, "--key", "keys/cosign.key",
                  "--cache-dir", "cache", "--skip-db-update", "--offline-scan")
         records = {}
-        for name, extra in (("full", ()), ("delta", None)):
-            if extra is None:
-                extra = ("--since", str(folder / records["full"]["stages"][5]["record"]))
+        for name in ("full", "delta", "patch") if args.patch else ("full", "delta"):
+            extra = () if name == "full" else ("--since", str(folder / records["full"]["stages"][5]["record"]))
+            if name == "patch":
+                patch(folder, args.variant, args.patch, env)
             start = time.monotonic()
             invoke(*chain, *extra)
             records[name] = json.loads((folder / "build" / args.variant / "release.json").read_text())
             records[name]["wall"] = time.monotonic() - start
-        built = json.loads((folder / "build" / args.variant / f"build-{args.arch}.json").read_text())
-        rate = rates(built["image_id"], work)
+            built = folder / "build" / args.variant / f"build-{args.arch}.json"
+            records[name]["built"] = json.loads(built.read_text())
+        rate = rates(records["full"]["built"]["image_id"], work)
         print("this machine, measured now on the image's own bytes: " +
               ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in rate.items()))
-        figures = {"variant": args.variant, "arch": args.arch, "image_id": built["image_id"],
+        figures = {"variant": args.variant, "arch": args.arch, "image_id": records["full"]["built"]["image_id"],
+                   "patch": args.patch,
                    "rates_bytes_per_s": {k: round(v) for k, v in rate.items()}, "releases": {}}
         for name, record in records.items():
             disc = json.loads((folder / record["stages"][5]["record"]).read_text())
-            sizes = {"image": built["size_bytes"], "tar": disc["tar_bytes"], "archive": disc["archive_bytes"],
+            sizes = {"image": record["built"]["size_bytes"], "tar": disc["tar_bytes"], "archive": disc["archive_bytes"],
                      "iso": sum(v["iso_bytes"] for v in disc["volumes"])}
             rows = floors(record, sizes, rate)
             show(f"{name} release of {args.variant} {args.arch}: image {sizes['image'] / 1e6:,.0f} MB, disc archive "

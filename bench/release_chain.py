@@ -49,9 +49,10 @@ def project(work: Path) -> Path:
     folder = work / "project"
     folder.mkdir()
     for entry in ROOT.iterdir():
-        if entry.name not in (".git", "build", "tasks.py"):
+        if entry.name not in (".git", "build", "tasks.py", ".gitignore"):
             (folder / entry.name).symlink_to(entry)
-    shutil.copy2(ROOT / "tasks.py", folder / "tasks.py")
+    for name in ("tasks.py", ".gitignore"):  # git reads no .gitignore through a link: build/ must stay ignored
+        shutil.copy2(ROOT / name, folder / name)
     env = dict(os.environ, GIT_AUTHOR_DATE="2026-12-01T00:00:00+00:00", GIT_COMMITTER_DATE="2026-12-01T00:00:00+00:00")
     who = ["-c", "user.name=bench", "-c", "user.email=bench@rapidship.invalid"]
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "release chain benchmark"]):
@@ -138,7 +139,7 @@ def patch(folder: Path, variant: str, pin: str, env: dict) -> None:
     lock.write_text(pinned(lock.read_text(), package, version, index_hashes(package, version)))
     sh("invoke", "lock-sizes", "--env", lock_env, cwd=folder, env=env)
     who = ["-c", "user.name=bench", "-c", "user.email=bench@rapidship.invalid"]
-    for cmd in (["add", "-A"], ["commit", "-q", "-m", f"patch: {pin}"]):
+    for cmd in (["add", "-A", "--", "locks"], ["commit", "-q", "-m", f"patch: {pin}"]):
         sh("git", *who, *cmd, cwd=folder, env=dict(env, GIT_AUTHOR_DATE="2026-12-02T00:00:00+00:00",
                                                    GIT_COMMITTER_DATE="2026-12-02T00:00:00+00:00"))
 

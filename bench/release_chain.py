@@ -149,6 +149,7 @@ def main() -> None:
     parser.add_argument("--variant", default="cpu-debian12")
     parser.add_argument("--arch", default="amd64")
     parser.add_argument("--json", help="also write the figures here (the record docs/benchmarks.md quotes)")
+    parser.add_argument("--note", default="", help="what else ran on the machine meanwhile (kept in the record)")
     parser.add_argument("--patch", help="PACKAGE==VERSION: a third release, a patch release --since the full one, "
                                         "with that package of the variant's lock pinned to VERSION (from the index)")
     args = parser.parse_args()
@@ -185,7 +186,7 @@ def main() -> None:
         print("this machine, measured now on the image's own bytes: " +
               ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in rate.items()))
         figures = {"variant": args.variant, "arch": args.arch, "image_id": records["full"]["built"]["image_id"],
-                   "patch": args.patch,
+                   "patch": args.patch, "note": args.note,
                    "rates_bytes_per_s": {k: round(v) for k, v in rate.items()}, "releases": {}}
         for name, record in records.items():
             disc = json.loads((folder / record["stages"][5]["record"]).read_text())

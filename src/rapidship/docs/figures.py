@@ -78,8 +78,10 @@ def release_chain_tables(root: Path) -> str:
         rec = json.loads(path.read_text())
         rel = path.relative_to(root / "docs").as_posix()
         rates = ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in rec["rates_bytes_per_s"].items())
+        note = f" {rec['note'].rstrip('.')}." if rec.get("note") else ""
+        patch = f"; the patch release pins `{rec['patch']}`" if rec.get("patch") else ""
         out.append(f"**`{rec['variant']}` {rec['arch']}** ({folders[-1].name[len('release-chain-'):]}, "
-                   f"[record]({rel})); rates measured in the run: {rates}.")
+                   f"[record]({rel}){patch}); rates measured in the run: {rates}.{note}")
         for name, r in rec["releases"].items():
             s = r["sizes"]
             archive = f"{s['archive'] / 1e6:,.1f} MB" if s["archive"] >= 1e6 else f"{s['archive']:,} B"

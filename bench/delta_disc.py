@@ -6,13 +6,19 @@ Exports the base release (N) whole, the new release (N+1) whole, and N+1 `--sinc
 with the real code path (`rapidship.export.write.export`, unsigned: a bench has no release key),
 and prints each disc's archive bytes, the delta's share of the full N+1 disc, and which layers the
 delta carries. The images must be in the engine (build them first, e.g. a lock with one package
-bumped). Removes nothing from the engine; the discs go to a temporary folder.
+bumped). The discs go to a temporary folder. Removes nothing from the engine, except with
+--import: then it times `invoke import --no-verify` of the full N+1 disc on an engine without N or
+N+1 and of the delta on an engine holding N (loaded back from N's full disc), as a site would, and
+checks the goal delta time <= full time x 1.5 x delta bytes / full bytes + 5 s. Only the images
+named are removed, each is loaded back with its own id, or the bench stops naming it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +39,8 @@ def main() -> None:
     parser.add_argument("--base", action="append", required=True, help="an image of release N (repeatable)")
     parser.add_argument("--new", action="append", required=True, help="an image of release N+1 (repeatable)")
     parser.add_argument("--media", default="dvd")
+    parser.add_argument("--import", dest="imports", action="store_true", help="also time the site's imports")
+    parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args()
     media = parse_media(args.media)
     with tempfile.TemporaryDirectory(prefix="rapidship-delta-bench-") as tmp:
@@ -49,10 +57,62 @@ def main() -> None:
                           "layers_left_to_the_host": len(record.extends.get("layers", []))}
             print(f"{name:10} {record.archive_bytes:>15,} B zstd ({record.tar_bytes:,} B tar), "
                   f"{record.volume_count} volume(s), {runs[name]['seconds']} s", flush=True)
-    share = runs["N+1 delta"]["archive_bytes"] / runs["N+1 full"]["archive_bytes"]
+        share = runs["N+1 delta"]["archive_bytes"] / runs["N+1 full"]["archive_bytes"]
+        figures = {"base": args.base, "new": args.new, "runs": runs, "delta_share": round(share, 4)}
+        if args.imports:
+            figures["imports"] = imports(args.base, args.new, out, share)
     print(f"delta / full N+1: {share:.4f} ({share * 100:.2f} %); "
           f"{runs['N+1 delta']['layers_left_to_the_host']} layer(s) taken from the host's N")
-    print(json.dumps({"runs": runs, "delta_share": round(share, 4)}, indent=2))
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def _ids(refs: list[str]) -> dict[str, str]:
+    got = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", *refs], capture_output=True, text=True)
+    return dict(zip(refs, got.stdout.split())) if got.returncode == 0 else {}
+
+
+def _import(disc: Path, site: Path) -> tuple[float, str]:
+    """Seconds, and what the import said of the layers a delta disc lacks; `site`: the site's own records."""
+    start = time.monotonic()
+    got = subprocess.run(["invoke", "import", "--from", str(disc), "--no-verify"], cwd=ROOT, capture_output=True,
+                         text=True, env=dict(os.environ, RAPIDSHIP_SITE_DIR=str(site)))
+    if got.returncode != 0:
+        sys.exit(f"import of {disc.name} failed: {got.stderr[-2000:]}")
+    said = " ".join(got.stderr.split())
+    line = said[said.find("delta disc:"):].split(" by content")[0] + " by content" if "delta disc:" in said else ""
+    return time.monotonic() - start, line
+
+
+def imports(base: list[str], new: list[str], out: Path, share: float) -> dict:
+    """The site's side: N+1 full on an engine without N or N+1, the delta on one holding N."""
+    want = _ids(base + new)
+    if len(want) != len(base + new):
+        sys.exit("--import: every --base and --new image must be in the engine")
+
+    def gone(refs):
+        subprocess.run(["docker", "rmi", *refs], capture_output=True, check=True)
+
+    def back(refs):
+        held = _ids(refs)
+        if any(held.get(r) != want[r] for r in refs):
+            sys.exit(f"--import: the engine holds {held} where {({r: want[r] for r in refs})} was loaded")
+
+    gone(new + base)
+    full, _ = _import(out / "N+1-full", out / "site-a")  # a site that receives N+1 whole
+    back(new)
+    gone(new)
+    _import(out / "N-full", out / "site-b")  # a site that holds N, then receives the delta
+    back(base)
+    delta, how = _import(out / "N+1-delta", out / "site-b")
+    back(new)
+    goal = full * 1.5 * share + 5
+    verdict = "met" if delta <= goal else "missed"
+    print(f"import: full N+1 {full:.1f} s, delta {delta:.1f} s (goal {goal:.1f} s: {verdict})"
+          + (f"; {how}" if how else ""), flush=True)
+    return {"full_import_s": round(full, 2), "delta_import_s": round(delta, 2), "goal_s": round(goal, 2),
+            "met": delta <= goal, "delta_said": how}
 
 
 if __name__ == "__main__":

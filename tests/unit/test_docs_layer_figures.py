@@ -157,3 +157,18 @@ def test_export_quotes_the_arm64_record():
             f"worst {rapids_worst('planned-arm64.json')}")
     assert want in text, want
     assert arm["size_bytes"] <= 3_500_000_000 and arm["layers"] <= 125
+
+
+def test_export_quotes_the_hotfix_record():
+    a = rapids("hotfix-a-amd64.json")
+    runs, imp = a["runs"], a["imports"]
+    text = " ".join((ROOT / "docs/export.md").read_text().split())
+    for want in (f"the full N+1 disc {runs['N+1 full']['archive_bytes']:,} B, the delta "
+                 f"**{runs['N+1 delta']['archive_bytes']:,} B ({a['delta_share'] * 100:.2f} %)**, written in "
+                 f"{runs['N+1 delta']['seconds']} s (the full one {runs['N+1 full']['seconds']} s)",
+                 f"the delta-cost table predicted {rapids(R_PLANNED)['patches'][HOTFIX]['carried_bytes']:,} B",
+                 f"the full N+1 disc {imp['full_import_s']:.1f} s", f"the delta **{imp['delta_import_s']:.1f} s on an engine "
+                 f"holding N (goal {imp['goal_s']:.1f} s: {'met' if imp['met'] else 'missed'})**",
+                 imp["delta_said"].split("; ")[0].removeprefix("delta disc: ")):
+        assert want in text, want
+    assert a["image_ids"][a["new"][0]] == rapids(R_PLANNED)["image_id"]  # N+1 is the image the table measured

@@ -74,7 +74,7 @@ def release_chain_tables(root: Path) -> str:
     if not folders:
         return "No release chain measured yet."
     out = []
-    for path in sorted(folders[-1].glob("*.json")):
+    for path in sorted(folders[-1].glob("*.json"), key=lambda p: (p.stem.removesuffix("-patch"), p.stem)):
         rec = json.loads(path.read_text())
         rel = path.relative_to(root / "docs").as_posix()
         rates = ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in rec["rates_bytes_per_s"].items())

@@ -74,7 +74,7 @@ def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="b
         console.err.print(f"[bold red]WARNING: NOT SIGNED: {why}. promote, Harbor's cosign enforcement and the "
                           f"disc import refuse unsigned digests: run invoke sign --variant {variant}.[/]")
         return
-    sign_pushed(ws, record, signer, ca_cert, online=online)
+    sign_pushed(ws, record, signer, ca_cert, online)
 
 
 @task(help={"variant": "variant id", "to": "HOST/PROJECT to release into (default: the release project of "

@@ -73,14 +73,14 @@ def online_for(ws, snapshot_key=None, timestamp_key=None):
     return repo, tufmeta.online_signers(repo, snapshot_key, timestamp_key)
 
 
-def sign_pushed(ws, record, signer, ca_cert=None, snapshot_key=None, timestamp_key=None, online=None):
+def sign_pushed(ws, record, signer, ca_cert, online):
     """Sign what push recorded; writes build/<variant>/sign.json. Shared by `sign` and `push`. With
     a trust repository in the workspace (invoke trust.init), also a TUF release of every signed name."""
     from rapidship.sign import tufmeta
 
     from rapidship.sign.attach import sign_variant
 
-    repo, online = online or online_for(ws, snapshot_key, timestamp_key)
+    repo, online = online  # online_for's answer, asked before anything is signed or pushed
     targets: dict = {}
     done = sign_variant(ws, record, signer, registry_for(record.registry, ca_cert), log=console.err.print,
                         on_target=lambda name, d, n, custom: targets.update({name: tufmeta.target(d, n, custom)}))
@@ -109,7 +109,7 @@ def sign(c, variant=None, image=None, key=None, ca_cert=None, build_dir="build",
         raise ConfigError("--variant / --image", "name exactly one", "pass --variant ID or --image HOST/REPO:TAG")
     signer = signer_for(key)
     record = read_push_record(ws, variant) if variant else pushed_record(ws, image, ca_cert)
-    sign_pushed(ws, record, signer, ca_cert, snapshot_key, timestamp_key)
+    sign_pushed(ws, record, signer, ca_cert, online_for(ws, snapshot_key, timestamp_key))
 
 
 def pushed_record(ws, image, ca_cert):

@@ -286,9 +286,10 @@ def _print_size_report(rep):
     elif rep.delta_cost:
         d = rep.delta_cost
         console.table(f"delta cost: a patch of one distribution re-ships (goal {d['goal']}; {d['misses']} of "
-                      f"{d['distributions']} miss it)", ["distribution", "carried (zstd)", "own (zstd)", "ratio", "goal"],
+                      f"{d['distributions']} miss it)", ["distribution", "carried (zstd)", "own (zstd)", "ratio", "goal",
+                                                     "re-fed on import (tar)"],
                       [(r["distribution"], f"{r['carried_bytes']:,}", f"{r['own_bytes']:,}", f"{r['ratio']:.2f}x",
-                        "ok" if r["within_goal"] else "[red]MISS[/]") for r in d["rows"]])
+                        "ok" if r["within_goal"] else "[red]MISS[/]", f"{r.get('refed_bytes', 0):,}") for r in d["rows"]])
     verdict = "[green]within[/]" if rep.within_budget else "[red]OVER[/]"
     console.err.print(f"image {gb(rep.image_bytes)} (uncompressed), zstd -3 {gb(rep.zstd_bytes)}, budget "
                       f"{gb(rep.budget_bytes)}: {verdict}, headroom {rep.headroom_bytes:,} bytes")

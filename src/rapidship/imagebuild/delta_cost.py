@@ -5,7 +5,9 @@ the layers that change are the ones holding D's files, and the layers holding ra
 of the env (layers.json, trims.json, dedupe.json, prune.json: sizes and versions, so they change
 with any package). The table gives, for each distribution, those layers' zstd bytes ("carried"),
 D's own files alone in one tar, zstd-compressed ("own"), and carried / own, worst first. Goal:
-carried <= 1.25 x own + 2 MB for every distribution (docs/export.md).
+carried <= 1.25 x own + 2 MB for every distribution (docs/export.md). Beside it, "re-fed": the tar
+bytes of the unchanged layers above the lowest changed one, which a site's engine writes again on
+import because their chain IDs change with any layer below (render/layer_plan.py orders for it).
 
 Pure core: `cost_table` (sizes in, rows out). Edge: `measure(ref)` reads the image once from
 `docker save`: the dist-info RECORDs name each file's distribution (the builder's own reading,
@@ -46,6 +48,7 @@ class LayerCost:
     zstd_bytes: int
     distributions: tuple[str, ...]
     env_records: bool  # holds a record that changes with any distribution
+    tar_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class Cost:
     layers: tuple[int, ...]  # the layers a patch of it re-ships, its own and the records'
     carried_bytes: int
     own_bytes: int
+    refed_bytes: int = 0  # unchanged layers above the lowest changed one: written again on import
 
     @property
     def ratio(self) -> float:
@@ -72,13 +76,15 @@ def within_goal(carried: int, own: int) -> bool:
 
 
 def cost_table(own: dict[str, int], lies_in: dict[str, set[int]], layer_bytes: dict[int, int],
-               every_patch: set[int]) -> list[Cost]:
+               every_patch: set[int], layer_tar: dict[int, int] | None = None) -> list[Cost]:
     """Pure: each distribution's own zstd bytes, the layers its files lie in, each layer's zstd bytes
-    and the layers every patch changes -> one row per distribution, the worst ratio first."""
+    and the layers every patch changes (and each layer's tar bytes) -> one row per distribution, the
+    worst ratio first."""
     rows = []
     for name, own_bytes in own.items():
         layers = tuple(sorted(lies_in.get(name, set()) | every_patch))
-        rows.append(Cost(name, layers, sum(layer_bytes[i] for i in layers), own_bytes))
+        refed = sum(n for i, n in (layer_tar or {}).items() if layers and i > layers[0] and i not in layers)
+        rows.append(Cost(name, layers, sum(layer_bytes[i] for i in layers), own_bytes, refed))
     return sorted(rows, key=lambda r: (-r.ratio, r.distribution))
 
 
@@ -181,6 +187,7 @@ def measure(ref: str, workdir: Path | None = None) -> tuple[list[Cost], list[Lay
                     writer.close()
                     own_bytes[owner] = own_bytes.get(owner, 0) + proc.close()
                 label = _label(steps[index]) if index < len(steps) else ""
-                layers.append(LayerCost(index, label, whole.close(), tuple(sorted(own)), records))
+                layers.append(LayerCost(index, label, whole.close(), tuple(sorted(own)), records, member.size))
     every_patch = {layer.index for layer in layers if layer.env_records}
-    return cost_table(own_bytes, lies_in, {layer.index: layer.zstd_bytes for layer in layers}, every_patch), layers
+    return cost_table(own_bytes, lies_in, {layer.index: layer.zstd_bytes for layer in layers}, every_patch,
+                      {layer.index: layer.tar_bytes for layer in layers}), layers

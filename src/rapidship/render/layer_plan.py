@@ -6,6 +6,14 @@ rates: the CUDA release, the RAPIDS release train, compiled libraries, pure Pyth
 order up to GROUP_BYTES of wheels, so a patch of one re-ships at most a layer that small. If that
 makes more layers than the variant's `layer_budget` (variants.yaml), the limit doubles until it fits.
 
+The order is the import's cost: an engine keys a layer by its chain (it and every layer below), so
+a patch makes the site's loader write again every layer above the lowest one it changes. So the
+kinds lie from the fewest patches per byte to the most: NVIDIA's wheels (the CUDA release), compiled
+libraries (each patched on its own), the RAPIDS train (all of it every two months, and its
+hotfixes), pure Python (the most frequent, and small). Inside a kind, layers lie in name order:
+N and N+1 must plan alike for a delta to stay small, and an order by size moved layers when a
+patch changed a wheel's size a little (a test shows it).
+
 Pure core: `plan_layers(distributions, budget)`. The plan is data (`to_json`): render writes it into
 the build context (builder/layer-plan.json) and names one COPY per layer in the Dockerfile; the
 builder's split_layers.py moves each file to its distribution's layer and copies the plan, with
@@ -23,10 +31,10 @@ FORMAT = 1
 # again, compressed): half a MB of wheels stays near 1 MB on a disc.
 GROUP_BYTES = 512 * 1024
 REST = "venv"  # the venv itself (bin/python, pyvenv.cfg) and whatever no RECORD names: always the last layer
-KINDS = {  # in layer order, the most stable first; why they are grouped apart
+KINDS = {  # in layer order, the most bytes per patch first; why they are grouped apart
     "cuda": "changes with the CUDA release (NVIDIA's wheels)",
-    "rapids": "changes with the RAPIDS release train",
     "compiled": "compiled code, changes with its own releases",
+    "rapids": "changes with the RAPIDS release train and its hotfixes",
     "python": "pure Python, the most frequent patches",
 }
 _CUDA_BUILD = re.compile(r"-cu\d+$")

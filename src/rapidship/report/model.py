@@ -128,6 +128,7 @@ class DeltaCostRow:
     own: int
     ratio: float
     within_goal: bool
+    refed: int = 0  # tar bytes an import writes again (imagebuild/delta_cost.py)
 
 
 @dataclass(frozen=True)

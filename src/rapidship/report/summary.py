@@ -306,7 +306,8 @@ def bytes_report(vid: str, arch: str, got: Got) -> BytesReport:
                              ", ".join(layer.get("distributions") or [])) for layer in plan.get("layers") or []],
         delta_goal=str(delta.get("goal", "")), delta_misses=int(delta.get("misses") or 0),
         delta_rows=[DeltaCostRow(str(row["distribution"]), int(row["carried_bytes"]), int(row["own_bytes"]),
-                                 float(row["ratio"]), bool(row["within_goal"])) for row in delta.get("rows") or []])
+                                 float(row["ratio"]), bool(row["within_goal"]), int(row.get("refed_bytes") or 0))
+                    for row in delta.get("rows") or []])
 
 
 def scan_row(vid: str, arch: str, img: ImageRecords) -> ScanRow:

@@ -175,6 +175,7 @@ class BaseInputs(Record):
     suite: str
     mirror: str                  # any credential hidden (redact)
     include: list[str] = []
+    sources: list[str] = []      # extra apt sources (--apt-source), credentials hidden: their newer versions win
     archive_date: str = ""       # the Date of the suite's Release file the packages came from
     archive: dict[str, str] = {}  # apt list file -> sha256: the Release and Packages files used
     packages: dict[str, str] = {}  # package -> version, as dpkg installed them

@@ -13,13 +13,16 @@ from rapidship.errors import GateFailure, exits_cleanly
 from rapidship.records import Workspace
 
 
-@task(name="base", help={"os": "OS key from variants.yaml (Debian family), e.g. debian12",
-                         "arch": "amd64 or arm64 (default: this machine's)",
-                         "mirror": "Debian/Ubuntu archive URL (default: the distro's public archive)",
-                         "conda_builder": "make the conda builder stand-in (python3 + venv) instead of the OS base",
-                         "force": "rebuild even when this run's base exists", **VARIANTS_HELP})
+@task(name="base", iterable=["apt_source"],
+      help={"os": "OS key from variants.yaml (Debian family), e.g. debian12",
+            "arch": "amd64 or arm64 (default: this machine's)",
+            "mirror": "Debian/Ubuntu archive URL (default: the distro's public archive)",
+            "conda_builder": "make the conda builder stand-in (python3 + venv) instead of the OS base",
+            "apt-source": "one more apt source, one sources.list line, whose newer versions win (repeatable): a "
+                          "security suite or the site's own repository, e.g. 'deb [trusted=yes] http://127.0.0.1:8000/ ./'",
+            "force": "rebuild even when this run's base exists", **VARIANTS_HELP})
 @exits_cleanly
-def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, force=False,
+def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, apt_source=None, force=False,
                variants_file="variants.yaml"):
     """Bootstrap a Debian-family base with mmdebstrap (one archive state, one image id) under this run's
     own name; writes build/bases/<name>-<arch>[-<run>].json, the record invoke build takes it by."""
@@ -28,14 +31,15 @@ def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, fo
     from rapidship.errors import ConfigError
     from rapidship.imagebuild.base import bootstrap, differences, host_arch, plan_base, read_base
 
-    plan = plan_base(load_matrix(variants_file), os, arch_flag(arch or host_arch()), mirror, conda_builder)
+    plan = plan_base(load_matrix(variants_file), os, arch_flag(arch or host_arch()), mirror, conda_builder,
+                     tuple(apt_source or ()))
     ws, run = Workspace(), run_id()
     existing = read_base(ws, plan.ref, plan.arch.value, run)
     there = ENGINE.try_inspect(existing.ref) if existing else None
     if existing and there and there.get("Id") == existing.image_id and not force:
         changed = differences(plan, (there.get("Config") or {}).get("Labels"))
-        if changed and mirror is not None:  # asked for something else: never a silent no-op
-            raise ConfigError("--mirror", f"{existing.ref} ({plan.arch.value}) exists, made otherwise: "
+        if changed and (mirror is not None or apt_source):  # asked for something else: never a silent no-op
+            raise ConfigError("--apt-source" if apt_source else "--mirror", f"{existing.ref} ({plan.arch.value}) exists, made otherwise: "
                               + "; ".join(changed), "pass --force to rebuild it with these flags")
         console.err.print(f"{existing.ref} ({plan.arch.value}) exists as {existing.image_id[:19]}"
                           + (f" ({'; '.join(changed)})" if changed else ", made with these flags") + "; --force to rebuild")

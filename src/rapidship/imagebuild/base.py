@@ -12,6 +12,7 @@ the base that record names, so another run on the same engine cannot move it.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -43,10 +44,17 @@ class BasePlan:
     arch: Arch
     mirror: str
     include: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()  # one-line apt sources beside the mirror: a security suite, a site's own repository
 
 
-def plan_base(m: Matrix, os_key: str, arch: Arch, mirror: str | None, conda_builder: bool = False) -> BasePlan:
+def plan_base(m: Matrix, os_key: str, arch: Arch, mirror: str | None, conda_builder: bool = False,
+              sources: tuple[str, ...] = ()) -> BasePlan:
     """Pure: which rootfs to make and what to call it."""
+    for line in sources:
+        if not re.fullmatch(r"deb (\[[^\]\n]*\] )?[a-z+]+://\S+ \S+( \S+)*", line.strip()):
+            raise ConfigError("--apt-source", f"{line!r} is not a one-line apt source",
+                              "write it as sources.list does, e.g. 'deb http://deb.debian.org/debian-security "
+                              "bookworm-security main' or 'deb [trusted=yes] http://127.0.0.1:8000/ ./'")
     variant = next((v for v in m.variants.values() if v.os == os_key), None)
     if variant is None:
         oses = sorted({v.os for v in m.variants.values()})
@@ -66,7 +74,8 @@ def plan_base(m: Matrix, os_key: str, arch: Arch, mirror: str | None, conda_buil
     else:
         ref, include = variant.bases.runtime, ()
     return BasePlan(ref=ref, distro=variant.distro, suite=suite, arch=arch,
-                    mirror=mirror or DEFAULT_MIRRORS[variant.distro], include=include)
+                    mirror=mirror or DEFAULT_MIRRORS[variant.distro], include=include,
+                    sources=tuple(line.strip() for line in sources))
 
 
 def arch_alias(ref: str, arch: Arch) -> str:
@@ -123,20 +132,20 @@ def log_cause(log: Path) -> str:
 
 # labels a made base carries: how it was made, so a second `invoke base` with other flags is not a no-op
 MADE_FROM = {"mirror": "io.rapidship.base.mirror", "suite": "io.rapidship.base.suite",
-             "include": "io.rapidship.base.include"}
+             "include": "io.rapidship.base.include", "sources": "io.rapidship.base.sources"}
 
 
 def made_from(plan: BasePlan) -> dict[str, str]:
     """Pure: the labels that record how `plan` makes its base (the mirror with any credential hidden)."""
     return {MADE_FROM["mirror"]: redact(plan.mirror), MADE_FROM["suite"]: plan.suite,
-            MADE_FROM["include"]: ",".join(plan.include)}
+            MADE_FROM["include"]: ",".join(plan.include), MADE_FROM["sources"]: " | ".join(map(redact, plan.sources))}
 
 
 def differences(plan: BasePlan, labels: dict[str, str] | None) -> list[str]:
     """Pure: how the existing base's labels differ from what `plan` would make ([]: the same)."""
     want, have = made_from(plan), labels or {}
     return [f"{key.rsplit('.', 1)[1]} {have.get(key) or '(not recorded)'!r}, the flags say {value!r}"
-            for key, value in want.items() if have.get(key) != value]
+            for key, value in want.items() if (have.get(key) or "") != value]
 
 
 def enable_emulation(arch: Arch) -> None:
@@ -204,9 +213,20 @@ def mmdebstrap_command(plan: BasePlan, out_tar: Path, facts: Path) -> list[str]:
     cmd = ["mmdebstrap", "--mode=root", "--variant=minbase", f"--arch={plan.arch.value}", f"--hook-dir={MERGED_USR}"]
     if plan.include:
         cmd.append("--include=" + ",".join(plan.include))
+    if (kept := image_sources(plan)) is not None:
+        cmd.append("--customize-hook=printf '%s\\n' " + " ".join(shlex.quote(line) for line in kept)
+                   + ' > "$1/etc/apt/sources.list"')
     return cmd + [f"--customize-hook={hook}",
                   "--customize-hook=rm -f " + " ".join(f'"$1/{f}"' for f in HOST_FILES),
-                  plan.suite, str(out_tar), plan.mirror]
+                  plan.suite, str(out_tar), plan.mirror, *plan.sources]
+
+
+def image_sources(plan: BasePlan) -> list[str] | None:
+    """Pure: the sources.list the image keeps where a mirror or source carries a credential (mmdebstrap
+    writes what it was given, token and all, into the rootfs), else None: the file stays as written."""
+    given = [f"deb {plan.mirror} {plan.suite} main", *plan.sources]
+    kept = [redact(line) for line in given]
+    return kept if kept != given else None
 
 
 def tool_version() -> str:
@@ -232,7 +252,8 @@ def bootstrap(plan: BasePlan, workdir: Path, log: Path, run: str = "") -> BaseRe
             packages = installed_packages(status.read().decode() if status else "")
         tool = tool_version()
         inputs = BaseInputs(tool=tool, distro=plan.distro, suite=plan.suite, mirror=redact(plan.mirror),
-                            include=list(plan.include), archive_date=(facts / "date.txt").read_text().strip(),
+                            include=list(plan.include), sources=[redact(line) for line in plan.sources],
+                            archive_date=(facts / "date.txt").read_text().strip(),
                             archive=archive_files((facts / "lists.sha256").read_text()), packages=packages)
         ref = engine_ref(plan, run)
         tags = [ref] + ([plan.ref] if not run and plan.arch.value == host_arch() else [])

@@ -46,3 +46,24 @@ def test_a_foreign_base_without_arch_test_says_what_to_install(tmp_path, monkeyp
         enable_emulation(foreign)
     assert caught.value.where == "--arch" and "needs arch-test" in caught.value.problem
     assert caught.value.fix == "apt-get install arch-test qemu-user-static binfmt-support"
+
+
+def test_an_apt_source_beside_the_mirror_is_a_difference_reaches_mmdebstrap_and_hides_its_token():
+    from rapidship.imagebuild.base import mmdebstrap_command
+
+    plain = plan_base(M, "debian12", Arch("amd64"), None)
+    local = "deb [trusted=yes] http://site:t0ken@127.0.0.1:8000/ ./"
+    plan = plan_base(M, "debian12", Arch("amd64"), None, sources=(local,))
+    assert mmdebstrap_command(plan, ROOT / "r.tar", ROOT / "f")[-2:] == ["http://deb.debian.org/debian", local]
+    assert differences(plan, made_from(plain)) and differences(plain, made_from(plain)) == []
+    assert differences(plain, {k: v for k, v in made_from(plain).items() if not k.endswith("sources")}) == []  # a base from before
+    assert "t0ken" not in str(made_from(plan))
+
+
+def test_an_apt_source_that_is_not_one_sources_line_is_refused_naming_the_flag():
+    import pytest
+
+    from rapidship.errors import ConfigError
+    for bad in ("http://127.0.0.1:8000/", "deb http://x", "deb-src http://x bookworm main", "deb [trusted=yes http://x ./"):
+        with pytest.raises(ConfigError, match="--apt-source"):
+            plan_base(M, "debian12", Arch("amd64"), None, sources=(bad,))

@@ -192,6 +192,7 @@ class BaseRecord(Record):
     seconds: float
     rootfs_bytes: int
     inputs: BaseInputs
+    layers: list[dict] = []  # bottom first: name, packages, bytes, entries (imagebuild/base_layers.py)
 
 
 class Reproduction(Record):

@@ -1,8 +1,9 @@
 """Make Debian-family base images locally (mmdebstrap), for sites with no registry to pull from.
 
 One archive state gives one image id, on any machine, in any directory: mmdebstrap with
-SOURCE_DATE_EPOCH writes the same tree bit for bit, and the tree is loaded as a one-layer image
-written the way every normalised layer is (normalise.load_rootfs), its config made here (so the
+SOURCE_DATE_EPOCH writes the same tree bit for bit, and the tree is loaded in one layer per Debian
+package or group of small ones, and the dpkg state (base_layers.py), each written the way every
+normalised layer is (normalise.load_rootfs), its config made here (so the
 arch is the plan's: `docker import --platform` is ignored by older engines). The image is named
 for this run (engine_ref), and its base record (build/bases/) names the id and the inputs:
 mirror, suite, the Release and Packages hashes, every package's version. `invoke build` takes
@@ -25,6 +26,7 @@ from pathlib import Path
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Matrix
+from rapidship.imagebuild.base_layers import BaseLayer, dpkg_lists, plan_base_layers
 from rapidship.imagebuild.normalise import LAYER_MTIME, load_rootfs
 from rapidship.records import BaseInputs, BaseRecord, Workspace
 from rapidship.redact import redact
@@ -236,7 +238,7 @@ def tool_version() -> str:
 
 def bootstrap(plan: BasePlan, workdir: Path, log: Path, run: str = "") -> BaseRecord:
     """mmdebstrap a minbase rootfs with SOURCE_DATE_EPOCH (the same archive state gives the same
-    tree, bit for bit) and load it as a one-layer image (normalise.load_rootfs) under this run's
+    tree, bit for bit) and load it in layers by package (base_layers, normalise.load_rootfs) under this run's
     own name; plus the plain names variants expect when no run identity is set."""
     if not shutil.which("mmdebstrap"):
         raise ConfigError("invoke base", "mmdebstrap is not installed", "apt-get install mmdebstrap (scripts/setup)")
@@ -258,10 +260,18 @@ def bootstrap(plan: BasePlan, workdir: Path, log: Path, run: str = "") -> BaseRe
         ref = engine_ref(plan, run)
         tags = [ref] + ([plan.ref] if not run and plan.arch.value == host_arch() else [])
         made_by = f"{tool} --variant=minbase --arch={plan.arch.value} {plan.suite} (SOURCE_DATE_EPOCH={BASE_EPOCH})"
-        image_id = load_rootfs(rootfs, tags, plan.arch.value, made_from(plan), made_by, BASE_EPOCH, keep=in_image)
+        layers: list[BaseLayer] = []
+
+        def by_package(tar: tarfile.TarFile, members: list[tarfile.TarInfo]) -> list[tuple[str, list[tarfile.TarInfo]]]:
+            layers.extend(plan_base_layers(members, dpkg_lists(tar, members)))
+            return [(layer.name, list(layer.members)) for layer in layers]
+
+        image_id = load_rootfs(rootfs, tags, plan.arch.value, made_from(plan), made_by, BASE_EPOCH, keep=in_image,
+                               split=by_package)
         size = rootfs.stat().st_size
     return BaseRecord(name=plan.ref, arch=plan.arch.value, ref=ref, image_id=image_id, source_date_epoch=BASE_EPOCH,
-                      seconds=round(time.monotonic() - start, 1), rootfs_bytes=size, inputs=inputs)
+                      seconds=round(time.monotonic() - start, 1), rootfs_bytes=size, inputs=inputs,
+                      layers=[layer.to_json() for layer in layers])
 
 
 def read_base(ws: Workspace, name: str, arch: str, run: str) -> BaseRecord | None:

@@ -300,34 +300,45 @@ def layer_files(tar: tarfile.TarFile) -> Iterator[tuple[tarfile.TarInfo, str]]:
 
 # ---- a root filesystem tar as an image (edge: -> docker load) ----------------------------------
 
-def rootfs_config(arch: str, labels: dict[str, str], made_by: str, epoch: int, diff_id: str) -> bytes:
-    """Pure: the config of a one-layer image of a root filesystem; its digest is the image id."""
+def rootfs_config(arch: str, labels: dict[str, str], made_by: str, epoch: int, diff_ids: list[str],
+                  steps: list[str] | None = None) -> bytes:
+    """Pure: the config of an image of a root filesystem in `diff_ids`' layers (one history entry
+    each, `steps` naming them); its digest is the image id."""
+    steps = steps or [""] * len(diff_ids)
+    history = [{"created": rfc3339(epoch), "created_by": f"{made_by}{f': {step}' if step else ''}"} for step in steps]
     doc = {"architecture": arch, **({"variant": "v8"} if arch == "arm64" else {}), "os": "linux",
            "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
                       "Cmd": ["bash"], "Labels": dict(sorted(labels.items()))},
-           "created": rfc3339(epoch), "history": [{"created": rfc3339(epoch), "created_by": made_by}],
-           "rootfs": {"type": "layers", "diff_ids": [diff_id]}}
+           "created": rfc3339(epoch), "history": history,
+           "rootfs": {"type": "layers", "diff_ids": diff_ids}}
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def load_rootfs(rootfs_tar: Path, tags: list[str], arch: str, labels: dict[str, str], made_by: str, epoch: int,
-                keep: Callable[[str], bool] = lambda _: True) -> str:
-    """Load a root filesystem tar into the engine as a one-layer image under `tags`, its entries
-    written as every normalised layer is (plan_layer): the same tree gives the same image id on
-    any engine. `keep` says which entries belong in the image. Returns the image id."""
+                keep: Callable[[str], bool] = lambda _: True,
+                split: Callable[[tarfile.TarFile, list[tarfile.TarInfo]], list[tuple[str, list[tarfile.TarInfo]]]] | None = None,
+                ) -> str:
+    """Load a root filesystem tar into the engine as an image under `tags`, in the layers `split`
+    makes of its members (named; default: one layer), each written as every normalised layer is
+    (plan_layer): the same tree gives the same image id on any engine. `keep` says which entries
+    belong in the image. Returns the image id."""
     with tarfile.open(rootfs_tar) as tar:
         members = [m for m in tar.getmembers() if order_key(m.name) and keep("/".join(order_key(m.name)))]
-        entries = plan_layer(members)
+        layers = split(tar, members) if split else [("", members)]
         loader = ENGINE.load()
         assert loader.stdin is not None
         image_id = ""
         try:
             out = loader.stdin
-            out.write(_member_header("layer.tar", layer_size(entries)))
-            diff_id = write_layer(tar, entries, out)
-            body = rootfs_config(arch, labels, made_by, epoch, diff_id)
+            diff_ids, names = [], []
+            for i, (_, held) in enumerate(layers):
+                entries = plan_layer(held)
+                names.append(f"layers/{i}.tar")
+                out.write(_member_header(names[-1], layer_size(entries)))
+                diff_ids.append(write_layer(tar, entries, out))
+            body = rootfs_config(arch, labels, made_by, epoch, diff_ids, [name for name, _ in layers])
             image_id = "sha256:" + hashlib.sha256(body).hexdigest()
-            manifest = json.dumps([{"Config": "config.json", "RepoTags": tags, "Layers": ["layer.tar"]}]).encode()
+            manifest = json.dumps([{"Config": "config.json", "RepoTags": tags, "Layers": names}]).encode()
             for name, data in (("config.json", body), ("manifest.json", manifest)):
                 out.write(_member_header(name, len(data)) + data + bytes(-len(data) % BLOCK))
             out.write(bytes(2 * BLOCK))

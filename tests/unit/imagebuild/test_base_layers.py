@@ -1,0 +1,101 @@
+"""The runtime base in layers by Debian package: every rootfs entry lands in exactly one layer (the
+directories, with their own headers, wherever a layer needs them and in the state layer), files
+listed through merged /usr's links are found, hard-linked groups stay together, dpkg's state and
+files no package lists lie last, and the budget holds."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+from rapidship.imagebuild.base_layers import STATE, dpkg_lists, plan_base_layers, resolve
+
+
+def _rootfs(files: dict[str, bytes], links: dict[str, str] = {}, hard: dict[str, str] = {}) -> tuple[tarfile.TarFile, list]:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        folders = sorted({"/".join(p.split("/")[:i]) for p in [*files, *links, *hard] for i in range(1, p.count("/") + 1)})
+        for d in ["usr", "usr/bin", "usr/lib", *folders]:
+            info = tarfile.TarInfo("./" + d)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for name, target in links.items():
+            info = tarfile.TarInfo("./" + name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+        for name, data in files.items():
+            info = tarfile.TarInfo("./" + name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, target in hard.items():
+            info = tarfile.TarInfo("./" + name)
+            info.type, info.linkname = tarfile.LNKTYPE, "./" + target
+            tar.addfile(info)
+    buf.seek(0)
+    tar = tarfile.open(fileobj=buf)
+    return tar, tar.getmembers()
+
+
+def _names(layer) -> set[str]:
+    return {m.name.lstrip("./") for m in layer.members if not m.isdir()}
+
+
+def test_merged_usr_paths_as_dpkg_lists_them_are_found_through_the_links():
+    links = {"bin": "usr/bin", "lib64": "/usr/lib"}
+    assert resolve("/bin/bash", links) == "usr/bin/bash"
+    assert resolve("/lib64/ld.so", links) == "usr/lib/ld.so"
+    assert resolve("/bin", links) == "bin"  # the link itself, as listed
+
+
+def test_every_entry_lands_once_packages_apart_and_the_state_last():
+    files = {"usr/bin/bash": b"b" * 300, "usr/bin/perl": b"p" * 500, "usr/lib/libz.so.1": b"z" * 90,
+             "etc/passwd": b"root:x:0:0\n", "var/lib/dpkg/status": b"Package: zlib1g\n",
+             "var/lib/dpkg/info/bash.list": b"/.\n/bin\n/bin/bash\n",
+             "var/lib/dpkg/info/perl-base.list": b"/.\n/usr/bin/perl\n/usr/bin/perl5.36.0\n",
+             "var/lib/dpkg/info/zlib1g:amd64.list": b"/.\n/lib/libz.so.1\n",
+             "var/lib/dpkg/info/zlib1g:amd64.md5sums": b"x  lib/libz.so.1\n"}
+    tar, members = _rootfs(files, links={"bin": "usr/bin", "lib": "usr/lib"}, hard={"usr/bin/perl5.36.0": "usr/bin/perl"})
+    lists = dpkg_lists(tar, members)
+    assert sorted(lists) == ["bash", "perl-base", "zlib1g"]
+    layers = _alone(members, lists)
+    by = {layer.name: layer for layer in layers}
+    assert layers[-1].name == STATE
+    assert _names(by["zlib1g"]) == {"usr/lib/libz.so.1", "var/lib/dpkg/info/zlib1g:amd64.list",
+                                    "var/lib/dpkg/info/zlib1g:amd64.md5sums"}
+    assert _names(by["perl-base"]) == {"usr/bin/perl", "usr/bin/perl5.36.0", "var/lib/dpkg/info/perl-base.list"}
+    assert _names(by[STATE]) == {"etc/passwd", "var/lib/dpkg/status", "bin", "lib"}
+    everything = [m.name for layer in layers for m in layer.members if not m.isdir()]
+    assert sorted(everything) == sorted(m.name for m in members if not m.isdir())  # each file once
+    assert {m.name for m in by[STATE].members if m.isdir()} == {m.name for m in members if m.isdir()}
+    for layer in layers:  # a layer holds its files' folders, with the rootfs's own headers
+        held = {m.name for m in layer.members}
+        for m in layer.members:
+            parent = m.name.rsplit("/", 1)[0]
+            assert parent == "." or parent in held, (layer.name, m.name)
+
+
+def _alone(members, lists):
+    """Each package alone: the grouping limit at one byte."""
+    import rapidship.imagebuild.base_layers as bl
+
+    saved, bl.GROUP_BYTES = bl.GROUP_BYTES, 1
+    try:
+        return plan_base_layers(members, lists, budget=10)
+    finally:
+        bl.GROUP_BYTES = saved
+
+
+def test_small_packages_share_a_layer_and_the_limit_doubles_to_fit_the_budget():
+    files = {f"usr/lib/p{i}.so": b"x" * 1000 for i in range(8)}
+    files |= {f"var/lib/dpkg/info/p{i}.list": f"/usr/lib/p{i}.so\n".encode() for i in range(8)}
+    tar, members = _rootfs(files)
+    lists = dpkg_lists(tar, members)
+    assert len(plan_base_layers(members, lists)) == 2  # all eight within 4 MiB: one group, and the state
+    import rapidship.imagebuild.base_layers as bl
+    saved, bl.GROUP_BYTES = bl.GROUP_BYTES, 1
+    try:
+        assert len(plan_base_layers(members, lists, budget=100)) == 9  # alone each
+        fitted = plan_base_layers(members, lists, budget=5)
+        assert len(fitted) <= 5 and sorted(p for layer in fitted for p in layer.packages) == [f"p{i}" for i in range(8)]
+    finally:
+        bl.GROUP_BYTES = saved

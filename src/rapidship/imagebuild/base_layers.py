@@ -8,7 +8,7 @@ Which package a file is: dpkg's own lists (var/lib/dpkg/info/<package>[:<arch>].
 way dpkg wrote them (paths as packaged, e.g. /bin/bash, found in a merged-/usr tree through its
 /bin -> usr/bin link). A package's dpkg info files go with it. The rest (dpkg's status, files made
 by maintainer scripts, such as /etc/passwd, the merged-/usr links) and every directory go to the
-state layer, last. A layer also holds its files' parent directories, with the same headers as in
+state layer, last. Bytecode made at install goes with its source. A layer also holds its files' parent directories, with the same headers as in
 the state layer, so the layers together are the rootfs entry for entry. A hard-linked group stays
 in the layer of its first name.
 
@@ -24,10 +24,12 @@ import re
 import tarfile
 from dataclasses import dataclass
 
-BUDGET = 28
+BUDGET = 26
+RUNTIME_BUDGET = 8  # the runtime's own apt-get step, split the same way (imagebuild/normalise.py)
 GROUP_BYTES = 4 << 20  # a group's patch re-ships about 1-1.5 MB of zstd: within the goal's 2 MB
 STATE = "dpkg-state"
 _INFO = re.compile(r"^var/lib/dpkg/info/([^/:]+)(?::[^/.]+)?\.[^/]+$")
+_PYC = re.compile(r"^(.*)/__pycache__/([^/]+?)\.cpython-\d+(?:\.opt-\d)?\.pyc$")
 _LIST = re.compile(r"^var/lib/dpkg/info/([^/:]+)(?::[^/.]+)?\.list$")
 
 
@@ -85,6 +87,9 @@ def owners(members: list[tarfile.TarInfo], lists: dict[str, str]) -> dict[str, s
         info = _INFO.match(name)
         if info and not by_name[name].isdir():
             owned.setdefault(name, info.group(1))
+        compiled = _PYC.match(name)  # bytecode made at install (py3compile): its source's package
+        if compiled and f"{compiled.group(1)}/{compiled.group(2)}.py" in owned:
+            owned.setdefault(name, owned[f"{compiled.group(1)}/{compiled.group(2)}.py"])
     return owned
 
 

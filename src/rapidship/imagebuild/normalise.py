@@ -8,6 +8,8 @@ its docker-archive, whatever engine made it, and loads the result under the same
     as built, user and group names, atime, ctime and every pax record but extended attributes
     (file capabilities) dropped; hard links point at the first of their names in the new order,
     which then carries the data;
+  a layer that installed Debian packages (the runtime's apt-get step): split by package as the
+    base is (base_layers.py), so a Debian update re-ships the packages it changed, not the step;
   the config: `created` and every history time SOURCE_DATE_EPOCH (the commit's time: the release's
     date, in the labels too), rootfs.diff_ids the new layers', BuildKit's own extras dropped.
 A layer's bytes so depend on its content alone. Clamping times to the epoch (what newer BuildKits
@@ -37,11 +39,13 @@ from typing import IO, Callable, Iterator
 
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
+from rapidship.imagebuild.base_layers import RUNTIME_BUDGET, dpkg_lists, plan_base_layers
 
 BLOCK = tarfile.BLOCKSIZE
 ENGINE_EXTRAS = ("moby.buildkit.buildinfo.v1", "moby.buildkit.cache.v0")  # config keys only BuildKit writes
 EPOCH_LABEL = "io.rapidship.source-date-epoch"
 LAYER_MTIME = 946684800  # 2000-01-01T00:00:00Z: every file's time in a rebuilt layer
+SPLIT_MARK = " # rapidship: by package: "  # a history entry's mark: this layer is one part of a split one
 
 
 # ---- the epoch ---------------------------------------------------------------------------------
@@ -171,12 +175,40 @@ def write_layer(tar: tarfile.TarFile, entries: list[Entry], out: IO[bytes],
 
 # ---- the config (pure) ---------------------------------------------------------------------------
 
-def normal_config(config: dict, diff_ids: list[str], epoch: int) -> bytes:
+def normal_config(config: dict, diff_ids: list[str], epoch: int, parts_of: dict[int, list[str]] | None = None) -> bytes:
+    """Pure: the config with its times the epoch and `diff_ids`; a layer split by package
+    (`parts_of`: its index among the layers -> its parts' names) gets one history entry per part."""
     doc = {k: v for k, v in config.items() if k not in ENGINE_EXTRAS}
     doc["created"] = rfc3339(epoch)
-    doc["history"] = [{**h, "created": rfc3339(epoch)} if "created" in h else h for h in config.get("history") or []]
+    history, index = [], 0
+    for h in config.get("history") or []:
+        h = {**h, "created": rfc3339(epoch)} if "created" in h else h
+        if h.get("empty_layer"):
+            history.append(h)
+            continue
+        parts = (parts_of or {}).get(index, [""])
+        history += [{**h, "created_by": f"{h.get('created_by', '')}{SPLIT_MARK}{part}"} if part else h for part in parts]
+        index += 1
+    doc["history"] = history
     doc["rootfs"] = {"type": "layers", "diff_ids": list(diff_ids)}
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def splits(created_by: str) -> bool:
+    """Pure: whether a built layer is one that installed Debian packages (split by package), and
+    not already a part of one (so a normalised image normalises to itself)."""
+    return "apt-get install" in created_by and SPLIT_MARK not in created_by
+
+
+def split_by_package(layer: tarfile.TarFile, members: list[tarfile.TarInfo]) -> list[tuple[str, list[tarfile.TarInfo]]] | None:
+    """The parts of a layer that installed Debian packages, as the base is split (base_layers), or
+    None: no package lists in it, an opaque folder (its parts above would hide the ones below), or
+    one part only."""
+    if any(os.path.basename(m.name) == ".wh..wh..opq" for m in members):
+        return None
+    lists = dpkg_lists(layer, members)
+    parts = plan_base_layers(members, lists, RUNTIME_BUDGET) if lists else []
+    return [(p.name, list(p.members)) for p in parts] if len(parts) > 1 else None
 
 
 # ---- the image (edge: docker save -> rewrite -> docker load) ------------------------------------
@@ -255,11 +287,13 @@ def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], k
                    epoch: int, out: IO[bytes], on_bytes: Callable[[int], None]) -> str:
     """Stream a docker-archive of the normalised image into `out` (docker load's stdin)."""
     new_ids, names = [], []
+    steps = [h.get("created_by", "") for h in config.get("history") or [] if not h.get("empty_layer")]
+    parts_of: dict[int, list[str]] = {}
     for i, layer_name in enumerate(manifest["Layers"]):
         member = layer_member(outer, layer_name)
-        name = f"layers/{i}.tar"
         if i < kept:
-            out.write(_member_header(name, member.size))
+            names.append(f"layers/{i}.tar")
+            out.write(_member_header(names[-1], member.size))
             stream = outer.extractfile(member)
             assert stream is not None
             while chunk := stream.read(1 << 20):
@@ -267,13 +301,18 @@ def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], k
                 on_bytes(len(chunk))
             out.write(bytes(-member.size % BLOCK))
             new_ids.append(old_ids[i])
-        else:
-            with tarfile.open(fileobj=outer.extractfile(member)) as layer:
-                entries = plan_layer(layer.getmembers())
-                out.write(_member_header(name, layer_size(entries)))
+            continue
+        with tarfile.open(fileobj=outer.extractfile(member)) as layer:
+            members = layer.getmembers()
+            parts = split_by_package(layer, members) if i < len(steps) and splits(steps[i]) else None
+            if parts:
+                parts_of[i] = [label for label, _ in parts]
+            for k, (_, held) in enumerate(parts or [("", members)]):
+                names.append(f"layers/{i}-{k}.tar" if parts else f"layers/{i}.tar")
+                entries = plan_layer(held)
+                out.write(_member_header(names[-1], layer_size(entries)))
                 new_ids.append(write_layer(layer, entries, out, on_bytes))
-        names.append(name)
-    body = normal_config(config, new_ids, epoch)
+    body = normal_config(config, new_ids, epoch, parts_of)
     image_id = "sha256:" + hashlib.sha256(body).hexdigest()
     docs = [("config.json", body),
             ("manifest.json", json.dumps([{"Config": "config.json", "RepoTags": [ref], "Layers": names}]).encode())]

@@ -40,7 +40,7 @@ KINDS = {  # in layer order, the most bytes per patch first; why they are groupe
 _CUDA_BUILD = re.compile(r"-cu\d+$")
 _RAPIDS_PURE = {"dask-cuda", "rapids-dask-dependency", "rapids-logger", "distributed-ucxx", "dask-cudf"}
 LEAST_BUDGET = len(KINDS) + 1  # one group per kind and the venv: any lock fits
-MOST_BUDGET = 85  # overlay2 refuses more than ~125 layers: room for the base's (imagebuild/base_layers.BUDGET) and the runtime's own
+MOST_BUDGET = 80  # overlay2 refuses more than ~125 layers: room for the base's (imagebuild/base_layers.BUDGET) and the runtime's own
 
 
 @dataclass(frozen=True)

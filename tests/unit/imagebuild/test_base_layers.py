@@ -99,3 +99,32 @@ def test_small_packages_share_a_layer_and_the_limit_doubles_to_fit_the_budget():
         assert len(fitted) <= 5 and sorted(p for layer in fitted for p in layer.packages) == [f"p{i}" for i in range(8)]
     finally:
         bl.GROUP_BYTES = saved
+
+
+def test_the_runtimes_apt_step_is_split_once_and_its_history_follows():
+    import json
+
+    from rapidship.imagebuild.normalise import SPLIT_MARK, normal_config, split_by_package, splits
+
+    step = "RUN |1 TARGETARCH=amd64 /bin/bash -o pipefail -c apt-get update && apt-get install -y python3.11"
+    assert splits(step) and not splits(step + SPLIT_MARK + "python3.11") and not splits("COPY x /opt/rapids/")
+    config = {"history": [{"created_by": "base", "created": "x"}, {"created_by": "ENV A=1", "empty_layer": True},
+                          {"created_by": step, "created": "y"}, {"created_by": "COPY x"}], "rootfs": {}}
+    doc = json.loads(normal_config(config, ["a", "b1", "b2", "c"], 0, {1: ["python3.11", "dpkg-state"]}))
+    assert [h["created_by"] for h in doc["history"]] == ["base", "ENV A=1", step + SPLIT_MARK + "python3.11",
+                                                         step + SPLIT_MARK + "dpkg-state", "COPY x"]
+    assert all(h.get("created") in (None, "1970-01-01T00:00:00Z") for h in doc["history"])
+    again = json.loads(normal_config(doc, ["a", "b1", "b2", "c"], 0, {}))  # normalised again: unchanged
+    assert again["history"] == doc["history"]
+
+    files = {"usr/bin/python3.11": b"p" * 100, "usr/lib/python3.11/os.py": b"o" * 10,
+             "usr/lib/python3.11/__pycache__/os.cpython-311.pyc": b"c" * 10, "var/lib/dpkg/status": b"s",
+             "var/lib/dpkg/info/python3.11.list": b"/usr/bin/python3.11\n/usr/lib/python3.11/os.py\n"}
+    tar, members = _rootfs(files)
+    parts = split_by_package(tar, members)
+    assert [name for name, _ in parts] == ["python3.11", "dpkg-state"]
+    assert "./usr/lib/python3.11/__pycache__/os.cpython-311.pyc" in {m.name for m in parts[0][1]}  # with its source
+    tar, members = _rootfs(files | {"opt/.wh..wh..opq": b""})
+    assert split_by_package(tar, members) is None  # an opaque folder: kept whole
+    tar, members = _rootfs({"etc/passwd": b"x"})
+    assert split_by_package(tar, members) is None  # installed nothing

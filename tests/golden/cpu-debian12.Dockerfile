@@ -89,9 +89,9 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
 
-COPY --from=builder /out/layers/compiled/numpy/ /opt/rapids/
 COPY --from=builder /out/layers/compiled/pyyaml/ /opt/rapids/
 COPY --from=builder /out/layers/compiled/tornado/ /opt/rapids/
+COPY --from=builder /out/layers/compiled/numpy/ /opt/rapids/
 COPY --from=builder /out/layers/compiled/small_1/ /opt/rapids/
 COPY --from=builder /out/layers/compiled/small_2/ /opt/rapids/
 COPY --from=builder /out/layers/python/dask/ /opt/rapids/

@@ -6,6 +6,10 @@ package's files (the JSON simple API, PEP 691, with sizes, PEP 700) and writes
 wheel (any arch: one plan serves every arch of a Dockerfile) and whether every locked wheel is pure
 Python (`none-any`). A wheel is zip-deflated, so its size is close to what its files weigh
 compressed on a disc; render refuses a record whose distributions or versions are not the lock's.
+Beside them, `releases_per_year`: how many releases the index shows in the year before the locked
+version's series (same major.minor) began, from the files' upload times (PEP 700). The layer plan
+puts the more often released higher (render/layer_plan.py); counting before the series began keeps
+it the same for every patch of the series, so a patch release plans its layers as its release did.
 """
 
 from __future__ import annotations
@@ -13,7 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from datetime import datetime, timedelta
 from pathlib import Path
+
+from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
+from packaging.version import Version
 
 from rapidship.errors import ConfigError
 
@@ -46,6 +54,26 @@ def locked_hashes(text: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     return found
 
 
+def releases_per_year(version: str, files: list[dict]) -> int:
+    """Pure: final releases first uploaded in the 365 days before `version`'s series (its major.minor)
+    first appeared on the index; 0 where the index gives no upload times."""
+    first: dict[Version, datetime] = {}
+    for f in files:
+        name, when = f.get("filename", ""), f.get("upload-time")
+        try:
+            found = parse_wheel_filename(name)[1] if name.endswith(".whl") else parse_sdist_filename(name)[1]
+            at = datetime.fromisoformat(str(when).replace("Z", "+00:00"))
+        except (InvalidWheelFilename, InvalidSdistFilename, ValueError, TypeError):
+            continue
+        if not (found.is_prerelease or found.is_devrelease):
+            first[found] = min(first.get(found, at), at)
+    series = [at for v, at in first.items() if v.release[:2] == Version(version).release[:2]]
+    if not series:
+        return 0
+    began = min(series)
+    return sum(began - timedelta(days=365) <= at < began for at in first.values())
+
+
 def record_from_index(env: str, lock_text: str, files_by_name: dict[str, list[dict]], where: str) -> dict:
     """Pure: the lock and the index's file lists (PEP 691 `files`, keyed by canonical name) -> the
     record. ConfigError naming the package when the index does not list a locked file or its size."""
@@ -63,7 +91,8 @@ def record_from_index(env: str, lock_text: str, files_by_name: dict[str, list[di
                               "pass an index that does (PyPI does) with --index-url")
         distributions[name] = {"version": version, "wheel_bytes": max((f["size"] for f in sized), default=0),
                                "pure": all(f["filename"].endswith("-none-any.whl") for f in sized),
-                               "wheels": len(sized)}
+                               "wheels": len(sized),
+                               "releases_per_year": releases_per_year(version, files_by_name.get(name, []))}
     return {"format": FORMAT, "env": env, "lock_sha256": hashlib.sha256(lock_text.encode()).hexdigest(),
             "distributions": distributions}
 

@@ -10,9 +10,12 @@ The order is the import's cost: an engine keys a layer by its chain (it and ever
 a patch makes the site's loader write again every layer above the lowest one it changes. So the
 kinds lie from the fewest patches per byte to the most: NVIDIA's wheels (the CUDA release), compiled
 libraries (each patched on its own), the RAPIDS train (all of it every two months, and its
-hotfixes), pure Python (the most frequent, and small). Inside a kind, layers lie in name order:
-N and N+1 must plan alike for a delta to stay small, and an order by size moved layers when a
-patch changed a wheel's size a little (a test shows it).
+hotfixes), pure Python (the most frequent, and small). Inside a kind, a distribution of its own
+layer lies higher the more releases the index showed in the year before its series began
+(lock/sizes.py: the cuDF family's hotfixes put it above cuML's and UCX's), then by name; not by
+size: N and N+1 must plan alike for a delta to stay small, and a size order moved layers when a
+patch changed a wheel's size a little (a test shows it). Groups of small ones lie on top of their
+kind, in name order.
 
 Pure core: `plan_layers(distributions, budget)`. The plan is data (`to_json`): render writes it into
 the build context (builder/layer-plan.json) and names one COPY per layer in the Dockerfile; the
@@ -49,6 +52,7 @@ class Distribution:
     version: str
     wheel_bytes: int
     pure: bool
+    releases_per_year: int = 0  # lock/sizes.py: in the year before its series began
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ def _layers(distributions: list[Distribution], limit: int) -> list[Layer]:
     for kind, changes in KINDS.items():
         mine = sorted((d for d in distributions if kind_of(d.name, d.pure) == kind), key=lambda d: d.name)
         out += [Layer(f"{kind}/{d.name}", kind, (d,), f"alone: {_mb(d.wheel_bytes)} wheel")
-                for d in mine if d.wheel_bytes > limit]
+                for d in sorted((d for d in mine if d.wheel_bytes > limit), key=lambda d: (d.releases_per_year, d.name))]
         groups: list[list[Distribution]] = []
         for d in (d for d in mine if d.wheel_bytes <= limit):
             if not groups or sum(g.wheel_bytes for g in groups[-1]) + d.wheel_bytes > limit:
@@ -122,4 +126,5 @@ def plan_layers(distributions: list[Distribution], budget: int, group_bytes: int
 
 def from_sizes(sizes: dict[str, dict]) -> list[Distribution]:
     """Pure: a wheel-sizes record's distributions (lock/sizes.py) -> the planner's input."""
-    return [Distribution(name, d["version"], int(d["wheel_bytes"]), bool(d["pure"])) for name, d in sorted(sizes.items())]
+    return [Distribution(name, d["version"], int(d["wheel_bytes"]), bool(d["pure"]), int(d.get("releases_per_year") or 0))
+            for name, d in sorted(sizes.items())]

@@ -30,8 +30,8 @@ FILES = {"numpy": [{"filename": "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.w
 def test_the_record_has_each_distributions_largest_wheel_and_whether_it_is_pure():
     record = record_from_index("e", LOCK, FILES, "locks/e/requirements.txt")
     assert record["distributions"] == {
-        "numpy": {"version": "2.4.6", "wheel_bytes": 17_000_000, "pure": False, "wheels": 2},
-        "toolz": {"version": "1.2.0", "wheel_bytes": 60_789, "pure": True, "wheels": 1}}
+        "numpy": {"version": "2.4.6", "wheel_bytes": 17_000_000, "pure": False, "wheels": 2, "releases_per_year": 0},
+        "toolz": {"version": "1.2.0", "wheel_bytes": 60_789, "pure": True, "wheels": 1, "releases_per_year": 0}}
     assert record["lock_sha256"] == hashlib.sha256(LOCK.encode()).hexdigest()
 
 

@@ -2,7 +2,8 @@
 lowest one a patch changes (their chain IDs change). Measured on the real cuDF hotfix (26.10.0 ->
 26.10.2, docs/measurements/layers-rapids-2026-12-06/hotfix-a-amd64.json), the plan in kind order
 cuda, rapids, compiled, python left 1.49 GB above libcudf and missed the import goal. These tests
-weigh each layer by its wheel bytes from the committed wheel-sizes record (what `invoke lock` writes)."""
+weigh each layer by its wheel bytes from the committed wheel-sizes record (what `invoke lock` writes),
+with the releases the index showed in the year before each series began."""
 
 from __future__ import annotations
 
@@ -38,16 +39,21 @@ def test_the_kinds_lie_from_the_fewest_patches_per_byte_to_the_most():
     assert kinds == sorted(kinds, key=lambda k: [*KINDS, "venv"].index(k))
 
 
-def test_the_cudf_hotfix_refeeds_the_rapids_train_and_python_only():
+def test_the_cudf_hotfix_refeeds_little_more_than_pure_python():
     plan = _plan()
     names = plan.names
     lowest = min(names.index(f"rapids/{name}") for name in HOTFIX - {"dask-cudf-cu12"})
+    assert names[lowest] == "rapids/libcudf-cu12"
     assert all(layer.kind in {"rapids", "python", "venv"} for layer in plan.layers[lowest:])
-    assert names[lowest - 1].startswith("compiled/")
-    # the order this replaces, kinds cuda, rapids, compiled, python: every compiled wheel above libcudf too
+    # the index's history puts the cuDF family (8 releases the year before 26.10) above cuML's and UCX's
+    assert max(names.index(n) for n in ("rapids/libcuvs-cu12", "rapids/libcuml-cu12", "rapids/libucx-cu12")) < lowest
+    python = sum(d.wheel_bytes for layer in plan.layers if layer.kind == "python" for d in layer.distributions)
+    assert _refed(plan, HOTFIX) < python + 10_000_000
+    # the order this replaces, kinds cuda, rapids, compiled, python, by name: every compiled wheel above
     before = dataclasses.replace(plan, layers=tuple(sorted(
-        plan.layers, key=lambda layer: ["cuda", "rapids", "compiled", "python", "venv"].index(layer.kind))))
-    assert _refed(before, HOTFIX) > 1.5 * _refed(plan, HOTFIX)
+        plan.layers, key=lambda layer: (["cuda", "rapids", "compiled", "python", "venv"].index(layer.kind),
+                                        "/small_" in layer.name, layer.name))))
+    assert _refed(before, HOTFIX) > 10 * _refed(plan, HOTFIX)
 
 
 def test_a_patch_that_changes_a_wheel_size_a_little_keeps_the_plan():
@@ -64,3 +70,19 @@ def test_the_table_counts_the_unchanged_layers_above_the_lowest_changed_one_as_r
     assert rows["low"].refed_bytes == 230 and rows["mid"].refed_bytes == 30 and rows["top"].refed_bytes == 0
     assert rows["low"].to_json()["refed_bytes"] == 230
     assert cost_table({"a": 1}, {"a": {0}}, {0: 1}, set())[0].refed_bytes == 0  # no tar sizes: nothing claimed
+
+
+def test_releases_per_year_count_the_year_before_the_series_began_and_not_its_patches():
+    from rapidship.lock.sizes import releases_per_year
+
+    def f(version: str, when: str, kind: str = "-py3-none-any.whl") -> dict:
+        return {"filename": f"libx-{version}{kind}" if kind.startswith("-") else f"libx-{version}.tar.gz",
+                "upload-time": when}
+
+    files = [f("25.8.0", "2025-08-01T00:00:00Z"), f("25.8.1", "2025-08-20T00:00:00Z"),
+             f("25.10.0", "2025-10-05T00:00:00Z", ".tar.gz"), f("26.2.0rc1", "2026-01-20T00:00:00Z"),
+             f("24.6.0", "2024-06-01T00:00:00Z"),  # more than a year before the series
+             f("26.2.0", "2026-02-01T00:00:00Z"), f("26.2.1", "2026-02-20T00:00:00Z")]
+    assert releases_per_year("26.2.0", files) == 3 == releases_per_year("26.2.1", files)  # a patch counts alike
+    assert releases_per_year("26.2.1", files + [f("26.2.2", "2026-03-01T00:00:00Z")]) == 3
+    assert releases_per_year("1.0", files) == 0 and releases_per_year("26.2.0", [{"filename": "libx-26.2.0.tar.gz"}]) == 0

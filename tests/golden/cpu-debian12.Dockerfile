@@ -78,6 +78,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && apt-get install -y --no-install-recommends ca-certificates python3.11 \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log \
+    /var/cache/debconf/*-old /var/lib/dpkg/*-old \
  && if [ -x /usr/bin/python3.11 ]; then /usr/bin/python3.11 /mnt/hash_pycs.py \
       /usr/lib/python3.11 /usr/lib64/python3.11 /usr/lib/python3/dist-packages; fi \
  && useradd --no-log-init --uid 1001 --gid 0 --home-dir /home/rapids --create-home --shell /bin/bash rapids \

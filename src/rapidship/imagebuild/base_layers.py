@@ -29,6 +29,7 @@ RUNTIME_BUDGET = 8  # the runtime's own apt-get step, split the same way (imageb
 GROUP_BYTES = 4 << 20  # a group's patch re-ships about 1-1.5 MB of zstd: within the goal's 2 MB
 STATE = "dpkg-state"
 _INFO = re.compile(r"^var/lib/dpkg/info/([^/:]+)(?::[^/.]+)?\.[^/]+$")
+MERGED_USR = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}  # links to usr/<name> on a merged-/usr system
 _PYC = re.compile(r"^(.*)/__pycache__/([^/]+?)\.cpython-\d+(?:\.opt-\d)?\.pyc$")
 _LIST = re.compile(r"^var/lib/dpkg/info/([^/:]+)(?::[^/.]+)?\.list$")
 
@@ -80,6 +81,8 @@ def owners(members: list[tarfile.TarInfo], lists: dict[str, str]) -> dict[str, s
             if line in folders:
                 continue
             name = resolve(line, links)
+            if name not in by_name and name.split("/")[0] in MERGED_USR:  # the link is in a layer below
+                name = "usr/" + name
             member = by_name.get(name)
             if member is not None and not member.isdir():
                 owned.setdefault(name, package)

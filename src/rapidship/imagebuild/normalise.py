@@ -202,13 +202,18 @@ def splits(created_by: str) -> bool:
 
 def split_by_package(layer: tarfile.TarFile, members: list[tarfile.TarInfo]) -> list[tuple[str, list[tarfile.TarInfo]]] | None:
     """The parts of a layer that installed Debian packages, as the base is split (base_layers), or
-    None: no package lists in it, an opaque folder (its parts above would hide the ones below), or
-    one part only."""
-    if any(os.path.basename(m.name) == ".wh..wh..opq" for m in members):
-        return None
+    None: no package lists in it, or one part only. A folder the step made is opaque (it hides the
+    layers below): its mark goes into the lowest part, so the parts above still show through."""
     lists = dpkg_lists(layer, members)
-    parts = plan_base_layers(members, lists, RUNTIME_BUDGET) if lists else []
-    return [(p.name, list(p.members)) for p in parts] if len(parts) > 1 else None
+    opaque = [m for m in members if os.path.basename(m.name) == ".wh..wh..opq"]
+    parts = plan_base_layers([m for m in members if m not in opaque], lists, RUNTIME_BUDGET) if lists else []
+    if len(parts) < 2:
+        return None
+    by_name = {"/".join(order_key(m.name)): m for m in members}
+    folders = {"/".join(order_key(m.name)[:n]) for m in opaque for n in range(1, len(order_key(m.name)))}
+    lowest = {"/".join(order_key(m.name)): m for m in parts[0].members}
+    lowest |= {name: by_name[name] for name in folders if name in by_name} | {"/".join(order_key(m.name)): m for m in opaque}
+    return [(parts[0].name, list(lowest.values()))] + [(p.name, list(p.members)) for p in parts[1:]]
 
 
 # ---- the image (edge: docker save -> rewrite -> docker load) ------------------------------------

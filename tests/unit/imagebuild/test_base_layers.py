@@ -124,7 +124,13 @@ def test_the_runtimes_apt_step_is_split_once_and_its_history_follows():
     parts = split_by_package(tar, members)
     assert [name for name, _ in parts] == ["python3.11", "dpkg-state"]
     assert "./usr/lib/python3.11/__pycache__/os.cpython-311.pyc" in {m.name for m in parts[0][1]}  # with its source
-    tar, members = _rootfs(files | {"opt/.wh..wh..opq": b""})
-    assert split_by_package(tar, members) is None  # an opaque folder: kept whole
+    tar, members = _rootfs(files | {"usr/lib/python3.11/.wh..wh..opq": b""})  # a folder the step made
+    parts = split_by_package(tar, members)
+    assert "./usr/lib/python3.11/.wh..wh..opq" in {m.name for m in parts[0][1]}  # the lowest part hides what is below
+    assert all(".wh." not in m.name for _, held in parts[1:] for m in held)
+    tar, members = _rootfs({"usr/lib/libreadline.so.8": b"r" * 50, "var/lib/dpkg/info/libreadline8.list":
+                            b"/lib/libreadline.so.8\n", "var/lib/dpkg/status": b"s"})
+    parts = split_by_package(tar, members)  # merged /usr's links are the base's, not this layer's
+    assert "./usr/lib/libreadline.so.8" in {m.name for m in parts[0][1]}
     tar, members = _rootfs({"etc/passwd": b"x"})
     assert split_by_package(tar, members) is None  # installed nothing

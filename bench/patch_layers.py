@@ -107,6 +107,7 @@ def layout(name: str, commit: str, args: argparse.Namespace, tmp: Path, pins: di
         report = json.loads(run(["invoke", "size-report", "--variant", args.variant, "--arch", args.arch,
                                  "--delta-cost", "--json"], copy, env))
         result["packages"] = [r for r in report["delta_cost"]["rows"] if r["distribution"] in {canonical(p) for p in pins}]
+        result["size_report"] = report  # N+1's whole table and plan, kept as the record of that image
     return result
 
 

@@ -53,7 +53,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rapidship-debian-update-") as tmp:
         copy, repo = Path(tmp) / "tree", Path(tmp) / "repo"
         copy.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], capture_output=True, check=True).stdout
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(copy)], input=archive, check=True)
         update = fetch_update(args.package, args.arch, repo)
         write_index(repo, [update])
@@ -82,7 +84,7 @@ def main() -> None:
     print(f"\n{args.variant} {args.arch}: {args.package} {changed.get(args.package)}; the base's packages that "
           f"differ: {changed}")
     print(f"own (zstd) {own:,} B; full N+1 {full:,} B; delta {delta:,} B ({delta / full:.2%} of full, {delta / own:.1f}x own)")
-    doc = {"package": args.package, "versions": changed.get(args.package), "base_packages_changed": changed,
+    doc = {"commit": commit, "package": args.package, "versions": changed.get(args.package), "base_packages_changed": changed,
            "base_ids": {r: b["image_id"] for r, b in bases.items()}, "refs": refs, "own_zstd_bytes": own,
            "delta_over_own": round(delta / own, 1), **result}
     print(json.dumps(doc, indent=1))

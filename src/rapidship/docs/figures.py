@@ -95,3 +95,29 @@ def release_chain_tables(root: Path) -> str:
                            f"{st['floor_counts']} |")
         out.append("")
     return "\n".join(out).rstrip("\n")
+
+
+PATCH_DAY = "patch-day-*"
+
+
+def patch_day_table(root: Path) -> str:
+    """The newest `patch-day-DATE/` folder's records (bench/patch_layers.py, bench/debian_update.py
+    --json, one per real patch): each disc's bytes against the changed packages' own, and the
+    site's import against the goal."""
+    folders = sorted((root / RELEASE_CHAIN).glob(PATCH_DAY))
+    if not folders:
+        return "No patch day measured yet."
+    out = ["| case | image | own (zstd) | full N+1 disc | delta disc | delta / own | import: full, delta (goal) | "
+           "layers the import keeps / re-feeds |", "|---|---|---:|---:|---:|---:|---|---|"]
+    for path in sorted(folders[-1].glob("*.json")):
+        rec = json.loads(path.read_text())
+        full, delta = rec["runs"]["N+1 full"]["archive_bytes"], rec["runs"]["N+1 delta"]["archive_bytes"]
+        imp = rec["imports"]
+        said = imp["delta_said"].removeprefix("delta disc: ").split(" from docker save")[0]
+        kept, _, refed = said.partition("; ")
+        out.append(f"| [{rec['case']}]({path.relative_to(root / 'docs').as_posix()}): {rec['changed']} | "
+                   f"`{rec['variant']}` {rec['arch']} | {rec['own_zstd_bytes']:,} | {full:,} | **{delta:,}** | "
+                   f"{delta / rec['own_zstd_bytes']:.2f}x | {imp['full_import_s']:.1f} s, **{imp['delta_import_s']:.1f} s** "
+                   f"({imp['goal_s']:.1f} s: {'met' if imp['met'] else 'missed'}) | "
+                   f"{kept.split(' layer')[0]} / {refed.split(' read')[0]} |")
+    return "\n".join(out)

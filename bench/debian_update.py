@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests"), str(ROOT / "bench")]
 
-from patch_layers import built_ref, run  # noqa: E402
+from patch_layers import built_ref, release_flags, run  # noqa: E402
 from support.apt_repo import fetch_update, write_index  # noqa: E402
 from support.channel_server import serve  # noqa: E402
 
@@ -43,12 +43,7 @@ def own_zstd_bytes(deb: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--package", default="zlib1g", help="a package of the runtime base with a security update")
-    parser.add_argument("--variant", default="cpu-debian12")
-    parser.add_argument("--arch", default="amd64")
-    parser.add_argument("--import", dest="imports", action="store_true", help="also time the site's imports")
-    parser.add_argument("--json", help="also write the figures here")
-    parser.add_argument("--keep", action="store_true", help="leave the built images in the engine")
-    args = parser.parse_args()
+    args = release_flags(parser).parse_args()
     made: list[str] = []
     with tempfile.TemporaryDirectory(prefix="rapidship-debian-update-") as tmp:
         copy, repo = Path(tmp) / "tree", Path(tmp) / "repo"

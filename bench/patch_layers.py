@@ -111,6 +111,16 @@ def layout(name: str, commit: str, args: argparse.Namespace, tmp: Path, pins: di
     return result
 
 
+def release_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The flags of a bench that builds N and N+1 and compares their discs (this one, debian_update)."""
+    parser.add_argument("--variant", default="cpu-debian12")
+    parser.add_argument("--arch", default="amd64")
+    parser.add_argument("--import", dest="imports", action="store_true", help="also time the site's imports")
+    parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--keep", action="store_true", help="leave the built images in the engine")
+    return parser
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pin", action="append", required=True, metavar="PACKAGE==VERSION",
@@ -119,13 +129,8 @@ def main() -> None:
                         help="the pins are release N, and the committed lock the patch's release N+1")
     parser.add_argument("--before", help="the commit of the layout to compare against")
     parser.add_argument("--layouts", default="before,planned", help="which layouts to build (before, planned)")
-    parser.add_argument("--variant", default="cpu-debian12")
     parser.add_argument("--env", default="dask-cpu")
-    parser.add_argument("--arch", default="amd64")
-    parser.add_argument("--import", dest="imports", action="store_true", help="also time the site's imports")
-    parser.add_argument("--json", help="also write the figures here")
-    parser.add_argument("--keep", action="store_true", help="leave the built images in the engine")
-    args = parser.parse_args()
+    args = release_flags(parser).parse_args()
     layouts = args.layouts.split(",")
     if "before" in layouts and not args.before:
         sys.exit("--before COMMIT is needed for the before layout (or --layouts planned)")

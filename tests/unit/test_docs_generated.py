@@ -30,10 +30,11 @@ def ns():
 
 def copy(tmp_path):
     """The pages with generated parts and the records they read, in a scratch root."""
-    for rel in ("README.md", "docs/sizes.md", "docs/benchmarks.md", TASKS_PAGE):
+    for rel in ("README.md", "docs/sizes.md", "docs/benchmarks.md", "docs/export.md", TASKS_PAGE):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, tmp_path / rel)
-    for records in [ROOT / "docs/measurements/images", *(ROOT / "docs/measurements").glob("release-chain-*")]:
+    for records in [ROOT / "docs/measurements/images", *(ROOT / "docs/measurements").glob("release-chain-*"),
+                    *(ROOT / "docs/measurements").glob("patch-day-*")]:
         shutil.copytree(records, tmp_path / records.relative_to(ROOT))
     return tmp_path
 
@@ -109,3 +110,12 @@ def test_the_readme_is_an_entry_with_the_two_commands_ci_runs():
     commands = [line.split("#", 1)[0].strip() for line in setup.splitlines()]
     assert commands == ["bash scripts/setup && invoke base build gates", "bash scripts/setup && python3 -m pytest"]
     assert "bash scripts/setup" in ci and "\npython3 -m pytest\n" in ci
+
+
+def test_a_patch_day_record_that_changed_makes_the_export_page_stale(tmp_path, ns):
+    root, m = copy(tmp_path), load_matrix(ROOT / "variants.yaml")
+    (record,) = sorted((root / "docs/measurements").glob("patch-day-*"))[-1].glob("a-cudf-hotfix-*.json")
+    raw = json.loads(record.read_text())
+    raw["imports"]["delta_import_s"] += 1
+    record.write_text(json.dumps(raw))
+    assert stale(root, ns, m) == ["docs/export.md"]

@@ -172,3 +172,35 @@ def test_export_quotes_the_hotfix_record():
                  imp["delta_said"].split("; ")[0].removeprefix("delta disc: ")):
         assert want in text, want
     assert a["image_ids"][a["new"][0]] == rapids(R_PLANNED)["image_id"]  # N+1 is the image the table measured
+
+
+# Real patches, measured (docs/measurements/patch-day-2026-12-06; the table is generated from them)
+PATCH_DAY = ROOT / "docs/measurements/patch-day-2026-12-06"
+
+
+def patch_day(name: str) -> dict:
+    return json.loads((PATCH_DAY / name).read_text())
+
+
+def test_the_hotfix_meets_the_import_goal_in_the_order_made_for_it_and_its_disc_is_its_bytes():
+    a = patch_day("a-cudf-hotfix-amd64.json")
+    runs, imp = a["runs"], a["imports"]
+    full, delta = runs["N+1 full"]["archive_bytes"], runs["N+1 delta"]["archive_bytes"]
+    assert imp["met"] and imp["delta_import_s"] <= imp["full_import_s"] * 1.5 * delta / full + 5
+    rows = {r["distribution"]: r for r in a["size_report"]["delta_cost"]["rows"]}
+    assert a["own_zstd_bytes"] == sum(rows[d]["own_bytes"] for d in ("cudf-cu12", "libcudf-cu12", "pylibcudf-cu12",
+                                                                      "dask-cudf-cu12"))
+    assert a["size_report"]["delta_cost"]["misses"] == 0 and delta <= 1.01 * a["own_zstd_bytes"] + 2_000_000
+    before = rapids("hotfix-a-amd64.json")["imports"]  # the same hotfix, kinds in the order before
+    assert not before["met"] and imp["delta_import_s"] < before["delta_import_s"]
+
+
+def test_the_debian_update_ships_its_package_and_dpkgs_state_and_the_doc_says_what_it_shipped_before():
+    d = patch_day("d-zlib1g-cpu-amd64.json")
+    delta = d["runs"]["N+1 delta"]["archive_bytes"]
+    assert d["base_packages_changed"] == {"zlib1g": ["1:1.2.13.dfsg-1", "1:1.2.13.dfsg-1+deb12u1"]}
+    assert delta <= 1.25 * d["own_zstd_bytes"] + 2_000_000  # the delta-cost goal, for a base package
+    assert delta < d["before"]["apt_step_whole_delta_bytes"] < d["before"]["one_layer_base_zstd_bytes"]
+    text = " ".join((ROOT / "docs/export.md").read_text().split())
+    assert f"the base was one layer ({d['before']['one_layer_base_zstd_bytes']:,} B of zstd)" in text
+    assert f"with the base split and the apt step still whole, {d['before']['apt_step_whole_delta_bytes']:,} B" in text

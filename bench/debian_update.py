@@ -72,6 +72,9 @@ def main() -> None:
             out = run(disc + (["--import"] if args.imports else []), ROOT, env)
             result = json.loads(out[out.index("{\n"):])
             own = own_zstd_bytes(repo / update.filename)
+            layers = {release: len(json.loads(subprocess.run(
+                ["docker", "image", "inspect", "--format", "{{json .RootFS.Layers}}", ref], capture_output=True,
+                text=True, check=True).stdout)) for release, ref in refs.items()}
         finally:
             if not args.keep and made:
                 subprocess.run(["docker", "rmi", *made], capture_output=True, check=False)
@@ -80,7 +83,8 @@ def main() -> None:
           f"differ: {changed}")
     print(f"own (zstd) {own:,} B; full N+1 {full:,} B; delta {delta:,} B ({delta / full:.2%} of full, {delta / own:.1f}x own)")
     doc = {"commit": commit, "package": args.package, "versions": changed.get(args.package), "base_packages_changed": changed,
-           "base_ids": {r: b["image_id"] for r, b in bases.items()}, "refs": refs, "own_zstd_bytes": own,
+           "base_ids": {r: b["image_id"] for r, b in bases.items()}, "refs": refs, "image_layers": layers,
+           "base_layers": {r: b.get("layers") for r, b in bases.items()}, "own_zstd_bytes": own,
            "delta_over_own": round(delta / own, 1), **result}
     print(json.dumps(doc, indent=1))
     if args.json:

@@ -204,3 +204,10 @@ def test_the_debian_update_ships_its_package_and_dpkgs_state_and_the_doc_says_wh
     text = " ".join((ROOT / "docs/export.md").read_text().split())
     assert f"the base was one layer ({d['before']['one_layer_base_zstd_bytes']:,} B of zstd)" in text
     assert f"with the base split and the apt step still whole, {d['before']['apt_step_whole_delta_bytes']:,} B" in text
+
+
+def test_sizes_quotes_the_layer_count_of_the_image_split_by_package():
+    d = patch_day("d-zlib1g-cpu-amd64.json")
+    text = " ".join((ROOT / "docs/sizes.md").read_text().split())
+    assert f"the CPU image has {d['image_layers']['n1']} layers" in text
+    assert len(d["base_layers"]["n1"]) + 11 < d["image_layers"]["n1"] <= 125  # the base's, the env's 11 and more

@@ -67,11 +67,10 @@ def resolve(path: str, links: dict[str, str]) -> str:
     return out
 
 
-def owners(members: list[tarfile.TarInfo], lists: dict[str, str]) -> dict[str, str]:
-    """Pure: member name -> its package, from each package's dpkg list (the first package in name
-    order that lists a file wins; folders as packaged belong to none, even where merged /usr made
-    them links)."""
-    by_name = {_norm(m.name): m for m in members}
+def owners(by_name: dict[str, tarfile.TarInfo], lists: dict[str, str]) -> dict[str, str]:
+    """Pure: member name (normalised) -> its package, from each package's dpkg list (the first
+    package in name order that lists a file wins; folders as packaged belong to none, even where
+    merged /usr made them links)."""
     links = {name: m.linkname for name, m in by_name.items() if m.issym()}
     owned: dict[str, str] = {}
     for package in sorted(lists):
@@ -113,7 +112,7 @@ def _groups(sizes: dict[str, int], limit: int) -> list[tuple[str, ...]]:
 def plan_base_layers(members: list[tarfile.TarInfo], lists: dict[str, str], budget: int = BUDGET) -> list[BaseLayer]:
     """Pure: the rootfs's members (dpkg lists by package) -> its layers in order, at most `budget`."""
     by_name = {_norm(m.name): m for m in members if _norm(m.name)}
-    owned = owners(list(by_name.values()), lists)
+    owned = owners(by_name, lists)
     # a hard-linked group goes where its first name goes
     for name, m in sorted(by_name.items()):
         if m.islnk() and _norm(m.linkname) in by_name:

@@ -30,7 +30,7 @@ from typing import IO
 
 from rapidship.builder.split_layers import canonical, metadata_name, owner_of, record_paths
 from rapidship.errors import RapidshipError
-from rapidship.imagebuild.normalise import layer_member, save_to
+from rapidship.imagebuild.normalise import layer_member, layer_steps, save_to
 
 GOAL_RATIO = 1.25
 GOAL_SLACK_BYTES = 2_000_000
@@ -154,7 +154,7 @@ def measure(ref: str, workdir: Path | None = None) -> tuple[list[Cost], list[Lay
         with tarfile.open(save_to(ref, Path(tmp), "delta cost of")) as outer:
             manifest = json.load(outer.extractfile("manifest.json"))[0]  # type: ignore[arg-type]
             config = json.load(outer.extractfile(manifest["Config"]))  # type: ignore[arg-type]
-            steps = [h.get("created_by", "") for h in config.get("history") or [] if not h.get("empty_layer")]
+            steps = layer_steps(config)
             names = manifest["Layers"]
             owned = _owners(outer, names)
             own_bytes: dict[str, int] = {}

@@ -194,6 +194,11 @@ def normal_config(config: dict, diff_ids: list[str], epoch: int, parts_of: dict[
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def layer_steps(config: dict) -> list[str]:
+    """Pure: the history's `created_by` of each layer, in the layers' order (empty layers left out)."""
+    return [h.get("created_by", "") for h in config.get("history") or [] if not h.get("empty_layer")]
+
+
 def splits(created_by: str) -> bool:
     """Pure: whether a built layer is one that installed Debian packages (split by package), and
     not already a part of one (so a normalised image normalises to itself)."""
@@ -209,10 +214,12 @@ def split_by_package(layer: tarfile.TarFile, members: list[tarfile.TarInfo]) -> 
     parts = plan_base_layers([m for m in members if m not in opaque], lists, RUNTIME_BUDGET) if lists else []
     if len(parts) < 2:
         return None
-    by_name = {"/".join(order_key(m.name)): m for m in members}
+    def path(m: tarfile.TarInfo) -> str:
+        return "/".join(order_key(m.name))
+
+    by_name = {path(m): m for m in members}
     folders = {"/".join(order_key(m.name)[:n]) for m in opaque for n in range(1, len(order_key(m.name)))}
-    lowest = {"/".join(order_key(m.name)): m for m in parts[0].members}
-    lowest |= {name: by_name[name] for name in folders if name in by_name} | {"/".join(order_key(m.name)): m for m in opaque}
+    lowest = {path(m): m for m in [*parts[0].members, *opaque]} | {name: by_name[name] for name in folders if name in by_name}
     return [(parts[0].name, list(lowest.values()))] + [(p.name, list(p.members)) for p in parts[1:]]
 
 
@@ -292,7 +299,7 @@ def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], k
                    epoch: int, out: IO[bytes], on_bytes: Callable[[int], None]) -> str:
     """Stream a docker-archive of the normalised image into `out` (docker load's stdin)."""
     new_ids, names = [], []
-    steps = [h.get("created_by", "") for h in config.get("history") or [] if not h.get("empty_layer")]
+    steps = layer_steps(config)
     parts_of: dict[int, list[str]] = {}
     for i, layer_name in enumerate(manifest["Layers"]):
         member = layer_member(outer, layer_name)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rapidship.engine import ENGINE
 from rapidship.errors import RapidshipError
-from rapidship.imagebuild.normalise import layer_files, layer_member
+from rapidship.imagebuild.normalise import layer_files, layer_member, layer_steps
 from rapidship.imagebuild.base import package_differences
 from rapidship.records import BaseRecord, BuiltImage
 
@@ -186,5 +186,5 @@ def listing(ref: str, workdir: Path | None = None) -> Listing:
                         size=m.size if m.isfile() else 0, sha256=digest, link=m.linkname, mtime=int(m.mtime),
                         xattrs=",".join(sorted(k for k in m.pax_headers if k.startswith("SCHILY.xattr."))))
                         for m, digest in layer_files(layer)})
-    steps = [h.get("created_by", "") for h in config.get("history") or [] if not h.get("empty_layer")]
+    steps = layer_steps(config)
     return Listing(config, layers, steps)

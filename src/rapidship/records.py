@@ -361,6 +361,7 @@ class GatesRecord(Record):
     arch: str
     passed: bool
     gates: list[GateReport]
+    read: str = ""  # how the image was read: its layers' facts, or whole (gates.run.read_image)
 
     @model_validator(mode="after")
     def _consistent(self) -> "GatesRecord":

@@ -172,9 +172,12 @@ def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=
 
 @task(help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",
             "ca-bundle": "the CA bundle the build used (default as for build): its private certs must not leak",
-            "pip-index": "the index URL the build used (default $RAPIDSHIP_PIP_INDEX_URL)", **VARIANTS_HELP})
+            "pip-index": "the index URL the build used (default $RAPIDSHIP_PIP_INDEX_URL)",
+            "reread": "read the image whole (one docker export) even where the build noted its layers' facts",
+            **VARIANTS_HELP})
 @exits_cleanly
-def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, variants_file="variants.yaml"):
+def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, reread=False,
+          variants_file="variants.yaml"):
     """Run the image gates (size, labels, user, suid, secrets) on a built image; writes gates-<arch>.json."""
     from rapidship.imagebuild.buildkit import BuildSecrets, read_record
     from rapidship.gates.run import run_gates, write_content_record, write_gates_record
@@ -188,11 +191,12 @@ def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
     for a in arches_flag(v, arch):
         built = read_record(ws, v.id, a.value)
         with console.status(f"gates on {built.ref}") as status:
-            reports, content, judged = run_gates(v, built, secrets, rendered.lock_sha256,
-                                                 on_gate=lambda g: status.update(f"{built.ref}: gate {g}"))
+            reports, content, judged, how = run_gates(v, built, secrets, rendered.lock_sha256,
+                                                      on_gate=lambda g: status.update(f"{built.ref}: gate {g}"),
+                                                      facts_root=None if reread else ws.root)
         console.table(f"gates {built.ref}", ["gate", "result", "why"],
                       [(r.gate, "PASS" if r.passed else "FAIL", "; ".join(r.reasons) or "-") for r in reports])
-        console.err.print(f"record: {write_gates_record(ws, built, reports, judged)}; content manifest "
+        console.err.print(f"image {how}; record: {write_gates_record(ws, built, reports, judged, how)}; content manifest "
                           f"{content.digest[:19]} ({content.files:,} files) -> {write_content_record(ws, content)}")
         failed += [f"{a.value}:{r.gate}" for r in reports if not r.passed]
     if failed:

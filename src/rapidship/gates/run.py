@@ -12,10 +12,11 @@ from rapidship.gates.secrets import check_secrets, env_secret_values
 from rapidship.gates.size import check_size
 from rapidship.gates.suid import check_suid
 from rapidship.gates.user import check_user
-from rapidship.image import snapshot
+from rapidship.engine import ENGINE
+from rapidship.image import ImageSnapshot, snapshot
 from rapidship.config.matrix import Variant
 from rapidship.records import ContentRecord, Workspace
-from rapidship import content
+from rapidship import content, layerfacts
 
 GATES = ("size", "labels", "user", "suid", "secrets")
 
@@ -47,13 +48,30 @@ def unsearched_secrets(built: BuiltImage, secrets: BuildSecrets) -> list[str]:
     return out
 
 
+def read_image(image_id: str, facts_root: Path | None) -> tuple[ImageSnapshot, str]:
+    """One read of the image for every gate: its layers' facts where each layer has them (the
+    normaliser noted them as it wrote the bytes; layerfacts.py), else one `docker export` with the
+    env's files hashed. Says which."""
+    config = ENGINE.inspect(image_id)
+    diff_ids = list((config.get("RootFS") or {}).get("Layers") or [])
+    facts = layerfacts.read(facts_root, diff_ids, content.ROOTS) if facts_root is not None else "no facts asked for"
+    if isinstance(facts, str):
+        return snapshot(image_id, hash_under=content.ROOTS), f"read whole (one docker export): {facts}"
+    files, digests, links = layerfacts.view(layerfacts.flatten(facts), content.ROOTS)
+    return (ImageSnapshot(image_id, config, ENGINE.history(image_id), files, {}, digests, links),
+            f"read from the facts of its {len(diff_ids)} layers, bound to their diff_ids")
+
+
 def run_gates(v: Variant, built: BuiltImage, secrets: BuildSecrets, rendered_lock: str | None = None,
-              on_gate: Callable[[str], None] = lambda _: None) -> tuple[list[GateReport], ContentRecord, str]:
+              on_gate: Callable[[str], None] = lambda _: None,
+              facts_root: Path | None = None) -> tuple[list[GateReport], ContentRecord, str, str]:
     """Every gate's report, the env's content manifest hashed from the same read (provenance names
-    its digest; two builds from one lock must agree on it), and the id of the image judged. The
-    image is read by the build record's id, not by its tag (which a later build may have moved)."""
-    on_gate("reading the image (inspect, history, one export, env files hashed)")
-    image = snapshot(built.image_id, hash_under=content.ROOTS)  # one read for every gate
+    its digest; two builds from one lock must agree on it), the id of the image judged and how it
+    was read (`read_image`). The image is read by the build record's id, not by its tag (which a
+    later build may have moved). `facts_root`: the workspace whose layer facts may stand in for
+    the read (None: read the image whole)."""
+    image, how = read_image(built.image_id, facts_root)
+    on_gate(how)
     image_id = image.config.get("Id", "")
     config = image.config["Config"]
     size = int(image.config.get("Size") or 0)  # of the image judged, not a copy of the build record
@@ -69,15 +87,16 @@ def run_gates(v: Variant, built: BuiltImage, secrets: BuildSecrets, rendered_loc
     for name, step in steps:
         on_gate(name)
         reports.append(step())
-    return reports, content.manifest(image, built.variant, built.arch, image_id), image_id
+    return reports, content.manifest(image, built.variant, built.arch, image_id), image_id, how
 
 
 def write_content_record(ws: Workspace, record: ContentRecord) -> Path:
     return ws.save(ws.content(record.variant, record.arch), record)
 
 
-def write_gates_record(ws: Workspace, built: BuiltImage, reports: list[GateReport], image_id: str) -> Path:
-    """`image_id`: the image the gates read (run_gates says which)."""
+def write_gates_record(ws: Workspace, built: BuiltImage, reports: list[GateReport], image_id: str,
+                       read: str = "") -> Path:
+    """`image_id`: the image the gates read, `read`: how (run_gates says both)."""
     record = GatesRecord(ref=built.ref, image_id=image_id, arch=built.arch,
-                         passed=all(r.passed for r in reports), gates=reports)
+                         passed=all(r.passed for r in reports), gates=reports, read=read)
     return ws.save(ws.gates(built.variant, built.arch), record)

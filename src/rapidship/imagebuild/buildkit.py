@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from rapidship import layerfacts
 from rapidship.imagebuild.base import host_arch, read_base, resolve_local_base
 from rapidship.imagebuild.normalise import EPOCH_LABEL, created_label, normalise
 from rapidship.engine import ENGINE
@@ -201,7 +202,8 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
     runtime_base = plan.base_args.get("RUNTIME_BASE", variant.bases.runtime)
     normal_start = time.monotonic()
     on_step(f"normalising {plan.ref} to SOURCE_DATE_EPOCH={plan.epoch}")
-    normal = normalise(plan.ref, runtime_base, plan.epoch)
+    facts_root = Workspace().root
+    normal = normalise(plan.ref, runtime_base, plan.epoch, note=lambda facts: layerfacts.keep(facts_root, facts))
     info = inspect_image(plan.ref)
     return BuiltImage(variant=plan.variant, arch=plan.arch, ref=plan.ref, name=plan.name, image_id=info["Id"],
                       size_bytes=info["Size"],

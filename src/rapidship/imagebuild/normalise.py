@@ -37,6 +37,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Callable, Iterator
 
+from rapidship import layerfacts
+from rapidship.content import ROOTS
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.imagebuild.base_layers import RUNTIME_BUDGET, dpkg_lists, plan_base_layers
@@ -88,6 +90,7 @@ def order_key(name: str) -> tuple[str, ...]:
 class Entry:
     header: bytes               # the member's header block(s), as written
     source: tarfile.TarInfo | None  # where its data comes from (None: no data)
+    info: tarfile.TarInfo | None = None  # the member as written (what layer facts note)
 
 
 def plan_layer(members: list[tarfile.TarInfo]) -> list[Entry]:
@@ -112,20 +115,25 @@ def plan_layer(members: list[tarfile.TarInfo]) -> list[Entry]:
     for m in sorted(members, key=lambda m: order_key(m.name)):
         holder = first.get(m.name)
         if holder is None:  # not linked, or linked to a file of a lower layer: as it is
-            entries.append(Entry(_header(m, m.name), m if m.isfile() else None))
+            entries.append(_entry(m, m.name, m if m.isfile() else None))
         elif holder == m.name:  # the first name of a linked group carries the data
             data = by_name[data_of[m.name]]
-            entries.append(Entry(_header(data, m.name), data if data.isfile() else None))
+            entries.append(_entry(data, m.name, data if data.isfile() else None))
         else:
             link = tarfile.TarInfo(m.name)
             link.type, link.linkname, link.mode, link.uid, link.gid, link.mtime = (
                 tarfile.LNKTYPE, holder, m.mode, m.uid, m.gid, m.mtime)
-            entries.append(Entry(_header(link, m.name), None))
+            entries.append(_entry(link, m.name, None))
     return entries
 
 
-def _header(m: tarfile.TarInfo, name: str) -> bytes:
-    """`m`'s header under `name`: numeric owners and mode as built, LAYER_MTIME, no names or other
+def _entry(m: tarfile.TarInfo, name: str, source: tarfile.TarInfo | None) -> Entry:
+    info = _normal_info(m, name)
+    return Entry(info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape"), source, info)
+
+
+def _normal_info(m: tarfile.TarInfo, name: str) -> tarfile.TarInfo:
+    """`m` under `name`: numeric owners and mode as built, LAYER_MTIME, no names or other
     times, only the extended attributes of its pax records."""
     info = tarfile.TarInfo(name[2:] if name.startswith("./") else name.lstrip("/"))
     info.type, info.linkname = m.type, m.linkname
@@ -135,7 +143,7 @@ def _header(m: tarfile.TarInfo, name: str) -> bytes:
     info.devmajor, info.devminor = m.devmajor, m.devminor
     info.size = m.size if m.isfile() else 0
     info.pax_headers = {k: v for k, v in sorted(m.pax_headers.items()) if k.startswith("SCHILY.xattr.")}
-    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+    return info
 
 
 def layer_size(entries: list[Entry]) -> int:
@@ -147,8 +155,10 @@ def _padded(n: int) -> int:
 
 
 def write_layer(tar: tarfile.TarFile, entries: list[Entry], out: IO[bytes],
-                on_bytes: Callable[[int], None] = lambda _: None) -> str:
-    """Write the planned layer; returns its diff_id (sha256 of the bytes written)."""
+                on_bytes: Callable[[int], None] = lambda _: None, noted: list | None = None) -> str:
+    """Write the planned layer; returns its diff_id (sha256 of the bytes written). `noted`, when
+    given, gets the layer's facts as it is written (its members; the data of files under
+    content.ROOTS hashed from the same bytes)."""
     digest = hashlib.sha256()
 
     def put(data: bytes | memoryview) -> None:
@@ -157,6 +167,8 @@ def write_layer(tar: tarfile.TarFile, entries: list[Entry], out: IO[bytes],
 
     for e in entries:
         put(e.header)
+        own = hashlib.sha256() if noted is not None and e.info is not None and e.source is not None \
+            and layerfacts.hashed(layerfacts.path_of(e.info.name), ROOTS) else None
         if e.source is not None:
             stream = tar.extractfile(e.source)
             assert stream is not None
@@ -166,9 +178,13 @@ def write_layer(tar: tarfile.TarFile, entries: list[Entry], out: IO[bytes],
                 if not chunk:
                     raise RapidshipError("normalise", f"layer member {e.source.name} ends early", "rebuild the image")
                 put(chunk)
+                if own is not None:
+                    own.update(chunk)
                 left -= len(chunk)
                 on_bytes(len(chunk))
             put(bytes(-e.source.size % BLOCK))
+        if noted is not None and e.info is not None:
+            noted.append(layerfacts.member(e.info, own.hexdigest() if own is not None else ""))
     put(bytes(2 * BLOCK))
     return "sha256:" + digest.hexdigest()
 
@@ -261,8 +277,9 @@ def layer_member(outer: tarfile.TarFile, name: str) -> tarfile.TarInfo:
 
 
 def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], None] = lambda _: None,
-              workdir: Path | None = None) -> Normalised:
-    """Rewrite `ref` in the engine as described above; the base's layers stay as they are."""
+              workdir: Path | None = None, note: Callable[[layerfacts.LayerFacts], None] | None = None) -> Normalised:
+    """Rewrite `ref` in the engine as described above; the base's layers stay as they are. `note`
+    gets each layer's facts (layerfacts.py) from the bytes as they are written."""
     before = ENGINE.inspect(ref)["Id"]
     base = ENGINE.try_inspect(base_ref) or {}
     base_layers = list((base.get("RootFS") or {}).get("Layers") or [])
@@ -278,7 +295,8 @@ def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], Non
             assert loader.stdin is not None
             image_id = ""
             try:
-                image_id = _write_archive(outer, manifest, old_ids, kept, config, ref, epoch, loader.stdin, on_bytes)
+                image_id = _write_archive(outer, manifest, old_ids, kept, config, ref, epoch, loader.stdin, on_bytes,
+                                          note)
                 loader.stdin.close()
             except BrokenPipeError:  # docker load stopped reading: its own words follow
                 pass
@@ -296,7 +314,8 @@ def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], Non
 
 
 def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], kept: int, config: dict, ref: str,
-                   epoch: int, out: IO[bytes], on_bytes: Callable[[int], None]) -> str:
+                   epoch: int, out: IO[bytes], on_bytes: Callable[[int], None],
+                   note: Callable[[layerfacts.LayerFacts], None] | None = None) -> str:
     """Stream a docker-archive of the normalised image into `out` (docker load's stdin)."""
     new_ids, names = [], []
     steps = layer_steps(config)
@@ -313,6 +332,8 @@ def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], k
                 on_bytes(len(chunk))
             out.write(bytes(-member.size % BLOCK))
             new_ids.append(old_ids[i])
+            if note is not None:
+                note(_kept_facts(outer, member, old_ids[i]))
             continue
         with tarfile.open(fileobj=outer.extractfile(member)) as layer:
             members = layer.getmembers()
@@ -323,7 +344,10 @@ def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], k
                 names.append(f"layers/{i}-{k}.tar" if parts else f"layers/{i}.tar")
                 entries = plan_layer(held)
                 out.write(_member_header(names[-1], layer_size(entries)))
-                new_ids.append(write_layer(layer, entries, out, on_bytes))
+                noted: list | None = [] if note is not None else None
+                new_ids.append(write_layer(layer, entries, out, on_bytes, noted))
+                if note is not None:
+                    note(layerfacts.LayerFacts(diff_id=new_ids[-1], roots=list(ROOTS), members=noted or []))
     body = normal_config(config, new_ids, epoch, parts_of)
     image_id = "sha256:" + hashlib.sha256(body).hexdigest()
     docs = [("config.json", body),
@@ -333,6 +357,23 @@ def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], k
     out.write(bytes(2 * BLOCK))
     out.flush()
     return image_id
+
+
+def _kept_facts(outer: tarfile.TarFile, member: tarfile.TarInfo, diff_id: str) -> layerfacts.LayerFacts:
+    """The facts of a base layer kept byte for byte, read from the saved archive and hashed whole:
+    kept only when its bytes are the diff_id the config names."""
+    whole = hashlib.sha256()
+    stream = outer.extractfile(member)
+    assert stream is not None
+    while chunk := stream.read(1 << 20):
+        whole.update(chunk)
+    if "sha256:" + whole.hexdigest() != diff_id:
+        raise RapidshipError("normalise", f"a base layer does not hash to its diff_id {diff_id[:19]}",
+                             "check the engine's image store (docker image inspect the base), then rebuild")
+    with tarfile.open(fileobj=outer.extractfile(member), mode="r|") as tar:
+        members = [layerfacts.member(m, sha if layerfacts.hashed(layerfacts.path_of(m.name), ROOTS) else "")
+                   for m, sha in layer_files(tar)]
+    return layerfacts.LayerFacts(diff_id=diff_id, roots=list(ROOTS), members=members)
 
 
 def layer_files(tar: tarfile.TarFile) -> Iterator[tuple[tarfile.TarInfo, str]]:

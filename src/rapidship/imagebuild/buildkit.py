@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -207,7 +206,7 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
     info = inspect_image(plan.ref)
     return BuiltImage(variant=plan.variant, arch=plan.arch, ref=plan.ref, name=plan.name, image_id=info["Id"],
                       size_bytes=info["Size"],
-                      zstd_bytes=zstd_size(plan.ref), layers=len(info["RootFS"]["Layers"]), seconds=seconds,
+                      zstd_bytes=normal.zstd_bytes, layers=len(info["RootFS"]["Layers"]), seconds=seconds,
                       lock_sha256=info["Config"]["Labels"].get("io.rapidship.lock.sha256", ""),
                       base=variant.bases.runtime, log=str(log_path),
                       cached_steps=len(cached & steps), total_steps=len(steps),
@@ -262,19 +261,6 @@ def write_secret_files(secrets: BuildSecrets, tmp: Path) -> dict[str, Path]:
 
 def inspect_image(ref: str) -> dict:
     return ENGINE.inspect(ref)
-
-
-def zstd_size(ref: str, level: int = 3) -> int:
-    """Bytes of `docker save | zstd -T0 -<level>`: what one image costs on a disc."""
-    with ENGINE.save(ref) as saved:
-        zstd = subprocess.Popen(["zstd", "-T0", f"-{level}", "-q", "-c"], stdin=saved, stdout=subprocess.PIPE)
-        assert zstd.stdout is not None
-        total = 0
-        while chunk := zstd.stdout.read(1 << 20):
-            total += len(chunk)
-        if zstd.wait() != 0:
-            raise RapidshipError(ref, "docker save | zstd failed", "check that zstd is installed and the engine is up")
-    return total
 
 
 def write_record(ws: Workspace, built: BuiltImage) -> Path:

@@ -19,7 +19,7 @@ from rapidship.config.matrix import Arch, Variant, run_id
 from rapidship.records import StagedImage, Workspace
 from rapidship.imagebuild.normalise import EPOCH_LABEL, normalise
 from rapidship.imagebuild.buildkit import (BuildPlan, BuildSecrets, BuiltImage, inspect_image, stage_base,
-                                          write_secret_files, zstd_size)
+                                          write_secret_files)
 
 
 # ---- daemonless builders (CI runners without a Docker engine) ----
@@ -203,7 +203,7 @@ def pull_staged(ws: Workspace, arch: str, variant: Variant) -> BuiltImage:
                   "layers_rewritten": normal.rewritten_layers}
     return BuiltImage(variant=staged.variant, arch=arch, ref=local, name=variant.ref(arch), image_id=info["Id"],
                       size_bytes=info["Size"],
-                      zstd_bytes=zstd_size(local), layers=len(info["RootFS"]["Layers"]), seconds=staged.seconds,
+                      zstd_bytes=normal.zstd_bytes, layers=len(info["RootFS"]["Layers"]), seconds=staged.seconds,
                       lock_sha256=(info["Config"].get("Labels") or {}).get("io.rapidship.lock.sha256", ""),
                       base=variant.bases.runtime, log=staged.log, extra={"staged": staged.ref, "digest": staged.digest,
                                                                        "gpu_archs": variant.gpu_archs_label(arch),

@@ -36,7 +36,7 @@ GOAL_RATIO = 1.25
 GOAL_SLACK_BYTES = 2_000_000
 GOAL = f"carried <= {GOAL_RATIO} x own + {GOAL_SLACK_BYTES / 1e6:.0f} MB"
 ENV_RECORDS = frozenset(f"opt/rapidship/{name}.json" for name in ("layers", "trims", "dedupe", "prune"))
-ZSTD_LEVEL = 3  # what a disc uses (imagebuild/buildkit.zstd_size, export)
+ZSTD_LEVEL = 3  # what a disc uses (the build record's zstd_bytes: normalise.ZstdCount, export)
 _DIST_INFO = re.compile(r"^(.*/site-packages)/([^/]+\.dist-info)/(RECORD|METADATA)$")
 _COPIED = re.compile(r"/out/layers/(\S+?)/? ")
 

@@ -32,6 +32,7 @@ import os
 import subprocess
 import tarfile
 import tempfile
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -249,6 +250,7 @@ class Normalised:
     epoch: int
     kept_layers: int       # the base's, byte for byte
     rewritten_layers: int
+    zstd_bytes: int = 0    # the archive docker load was given, zstd -3: what the image costs on a disc
 
 
 def _member_header(name: str, size: int) -> bytes:
@@ -294,12 +296,14 @@ def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], Non
             loader = ENGINE.load()
             assert loader.stdin is not None
             image_id = ""
+            counted = ZstdCount()
             try:
-                image_id = _write_archive(outer, manifest, old_ids, kept, config, ref, epoch, loader.stdin, on_bytes,
-                                          note)
+                image_id = _write_archive(outer, manifest, old_ids, kept, config, ref, epoch,
+                                          Tee(loader.stdin, counted), on_bytes, note)
                 loader.stdin.close()
             except BrokenPipeError:  # docker load stopped reading: its own words follow
                 pass
+            zstd_bytes = counted.close()
             said = (loader.stdout.read() if loader.stdout else b"").decode(errors="replace")
             if loader.wait() != 0:
                 raise RapidshipError(f"normalise {ref}", f"docker load refused the normalised image: {said.strip()[-300:]}",
@@ -310,7 +314,50 @@ def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], Non
                              f"normalised {image_id[:19]}", "rebuild; another run may have reused the name")
     if before != after:
         ENGINE.run_cli(["rmi", before])  # the unnormalised image, if nothing else names it (else refused: fine)
-    return Normalised(ref, after, before, epoch, kept, len(old_ids) - kept)
+    return Normalised(ref, after, before, epoch, kept, len(old_ids) - kept, zstd_bytes)
+
+
+class ZstdCount:
+    """A `zstd -3` whose output is only counted: the disc cost of bytes already passing by, with
+    no second `docker save` of the image to learn it."""
+
+    def __init__(self, level: int = 3) -> None:
+        self.proc = subprocess.Popen(["zstd", "-T0", f"-{level}", "-q", "-c"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        self.total = 0
+        self.reader = threading.Thread(target=self._count, daemon=True)
+        self.reader.start()
+
+    def _count(self) -> None:
+        assert self.proc.stdout is not None
+        while chunk := self.proc.stdout.read(1 << 20):
+            self.total += len(chunk)
+
+    def write(self, data: bytes | memoryview) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+
+    def close(self) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.reader.join()
+        if self.proc.wait() != 0:
+            raise RapidshipError("normalise", "zstd failed on the normalised archive", "check that zstd is installed")
+        return self.total
+
+
+class Tee:
+    """Writes go to docker load's stdin and to the zstd counter."""
+
+    def __init__(self, out: IO[bytes], also: ZstdCount) -> None:
+        self.out, self.also = out, also
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.out.write(data)
+        self.also.write(data)
+
+    def flush(self) -> None:
+        self.out.flush()
 
 
 def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], kept: int, config: dict, ref: str,

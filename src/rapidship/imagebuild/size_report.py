@@ -4,7 +4,7 @@ Pure core: `summarize(entries, ...)` (file list in, report out). Thin edge: `ima
 `docker export` of a stopped container through tarfile (no file lands on disk; layers.snapshot), and
 `read_trims` picks /opt/rapidship/trims.json (written by the builder's measure_trims) out of the
 same stream. Uncompressed size is the engine's image size (what the size gate checks); the zstd
-size comes from the build record (`docker save | zstd -3`, what a disc carries).
+size comes from the build record (the normalised archive through `zstd -3`, what a disc carries).
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ class SizeRow:
     variant: str
     arch: str
     image_bytes: int | None     # uncompressed (the engine's size), None: no build record
-    zstd_bytes: int | None      # docker save | zstd -3
+    zstd_bytes: int | None      # the normalised archive | zstd -3 (the build record's)
     budget_bytes: int
     cell: Cell
 

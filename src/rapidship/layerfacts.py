@@ -37,6 +37,19 @@ class LayerFacts(Record):
     diff_id: str
     roots: list[str]
     members: list[Member]
+    needles: str = ""  # the keyed fingerprint of the secret needles its files were searched for ('' none)
+    found: list[tuple[str, str]] = []  # (needle name, path) of each file a needle was found in
+
+
+LayerHits = list[tuple[str, str]] | None  # (needle name, where); None: the layers must be read for them
+
+
+def layer_hits(layers: list[LayerFacts], fingerprint: str) -> LayerHits:
+    """Pure: every needle found in any layer (deleted files too: each layer's own files), where
+    each layer was searched for exactly these needles; None where one was not."""
+    if not fingerprint or any(f.needles != fingerprint for f in layers):
+        return None
+    return [(name, f"layer {f.diff_id[7:19]} {path}") for f in layers for name, path in f.found]
 
 
 def path_of(name: str) -> str:
@@ -113,8 +126,14 @@ def facts_path(root: Path, diff_id: str) -> Path:
 
 
 def keep(root: Path, facts: LayerFacts) -> Path:
-    path = facts_path(root, facts.diff_id)
-    return path if path.is_file() else save(path, facts)
+    """Save (atomically: a reader sees the old facts or the new) over any earlier facts of the
+    layer: the newest search for needles wins."""
+    return save(facts_path(root, facts.diff_id), facts)
+
+
+def key_path(root: Path) -> Path:
+    """The workspace's own key for the needles' fingerprint (needles.fingerprint)."""
+    return root / "layers" / "needles.key"
 
 
 def read(root: Path, diff_ids: list[str], roots: tuple[str, ...]) -> list[LayerFacts] | str:

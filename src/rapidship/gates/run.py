@@ -8,7 +8,7 @@ from typing import Callable
 from rapidship.imagebuild.buildkit import BuildSecrets, BuiltImage
 from rapidship.gates import GateReport, GatesRecord
 from rapidship.gates.labels import check_labels
-from rapidship.gates.secrets import check_secrets, env_secret_values
+from rapidship.gates.secrets import check_secrets
 from rapidship.gates.size import check_size
 from rapidship.gates.suid import check_suid
 from rapidship.gates.user import check_user
@@ -16,18 +16,13 @@ from rapidship.engine import ENGINE
 from rapidship.image import ImageSnapshot, snapshot
 from rapidship.config.matrix import Variant
 from rapidship.records import ContentRecord, Workspace
-from rapidship import content, layerfacts
+from rapidship import content, layerfacts, needles
 
 GATES = ("size", "labels", "user", "suid", "secrets")
 
 
 def secret_values(secrets: BuildSecrets) -> dict[str, str]:
-    values = env_secret_values()
-    if secrets.pip_index:
-        values["pip index URL"] = secrets.pip_index
-    if secrets.conda_channels:
-        values["conda channel URLs"] = " ".join(secrets.conda_channels)
-    return values
+    return needles.secret_values(secrets.pip_index, secrets.conda_channels)
 
 
 # build secret id -> (the value the gates need to look for it, the flag that gives it)
@@ -48,18 +43,27 @@ def unsearched_secrets(built: BuiltImage, secrets: BuildSecrets) -> list[str]:
     return out
 
 
-def read_image(image_id: str, facts_root: Path | None) -> tuple[ImageSnapshot, str]:
+def read_image(image_id: str, facts_root: Path | None) -> tuple[ImageSnapshot, str, list[layerfacts.LayerFacts]]:
     """One read of the image for every gate: its layers' facts where each layer has them (the
     normaliser noted them as it wrote the bytes; layerfacts.py), else one `docker export` with the
-    env's files hashed. Says which."""
+    env's files hashed. Says which; the facts read (none: read whole)."""
     config = ENGINE.inspect(image_id)
     diff_ids = list((config.get("RootFS") or {}).get("Layers") or [])
     facts = layerfacts.read(facts_root, diff_ids, content.ROOTS) if facts_root is not None else "no facts asked for"
     if isinstance(facts, str):
-        return snapshot(image_id, hash_under=content.ROOTS), f"read whole (one docker export): {facts}"
+        return snapshot(image_id, hash_under=content.ROOTS), f"read whole (one docker export): {facts}", []
     files, digests, links = layerfacts.view(layerfacts.flatten(facts), content.ROOTS)
     return (ImageSnapshot(image_id, config, ENGINE.history(image_id), files, {}, digests, links),
-            f"read from the facts of its {len(diff_ids)} layers, bound to their diff_ids")
+            f"read from the facts of its {len(diff_ids)} layers, bound to their diff_ids", facts)
+
+
+def secret_hits(facts: list[layerfacts.LayerFacts], facts_root: Path | None, secrets: BuildSecrets,
+                values: dict[str, str]) -> layerfacts.LayerHits:
+    """What the normaliser found of these needles in every layer, where it searched for exactly them."""
+    if not facts or facts_root is None:
+        return None
+    found, _ = needles.needles_of(secrets.ca_bundle, values)
+    return layerfacts.layer_hits(facts, needles.fingerprint(found, layerfacts.key_path(facts_root)))
 
 
 def run_gates(v: Variant, built: BuiltImage, secrets: BuildSecrets, rendered_lock: str | None = None,
@@ -70,8 +74,9 @@ def run_gates(v: Variant, built: BuiltImage, secrets: BuildSecrets, rendered_loc
     was read (`read_image`). The image is read by the build record's id, not by its tag (which a
     later build may have moved). `facts_root`: the workspace whose layer facts may stand in for
     the read (None: read the image whole)."""
-    image, how = read_image(built.image_id, facts_root)
+    image, how, facts = read_image(built.image_id, facts_root)
     on_gate(how)
+    values = secret_values(secrets)
     image_id = image.config.get("Id", "")
     config = image.config["Config"]
     size = int(image.config.get("Size") or 0)  # of the image judged, not a copy of the build record
@@ -80,8 +85,8 @@ def run_gates(v: Variant, built: BuiltImage, secrets: BuildSecrets, rendered_loc
         ("labels", lambda: check_labels(config.get("Labels"), v, rendered_lock, built.arch)),
         ("user", lambda: check_user(image_id, config.get("User", ""))),
         ("suid", lambda: check_suid(image)),
-        ("secrets", lambda: check_secrets(image, secrets.ca_bundle, secret_values(secrets),
-                                          unsearched_secrets(built, secrets))),
+        ("secrets", lambda: check_secrets(image, secrets.ca_bundle, values, unsearched_secrets(built, secrets),
+                                          secret_hits(facts, facts_root, secrets, values))),
     ]
     reports = []
     for name, step in steps:

@@ -17,7 +17,8 @@ from typing import Callable
 
 from rapidship import layerfacts
 from rapidship.imagebuild.base import host_arch, read_base, resolve_local_base
-from rapidship.imagebuild.normalise import EPOCH_LABEL, created_label, normalise
+from rapidship.imagebuild.normalise import EPOCH_LABEL, Note, created_label, normalise
+from rapidship.needles import fingerprint, needles_of, secret_values
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Flavour, Variant, run_id
@@ -201,8 +202,7 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
     runtime_base = plan.base_args.get("RUNTIME_BASE", variant.bases.runtime)
     normal_start = time.monotonic()
     on_step(f"normalising {plan.ref} to SOURCE_DATE_EPOCH={plan.epoch}")
-    facts_root = Workspace().root
-    normal = normalise(plan.ref, runtime_base, plan.epoch, note=lambda facts: layerfacts.keep(facts_root, facts))
+    normal = normalise(plan.ref, runtime_base, plan.epoch, note=layer_note(Workspace().root, secrets))
     info = inspect_image(plan.ref)
     return BuiltImage(variant=plan.variant, arch=plan.arch, ref=plan.ref, name=plan.name, image_id=info["Id"],
                       size_bytes=info["Size"],
@@ -216,6 +216,14 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
                              "normalised": {"engine_id": normal.before_id, "base_layers_kept": normal.kept_layers,
                                             "layers_rewritten": normal.rewritten_layers,
                                             "seconds": round(time.monotonic() - normal_start, 1)}})
+
+
+def layer_note(root: Path, secrets: BuildSecrets | None = None) -> Note:
+    """Where the normaliser keeps each layer's facts, with the build's secrets as the needles its
+    files are searched for (the secrets gate reads the hits back when it looks for the same)."""
+    found, _ = needles_of(secrets.ca_bundle, secret_values(secrets.pip_index, secrets.conda_channels)) \
+        if secrets is not None else ([], [])
+    return Note(lambda facts: layerfacts.keep(root, facts), tuple(found), fingerprint(found, layerfacts.key_path(root)))
 
 
 def failed_build_fix(tail: str, plan: BuildPlan, log_path: Path) -> str:

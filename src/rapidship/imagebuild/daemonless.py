@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from rapidship import layerfacts
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.config.matrix import Arch, Variant, run_id
 from rapidship.records import StagedImage, Workspace
 from rapidship.imagebuild.normalise import EPOCH_LABEL, normalise
-from rapidship.imagebuild.buildkit import (BuildPlan, BuildSecrets, BuiltImage, inspect_image, stage_base,
+from rapidship.imagebuild.buildkit import (BuildPlan, BuildSecrets, BuiltImage, inspect_image, layer_note, stage_base,
                                           write_secret_files)
 
 
@@ -197,7 +196,7 @@ def pull_staged(ws: Workspace, arch: str, variant: Variant) -> BuiltImage:
     # over the base `build` takes: this run's own (its record's name), else the one variants.yaml names;
     # that base's layers are kept byte for byte
     base = stage_base(variant, "RUNTIME_BASE", Arch(arch), ws) or variant.bases.runtime
-    normal = normalise(local, base, int(labels[EPOCH_LABEL]), note=lambda facts: layerfacts.keep(ws.root, facts))
+    normal = normalise(local, base, int(labels[EPOCH_LABEL]), note=layer_note(ws.root))
     info = inspect_image(local)
     normalised = {"engine_id": normal.before_id, "base": base, "base_layers_kept": normal.kept_layers,
                   "layers_rewritten": normal.rewritten_layers}

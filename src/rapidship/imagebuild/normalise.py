@@ -33,7 +33,7 @@ import subprocess
 import tarfile
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Callable, Iterator
@@ -42,6 +42,7 @@ from rapidship import layerfacts
 from rapidship.content import ROOTS
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
+from rapidship.needles import Needle, Search
 from rapidship.imagebuild.base_layers import RUNTIME_BUDGET, dpkg_lists, plan_base_layers
 
 BLOCK = tarfile.BLOCKSIZE
@@ -155,11 +156,20 @@ def _padded(n: int) -> int:
     return n + (-n % BLOCK)
 
 
+@dataclass
+class Noting:
+    """A layer's facts as it is written: its members (the data of files under content.ROOTS hashed
+    from the same bytes) and the secret needles found in its files."""
+
+    needles: list[Needle]
+    members: list = field(default_factory=list)
+    found: list[tuple[str, str]] = field(default_factory=list)
+
+
 def write_layer(tar: tarfile.TarFile, entries: list[Entry], out: IO[bytes],
-                on_bytes: Callable[[int], None] = lambda _: None, noted: list | None = None) -> str:
+                on_bytes: Callable[[int], None] = lambda _: None, noted: Noting | None = None) -> str:
     """Write the planned layer; returns its diff_id (sha256 of the bytes written). `noted`, when
-    given, gets the layer's facts as it is written (its members; the data of files under
-    content.ROOTS hashed from the same bytes)."""
+    given, gets the layer's facts from the bytes as they are written."""
     digest = hashlib.sha256()
 
     def put(data: bytes | memoryview) -> None:
@@ -168,8 +178,10 @@ def write_layer(tar: tarfile.TarFile, entries: list[Entry], out: IO[bytes],
 
     for e in entries:
         put(e.header)
-        own = hashlib.sha256() if noted is not None and e.info is not None and e.source is not None \
-            and layerfacts.hashed(layerfacts.path_of(e.info.name), ROOTS) else None
+        noting = noted is not None and e.info is not None and e.source is not None
+        path = layerfacts.path_of(e.info.name) if noting and e.info is not None else ""
+        own = hashlib.sha256() if noting and layerfacts.hashed(path, ROOTS) else None
+        search = Search(noted.needles) if noting and noted is not None and noted.needles else None
         if e.source is not None:
             stream = tar.extractfile(e.source)
             assert stream is not None
@@ -181,11 +193,15 @@ def write_layer(tar: tarfile.TarFile, entries: list[Entry], out: IO[bytes],
                 put(chunk)
                 if own is not None:
                     own.update(chunk)
+                if search is not None:
+                    search.feed(chunk)
                 left -= len(chunk)
                 on_bytes(len(chunk))
             put(bytes(-e.source.size % BLOCK))
         if noted is not None and e.info is not None:
-            noted.append(layerfacts.member(e.info, own.hexdigest() if own is not None else ""))
+            noted.members.append(layerfacts.member(e.info, own.hexdigest() if own is not None else ""))
+        if search is not None and noted is not None:
+            noted.found += [(name, path) for name in sorted(search.found)]
     put(bytes(2 * BLOCK))
     return "sha256:" + digest.hexdigest()
 
@@ -278,8 +294,22 @@ def layer_member(outer: tarfile.TarFile, name: str) -> tarfile.TarInfo:
     return member
 
 
+@dataclass(frozen=True)
+class Note:
+    """Where each layer's facts go (layerfacts.py), and the secret needles its files are searched
+    for as they pass (`fingerprint`: their keyed digest, kept with the facts)."""
+
+    keep: Callable[[layerfacts.LayerFacts], object]
+    needles: tuple[Needle, ...] = ()
+    fingerprint: str = ""
+
+    def facts(self, diff_id: str, noted: Noting) -> layerfacts.LayerFacts:
+        return layerfacts.LayerFacts(diff_id=diff_id, roots=list(ROOTS), members=noted.members,
+                                     needles=self.fingerprint, found=noted.found)
+
+
 def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], None] = lambda _: None,
-              workdir: Path | None = None, note: Callable[[layerfacts.LayerFacts], None] | None = None) -> Normalised:
+              workdir: Path | None = None, note: Note | None = None) -> Normalised:
     """Rewrite `ref` in the engine as described above; the base's layers stay as they are. `note`
     gets each layer's facts (layerfacts.py) from the bytes as they are written."""
     before = ENGINE.inspect(ref)["Id"]
@@ -361,8 +391,7 @@ class Tee:
 
 
 def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], kept: int, config: dict, ref: str,
-                   epoch: int, out: IO[bytes], on_bytes: Callable[[int], None],
-                   note: Callable[[layerfacts.LayerFacts], None] | None = None) -> str:
+                   epoch: int, out: IO[bytes], on_bytes: Callable[[int], None], note: Note | None = None) -> str:
     """Stream a docker-archive of the normalised image into `out` (docker load's stdin)."""
     new_ids, names = [], []
     steps = layer_steps(config)
@@ -380,7 +409,7 @@ def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], k
             out.write(bytes(-member.size % BLOCK))
             new_ids.append(old_ids[i])
             if note is not None:
-                note(_kept_facts(outer, member, old_ids[i]))
+                note.keep(_kept_facts(outer, member, old_ids[i], note))
             continue
         with tarfile.open(fileobj=outer.extractfile(member)) as layer:
             members = layer.getmembers()
@@ -391,10 +420,10 @@ def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], k
                 names.append(f"layers/{i}-{k}.tar" if parts else f"layers/{i}.tar")
                 entries = plan_layer(held)
                 out.write(_member_header(names[-1], layer_size(entries)))
-                noted: list | None = [] if note is not None else None
+                noted = Noting(list(note.needles)) if note is not None else None
                 new_ids.append(write_layer(layer, entries, out, on_bytes, noted))
-                if note is not None:
-                    note(layerfacts.LayerFacts(diff_id=new_ids[-1], roots=list(ROOTS), members=noted or []))
+                if note is not None and noted is not None:
+                    note.keep(note.facts(new_ids[-1], noted))
     body = normal_config(config, new_ids, epoch, parts_of)
     image_id = "sha256:" + hashlib.sha256(body).hexdigest()
     docs = [("config.json", body),
@@ -406,7 +435,7 @@ def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], k
     return image_id
 
 
-def _kept_facts(outer: tarfile.TarFile, member: tarfile.TarInfo, diff_id: str) -> layerfacts.LayerFacts:
+def _kept_facts(outer: tarfile.TarFile, member: tarfile.TarInfo, diff_id: str, note: Note) -> layerfacts.LayerFacts:
     """The facts of a base layer kept byte for byte, read from the saved archive and hashed whole:
     kept only when its bytes are the diff_id the config names."""
     whole = hashlib.sha256()
@@ -417,10 +446,21 @@ def _kept_facts(outer: tarfile.TarFile, member: tarfile.TarInfo, diff_id: str) -
     if "sha256:" + whole.hexdigest() != diff_id:
         raise RapidshipError("normalise", f"a base layer does not hash to its diff_id {diff_id[:19]}",
                              "check the engine's image store (docker image inspect the base), then rebuild")
+    noted = Noting(list(note.needles))
     with tarfile.open(fileobj=outer.extractfile(member), mode="r|") as tar:
-        members = [layerfacts.member(m, sha if layerfacts.hashed(layerfacts.path_of(m.name), ROOTS) else "")
-                   for m, sha in layer_files(tar)]
-    return layerfacts.LayerFacts(diff_id=diff_id, roots=list(ROOTS), members=members)
+        for m in tar:
+            path, sha = layerfacts.path_of(m.name), ""
+            if m.isfile():
+                stream = tar.extractfile(m)
+                assert stream is not None
+                search, h = Search(noted.needles), hashlib.sha256()
+                while chunk := stream.read(1 << 20):
+                    h.update(chunk)
+                    search.feed(chunk)
+                sha = h.hexdigest() if layerfacts.hashed(path, ROOTS) else ""
+                noted.found += [(name, path) for name in sorted(search.found)]
+            noted.members.append(layerfacts.member(m, sha))
+    return note.facts(diff_id, noted)
 
 
 def layer_files(tar: tarfile.TarFile) -> Iterator[tuple[tarfile.TarInfo, str]]:

@@ -8,7 +8,7 @@ registry from `invoke registry.up`, a throwaway key): the first release from a w
 then a delta release (--since the first disc) and, with --patch PACKAGE==VERSION, a patch release:
 that package pinned to VERSION in a copy of the lock, rebuilt and shipped --since the first disc.
 Usage (project root, engine up, the image built once so the build cache is warm):
-python3 bench/release_chain.py [--variant cpu-debian12] [--arch amd64] [--patch toolz==1.1.0] [--json OUT]
+python3 bench/release_chain.py [--variant cpu-debian12] [--arch amd64|arm64|all] [--patch toolz==1.1.0] [--json OUT]
 """
 
 from __future__ import annotations
@@ -147,12 +147,13 @@ def patch(folder: Path, variant: str, pin: str, env: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", default="cpu-debian12")
-    parser.add_argument("--arch", default="amd64")
+    parser.add_argument("--arch", default="amd64", help="amd64, arm64 or all (both on one disc; image bytes summed)")
     parser.add_argument("--json", help="also write the figures here (the record docs/benchmarks.md quotes)")
     parser.add_argument("--note", default="", help="what else ran on the machine meanwhile (kept in the record)")
     parser.add_argument("--patch", help="PACKAGE==VERSION: a third release, a patch release --since the full one, "
                                         "with that package of the variant's lock pinned to VERSION (from the index)")
     args = parser.parse_args()
+    arches = ["amd64", "arm64"] if args.arch == "all" else [args.arch]
     work = Path(tempfile.mkdtemp(prefix="release-bench-"))
     folder = project(work)
     run_id = f"bench{os.getpid()}"
@@ -180,17 +181,19 @@ def main() -> None:
             invoke(*chain, *extra)
             records[name] = json.loads((folder / "build" / args.variant / "release.json").read_text())
             records[name]["wall"] = time.monotonic() - start
-            built = folder / "build" / args.variant / f"build-{args.arch}.json"
-            records[name]["built"] = json.loads(built.read_text())
-        rate = rates(records["full"]["built"]["image_id"], work)
+            records[name]["built"] = [json.loads((folder / "build" / args.variant / f"build-{a}.json").read_text())
+                                      for a in arches]
+        rate = rates(records["full"]["built"][0]["image_id"], work)
         print("this machine, measured now on the image's own bytes: " +
               ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in rate.items()))
-        figures = {"variant": args.variant, "arch": args.arch, "image_id": records["full"]["built"]["image_id"],
+        figures = {"variant": args.variant, "arch": args.arch, "image_id": records["full"]["built"][0]["image_id"],
+                   **({"image_ids": {b["arch"]: b["image_id"] for b in records["full"]["built"]}} if len(arches) > 1 else {}),
                    "patch": args.patch, "note": args.note,
                    "rates_bytes_per_s": {k: round(v) for k, v in rate.items()}, "releases": {}}
         for name, record in records.items():
             disc = json.loads((folder / record["stages"][5]["record"]).read_text())
-            sizes = {"image": record["built"]["size_bytes"], "tar": disc["tar_bytes"], "archive": disc["archive_bytes"],
+            sizes = {"image": sum(b["size_bytes"] for b in record["built"]), "tar": disc["tar_bytes"],
+                     "archive": disc["archive_bytes"],
                      "iso": sum(v["iso_bytes"] for v in disc["volumes"])}
             rows = floors(record, sizes, rate)
             show(f"{name} release of {args.variant} {args.arch}: image {sizes['image'] / 1e6:,.0f} MB, disc archive "

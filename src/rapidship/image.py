@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import tarfile
 from dataclasses import dataclass, field
 from typing import IO, Callable, Iterator
@@ -119,3 +120,22 @@ def snapshot(ref: str, keep: Callable[[str], bool] = lambda _: False,
                 digest.update(chunk)
             digests[entry.path] = digest.hexdigest()
     return ImageSnapshot(ref, config, ENGINE.history(ref), files, contents, digests, links)
+
+
+# ---- the engine's layers --------------------------------------------------------------------
+
+def chain_ids(diff_ids: tuple[str, ...] | list[str]) -> list[str]:
+    """The chain ID of each prefix of a layer list (the image-spec's ChainID, as moby's layer store keys them)."""
+    out: list[str] = []
+    for diff_id in diff_ids:
+        out.append(diff_id if not out else "sha256:" + hashlib.sha256(f"{out[-1]} {diff_id}".encode()).hexdigest())
+    return out
+
+
+def images() -> dict[str, list[str]]:
+    """Every image of the engine: id -> its layers (diff_ids), as the engine reports them."""
+    listed = ENGINE.run_cli(["images", "--quiet", "--no-trunc", "--all"])
+    ids = list(dict.fromkeys(listed.stdout.split())) if listed.returncode == 0 else []
+    inspected = ENGINE.run_cli(["image", "inspect", *ids]) if ids else None
+    docs = json.loads(inspected.stdout) if inspected is not None and inspected.returncode == 0 else []
+    return {d["Id"]: list((d.get("RootFS") or {}).get("Layers") or []) for d in docs}

@@ -26,16 +26,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from rapidship.engine import ENGINE
+from rapidship.image import chain_ids, images  # noqa: F401 - the engine's layers, read where images are read
 
 CHUNK = 1 << 20
-
-
-def chain_ids(diff_ids: tuple[str, ...] | list[str]) -> list[str]:
-    """The chain ID of each prefix of a layer list (the image-spec's ChainID, as moby's layer store keys them)."""
-    out: list[str] = []
-    for diff_id in diff_ids:
-        out.append(diff_id if not out else "sha256:" + hashlib.sha256(f"{out[-1]} {diff_id}".encode()).hexdigest())
-    return out
 
 
 @dataclass(frozen=True)
@@ -45,15 +38,6 @@ class Engine:
 
     chains: frozenset[str]
     top_of: dict[str, str]
-
-
-def images() -> dict[str, list[str]]:
-    """Every image of the engine: id -> its layers (diff_ids), as the engine reports them."""
-    listed = ENGINE.run_cli(["images", "--quiet", "--no-trunc", "--all"])
-    ids = list(dict.fromkeys(listed.stdout.split())) if listed.returncode == 0 else []
-    inspected = ENGINE.run_cli(["image", "inspect", *ids]) if ids else None
-    docs = json.loads(inspected.stdout) if inspected is not None and inspected.returncode == 0 else []
-    return {d["Id"]: list((d.get("RootFS") or {}).get("Layers") or []) for d in docs}
 
 
 def engine_layers(held: dict[str, list[str]]) -> Engine:

@@ -215,6 +215,7 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
                              "target": plan.target, "source_date_epoch": plan.epoch, "revision": plan.revision,
                              "normalised": {"engine_id": normal.before_id, "base_layers_kept": normal.kept_layers,
                                             "layers_rewritten": normal.rewritten_layers,
+                                            "layers_reused": normal.reused_layers,
                                             "seconds": round(time.monotonic() - normal_start, 1)}})
 
 
@@ -223,7 +224,7 @@ def layer_note(root: Path, secrets: BuildSecrets | None = None) -> Note:
     files are searched for (the secrets gate reads the hits back when it looks for the same)."""
     found, _ = needles_of(secrets.ca_bundle, secret_values(secrets.pip_index, secrets.conda_channels)) \
         if secrets is not None else ([], [])
-    return Note(lambda facts: layerfacts.keep(root, facts), tuple(found), fingerprint(found, layerfacts.key_path(root)))
+    return Note(root, tuple(found), fingerprint(found, layerfacts.key_path(root)))
 
 
 def failed_build_fix(tail: str, plan: BuildPlan, log_path: Path) -> str:

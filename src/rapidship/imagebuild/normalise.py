@@ -43,7 +43,10 @@ from rapidship.content import ROOTS
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.needles import Needle, Search
+from rapidship.image import chain_ids, images
+from rapidship.imagebuild import base_layers
 from rapidship.imagebuild.base_layers import RUNTIME_BUDGET, dpkg_lists, plan_base_layers
+from rapidship.records import Record, RecordError, load, save
 
 BLOCK = tarfile.BLOCKSIZE
 ENGINE_EXTRAS = ("moby.buildkit.buildinfo.v1", "moby.buildkit.cache.v0")  # config keys only BuildKit writes
@@ -266,7 +269,8 @@ class Normalised:
     epoch: int
     kept_layers: int       # the base's, byte for byte
     rewritten_layers: int
-    zstd_bytes: int = 0    # the archive docker load was given, zstd -3: what the image costs on a disc
+    zstd_bytes: int = 0    # each layer through zstd -3 (+ config and manifest): what the image costs on a disc
+    reused_layers: int = 0  # built layers this normaliser had made before, left to the engine's store
 
 
 def _member_header(name: str, size: int) -> bytes:
@@ -294,18 +298,64 @@ def layer_member(outer: tarfile.TarFile, name: str) -> tarfile.TarInfo:
     return member
 
 
+class Made(Record):
+    """build/layers/from-<key>.json: what this normaliser made of one built layer (the key: the
+    normaliser's own code, the layer's diff_id and its step): the layers it became, their parts'
+    names where it was split by package, and each one's zstd bytes."""
+
+    ids: list[str]
+    parts: list[str] | None = None
+    zstd: list[int]
+
+
+# the normaliser's own code: a change to how layers are written makes every earlier record unused
+NORMALISER = hashlib.sha256(Path(__file__).read_bytes() + Path(base_layers.__file__).read_bytes()).hexdigest()
+
+
 @dataclass(frozen=True)
 class Note:
-    """Where each layer's facts go (layerfacts.py), and the secret needles its files are searched
-    for as they pass (`fingerprint`: their keyed digest, kept with the facts)."""
+    """Where each layer's facts go (layerfacts.py; `root`: the workspace, where the records of
+    layers made before are kept too), and the secret needles its files are searched for as they
+    pass (`fingerprint`: their keyed digest, kept with the facts)."""
 
-    keep: Callable[[layerfacts.LayerFacts], object]
+    root: Path
     needles: tuple[Needle, ...] = ()
     fingerprint: str = ""
+
+    def keep(self, facts: layerfacts.LayerFacts) -> None:
+        layerfacts.keep(self.root, facts)
 
     def facts(self, diff_id: str, noted: Noting) -> layerfacts.LayerFacts:
         return layerfacts.LayerFacts(diff_id=diff_id, roots=list(ROOTS), members=noted.members,
                                      needles=self.fingerprint, found=noted.found)
+
+    def has_facts(self, ids: list[str]) -> bool:
+        """Facts for these needles: a layer left to the store must not send the gates to read it."""
+        return all(_facts_for(layerfacts.facts_path(self.root, i), self.fingerprint) for i in ids)
+
+    def _made_path(self, diff_id: str, step: str, kept: bool) -> Path:
+        key = hashlib.sha256(f"{NORMALISER}\n{diff_id}\n{int(kept)}\n{step}".encode()).hexdigest()
+        return self.root / "layers" / f"from-{key}.json"
+
+    def made(self, diff_id: str, step: str, kept: bool) -> Made | None:
+        path = self._made_path(diff_id, step, kept)
+        try:
+            return load(path, Made, "invoke build", "normaliser record") if path.is_file() else None
+        except RecordError:
+            return None  # unreadable: the layer is written again, as if never made
+
+    def remember(self, diff_id: str, step: str, kept: bool, made: Made) -> None:
+        save(self._made_path(diff_id, step, kept), made)
+
+
+def _facts_for(path: Path, fingerprint: str) -> bool:
+    if not path.is_file():
+        return False
+    if not fingerprint:
+        return True
+    with open(path, "rb") as fh:  # the fingerprint sits near the end: no need to parse the members
+        fh.seek(max(0, path.stat().st_size - 65536))
+        return fingerprint.encode() in fh.read()
 
 
 def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], None] = lambda _: None,
@@ -323,17 +373,16 @@ def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], Non
             kept = 0
             while kept < min(len(base_layers), len(old_ids)) and old_ids[kept] == base_layers[kept]:
                 kept += 1
+            held = frozenset(c for layers in images().values() for c in chain_ids(layers)) if note else frozenset()
             loader = ENGINE.load()
             assert loader.stdin is not None
-            image_id = ""
-            counted = ZstdCount()
+            image_id, zstd_bytes, reused = "", 0, 0
             try:
-                image_id = _write_archive(outer, manifest, old_ids, kept, config, ref, epoch,
-                                          Tee(loader.stdin, counted), on_bytes, note)
+                image_id, zstd_bytes, reused = _write_archive(outer, manifest, old_ids, kept, config, ref, epoch,
+                                                              loader.stdin, on_bytes, note, held)
                 loader.stdin.close()
             except BrokenPipeError:  # docker load stopped reading: its own words follow
                 pass
-            zstd_bytes = counted.close()
             said = (loader.stdout.read() if loader.stdout else b"").decode(errors="replace")
             if loader.wait() != 0:
                 raise RapidshipError(f"normalise {ref}", f"docker load refused the normalised image: {said.strip()[-300:]}",
@@ -344,12 +393,12 @@ def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], Non
                              f"normalised {image_id[:19]}", "rebuild; another run may have reused the name")
     if before != after:
         ENGINE.run_cli(["rmi", before])  # the unnormalised image, if nothing else names it (else refused: fine)
-    return Normalised(ref, after, before, epoch, kept, len(old_ids) - kept, zstd_bytes)
+    return Normalised(ref, after, before, epoch, kept, len(old_ids) - kept - reused, zstd_bytes, reused)
 
 
 class ZstdCount:
-    """A `zstd -3` whose output is only counted: the disc cost of bytes already passing by, with
-    no second `docker save` of the image to learn it."""
+    """A `zstd -3` whose output is only counted: the disc cost of a layer's bytes as they pass by,
+    with no second `docker save` of the image to learn it."""
 
     def __init__(self, level: int = 3) -> None:
         self.proc = subprocess.Popen(["zstd", "-T0", f"-{level}", "-q", "-c"], stdin=subprocess.PIPE,
@@ -377,7 +426,7 @@ class ZstdCount:
 
 
 class Tee:
-    """Writes go to docker load's stdin and to the zstd counter."""
+    """Writes go to docker load's stdin and to a layer's zstd counter."""
 
     def __init__(self, out: IO[bytes], also: ZstdCount) -> None:
         self.out, self.also = out, also
@@ -391,48 +440,77 @@ class Tee:
 
 
 def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], kept: int, config: dict, ref: str,
-                   epoch: int, out: IO[bytes], on_bytes: Callable[[int], None], note: Note | None = None) -> str:
-    """Stream a docker-archive of the normalised image into `out` (docker load's stdin)."""
-    new_ids, names = [], []
+                   epoch: int, out: IO[bytes], on_bytes: Callable[[int], None], note: Note | None = None,
+                   held: frozenset[str] = frozenset()) -> tuple[str, int, int]:
+    """Stream a docker-archive of the normalised image into `out` (docker load's stdin). A layer
+    this normaliser already made, whose chain the engine holds (`held`) and whose facts are kept,
+    is named in the manifest but not written: the loader takes it from its store by chain ID.
+    Returns the image id, the layers' zstd bytes and how many built (not base) layers were reused so."""
+    new_ids, names, zstd, reused = [], [], 0, 0
     steps = layer_steps(config)
     parts_of: dict[int, list[str]] = {}
     for i, layer_name in enumerate(manifest["Layers"]):
+        step = steps[i] if i < len(steps) else ""
+        made = note.made(old_ids[i], step, i < kept) if note is not None else None
+        if made is not None and note is not None and _held(new_ids, made.ids, held) and note.has_facts(made.ids):
+            names += [f"layers/{i}-{k}.tar" for k in range(len(made.ids))]
+            new_ids += made.ids
+            zstd, reused = zstd + sum(made.zstd), reused + (i >= kept)
+            if made.parts:
+                parts_of[i] = made.parts
+            continue
         member = layer_member(outer, layer_name)
+        ids, sizes, labels = [], [], None
         if i < kept:
-            names.append(f"layers/{i}.tar")
+            names.append(f"layers/{i}-0.tar")
             out.write(_member_header(names[-1], member.size))
-            stream = outer.extractfile(member)
+            stream, counted = outer.extractfile(member), ZstdCount()
             assert stream is not None
+            sink = Tee(out, counted)
             while chunk := stream.read(1 << 20):
-                out.write(chunk)
+                sink.write(chunk)
                 on_bytes(len(chunk))
-            out.write(bytes(-member.size % BLOCK))
-            new_ids.append(old_ids[i])
+            sink.write(bytes(-member.size % BLOCK))
+            ids.append(old_ids[i])
+            sizes.append(counted.close())
             if note is not None:
                 note.keep(_kept_facts(outer, member, old_ids[i], note))
-            continue
-        with tarfile.open(fileobj=outer.extractfile(member)) as layer:
-            members = layer.getmembers()
-            parts = split_by_package(layer, members) if i < len(steps) and splits(steps[i]) else None
-            if parts:
-                parts_of[i] = [label for label, _ in parts]
-            for k, (_, held) in enumerate(parts or [("", members)]):
-                names.append(f"layers/{i}-{k}.tar" if parts else f"layers/{i}.tar")
-                entries = plan_layer(held)
-                out.write(_member_header(names[-1], layer_size(entries)))
-                noted = Noting(list(note.needles)) if note is not None else None
-                new_ids.append(write_layer(layer, entries, out, on_bytes, noted))
-                if note is not None and noted is not None:
-                    note.keep(note.facts(new_ids[-1], noted))
+        else:
+            with tarfile.open(fileobj=outer.extractfile(member)) as layer:
+                members = layer.getmembers()
+                parts = split_by_package(layer, members) if splits(step) else None
+                labels = [label for label, _ in parts] if parts else None
+                for k, (_, held_members) in enumerate(parts or [("", members)]):
+                    names.append(f"layers/{i}-{k}.tar")
+                    entries = plan_layer(held_members)
+                    out.write(_member_header(names[-1], layer_size(entries)))
+                    noted = Noting(list(note.needles)) if note is not None else None
+                    counted = ZstdCount()
+                    ids.append(write_layer(layer, entries, Tee(out, counted), on_bytes, noted))
+                    sizes.append(counted.close())
+                    if note is not None and noted is not None:
+                        note.keep(note.facts(ids[-1], noted))
+            if labels:
+                parts_of[i] = labels
+        new_ids += ids
+        zstd += sum(sizes)
+        if note is not None:
+            note.remember(old_ids[i], step, i < kept, Made(ids=ids, parts=labels, zstd=sizes))
     body = normal_config(config, new_ids, epoch, parts_of)
     image_id = "sha256:" + hashlib.sha256(body).hexdigest()
     docs = [("config.json", body),
             ("manifest.json", json.dumps([{"Config": "config.json", "RepoTags": [ref], "Layers": names}]).encode())]
     for name, data in docs:
         out.write(_member_header(name, len(data)) + data + bytes(-len(data) % BLOCK))
+        zstd += len(data)  # a few KB: not worth a compressor
     out.write(bytes(2 * BLOCK))
     out.flush()
-    return image_id
+    return image_id, zstd, reused
+
+
+def _held(below: list[str], ids: list[str], held: frozenset[str]) -> bool:
+    """Whether the engine holds the chain of each of `ids` laid on `below`."""
+    return all(c in held for c in chain_ids(below + ids)[len(below):])
 
 
 def _kept_facts(outer: tarfile.TarFile, member: tarfile.TarInfo, diff_id: str, note: Note) -> layerfacts.LayerFacts:

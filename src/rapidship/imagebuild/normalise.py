@@ -19,6 +19,12 @@ build that made it, and files COPY'd from a checkout carry the clone's time, bot
 change with every commit, so no delta disc could leave it out. LAYER_MTIME is 2000-01-01: after
 1980, below which zip (wheels, make_archive) cannot go in any time zone. Bytecode never depends on
 it: every .pyc of the image is an unchecked-hash one (templates).
+As each layer's bytes pass, the normaliser notes what the gates need of them (layerfacts.py: its
+members, the env's file hashes, the secret needles found) and counts their zstd size (no second
+`docker save`). It keeps what it made of each built layer (by its diff_id, its step and this
+code's own digest): a rebuild whose layer the engine still holds under the same chain, with its
+facts kept, names it in the loader's manifest without writing it (the loader takes it from its
+store by chain ID), so a patch rewrites the layers from the changed one up, not the image.
 The image id (the config's digest) is what gates, push, signatures and discs then name. A
 normalised image normalises to itself. What still differs inside files is fixed where it is made
 (templates: ldconfig's aux-cache, the user's password-change day); `reproduce` names it when not.

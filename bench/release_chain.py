@@ -198,7 +198,11 @@ def main() -> None:
             rows = floors(record, sizes, rate)
             show(f"{name} release of {args.variant} {args.arch}: image {sizes['image'] / 1e6:,.0f} MB, disc archive "
                  f"{sizes['archive'] / 1e6:,.1f} MB", rows, record["wall"])
-            figures["releases"][name] = {"chain_s": round(record["wall"], 1), "sizes": sizes, "stages": [
+            normalised = {b["arch"]: b["extra"].get("normalised", {}) for b in record["built"]}
+            print("normaliser: " + "; ".join(f"{a} {n.get('layers_rewritten')} layers written, {n.get('layers_reused', 0)} "
+                                             f"left to the engine, {n.get('seconds')} s" for a, n in normalised.items()))
+            figures["releases"][name] = {"chain_s": round(record["wall"], 1), "sizes": sizes, "normalised": normalised,
+                                         "stages": [
                 {"stage": n, "verdict": v, "seconds": s, "floor_s": None if f is None else round(f, 2),
                  "ratio": None if r is None else round(r, 1), "floor_counts": w} for n, v, s, f, r, w in rows]}
         if args.json:

@@ -73,7 +73,7 @@ FROM ${RUNTIME_BASE} AS runtime
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,required=false \
-    --mount=type=bind,source=builder,target=/mnt \
+    --mount=type=bind,source=builder/hash_pycs.py,target=/mnt/hash_pycs.py \
     apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates python3.11 \
  && apt-get clean \

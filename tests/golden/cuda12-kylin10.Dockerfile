@@ -79,7 +79,7 @@ RUN --mount=type=secret,id=cacert,required=false \
 FROM ${RUNTIME_BASE} AS runtime
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-RUN --mount=type=bind,source=builder,target=/mnt \
+RUN --mount=type=bind,source=builder/hash_pycs.py,target=/mnt/hash_pycs.py \
     dnf install -y --setopt=install_weak_deps=False --setopt=tsflags=nodocs ca-certificates shadow-utils \
  && dnf clean all \
  && rm -rf /var/cache/dnf /var/cache/yum /var/log/dnf* /var/lib/dnf/history* \

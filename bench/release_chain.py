@@ -198,9 +198,11 @@ def main() -> None:
             rows = floors(record, sizes, rate)
             show(f"{name} release of {args.variant} {args.arch}: image {sizes['image'] / 1e6:,.0f} MB, disc archive "
                  f"{sizes['archive'] / 1e6:,.1f} MB", rows, record["wall"])
-            normalised = {b["arch"]: b["extra"].get("normalised", {}) for b in record["built"]}
-            print("normaliser: " + "; ".join(f"{a} {n.get('layers_rewritten')} layers written, {n.get('layers_reused', 0)} "
-                                             f"left to the engine, {n.get('seconds')} s" for a, n in normalised.items()))
+            built_now = record["stages"][0]["verdict"] == "pass"  # skipped: the record is the earlier build's
+            normalised = {b["arch"]: b["extra"].get("normalised", {}) for b in record["built"]} if built_now else {}
+            print("normaliser: " + ("; ".join(f"{a} {n.get('layers_rewritten')} layers written, {n.get('layers_reused', 0)} "
+                                             f"left to the engine, {n.get('seconds')} s" for a, n in normalised.items())
+                                    or "did not run (the build was current)"))
             figures["releases"][name] = {"chain_s": round(record["wall"], 1), "sizes": sizes, "normalised": normalised,
                                          "stages": [
                 {"stage": n, "verdict": v, "seconds": s, "floor_s": None if f is None else round(f, 2),

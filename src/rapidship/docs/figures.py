@@ -85,8 +85,11 @@ def release_chain_tables(root: Path) -> str:
         for name, r in rec["releases"].items():
             s = r["sizes"]
             archive = f"{s['archive'] / 1e6:,.1f} MB" if s["archive"] >= 1e6 else f"{s['archive']:,} B"
+            wrote = "; ".join(f"{arch}: the normaliser wrote {n['layers_rewritten']} built layers and left "
+                              f"{n.get('layers_reused', 0)} to the engine" for arch, n in (r.get("normalised") or {}).items()
+                              if "layers_rewritten" in n and r["stages"][0]["verdict"] == "pass")  # it built
             out += ["", f"{name.capitalize()} release (image {s['image'] / 1e6:,.0f} MB, disc archive {archive}), "
-                        f"chain {r['chain_s']:.1f} s:", "",
+                        f"chain {r['chain_s']:.1f} s{f' ({wrote})' if wrote else ''}:", "",
                     "| stage | verdict | seconds | floor | ratio | floor counts |", "|---|---|---:|---:|---:|---|"]
             for st in r["stages"]:
                 floor = "-" if st["floor_s"] is None else f"{st['floor_s']:.2f}"

@@ -15,7 +15,7 @@ W = Workspace("build")
 STAGES = [
     ("render", W.render(V), "Dockerfile + context from templates/ and locks/"),
     ("build", W.build(V, A), "BuildKit; device code pruned to gpu_archs; one image id per commit"),
-    ("gates", W.gates(V, A), "size, labels, user, suid, secrets over one snapshot"),
+    ("gates", W.gates(V, A), "size, labels, user, suid, secrets over one read"),
     ("scan", W.decision(V, A), "trivy + policy/trivy.yaml (threshold, allowlist with expiry)"),
     ("push", W.push(V), "per-arch push, then one manifest list: only when gated and scanned"),
     ("sign", W.sign(V), "cosign signature, SBOM, SLSA provenance on every digest"),

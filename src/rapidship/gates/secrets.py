@@ -14,8 +14,7 @@ from pathlib import Path
 from rapidship.gates import GateReport, verdict
 from rapidship.image import ImageSnapshot, saved_image
 from rapidship.layerfacts import LayerHits
-from rapidship.needles import (Needle, ca_needles, env_secret_values, found_in_stream, needles_of,  # noqa: F401
-                               public_certs, squeeze, value_needles)
+from rapidship.needles import Needle, found_in_stream, needles_of, squeeze
 
 
 

@@ -20,17 +20,13 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-import subprocess
 import tarfile
 import tempfile
-import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO
 
 from rapidship.builder.split_layers import canonical, metadata_name, owner_of, record_paths
-from rapidship.errors import RapidshipError
-from rapidship.imagebuild.normalise import layer_member, layer_steps, save_to
+from rapidship.imagebuild.normalise import ZstdCount, layer_member, layer_steps, save_to
 
 GOAL_RATIO = 1.25
 GOAL_SLACK_BYTES = 2_000_000
@@ -98,34 +94,6 @@ def summary(rows: list[Cost], layers: list[LayerCost]) -> dict:
 
 # ---- edge: the image through docker save, layers and distributions through zstd -----------------
 
-class _Compressed:
-    """A zstd process whose output is only counted (a thread drains it, so writes never block)."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(["zstd", "-T0", f"-{ZSTD_LEVEL}", "-q", "-c"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE)
-        self.bytes = 0
-        self._drain = threading.Thread(target=self._count, daemon=True)
-        self._drain.start()
-
-    def _count(self) -> None:
-        assert self.proc.stdout is not None
-        while chunk := self.proc.stdout.read(1 << 20):
-            self.bytes += len(chunk)
-
-    @property
-    def stdin(self) -> IO[bytes]:
-        assert self.proc.stdin is not None
-        return self.proc.stdin
-
-    def close(self) -> int:
-        self.stdin.close()
-        self._drain.join()
-        if self.proc.wait() != 0:
-            raise RapidshipError("zstd", "failed to compress", "check that zstd is installed (scripts/setup)")
-        return self.bytes
-
-
 def _owners(outer: tarfile.TarFile, names: list[str]) -> dict[Path, str]:
     """Every file a RECORD in the image names -> its distribution (canonical), read from the layers."""
     texts: dict[tuple[str, str], dict[str, str]] = {}
@@ -162,14 +130,14 @@ def measure(ref: str, workdir: Path | None = None) -> tuple[list[Cost], list[Lay
             layers: list[LayerCost] = []
             for index, name in enumerate(names):
                 member = layer_member(outer, name)
-                whole = _Compressed()
+                whole = ZstdCount(ZSTD_LEVEL)
                 stream = outer.extractfile(member)
                 assert stream is not None
                 while chunk := stream.read(1 << 20):
-                    whole.stdin.write(chunk)
+                    whole.write(chunk)
                 # each distribution's files of this layer, one tar each; a distribution in two layers
                 # (none is, as planned) is counted as its two pieces
-                own: dict[str, tuple[_Compressed, tarfile.TarFile]] = {}
+                own: dict[str, tuple[ZstdCount, tarfile.TarFile]] = {}
                 records = False
                 inner = tarfile.open(fileobj=outer.extractfile(member), mode="r|")
                 for f in inner:
@@ -180,8 +148,8 @@ def measure(ref: str, workdir: Path | None = None) -> tuple[list[Cost], list[Lay
                         continue
                     lies_in.setdefault(owner, set()).add(index)
                     if owner not in own:
-                        proc = _Compressed()
-                        own[owner] = (proc, tarfile.open(fileobj=proc.stdin, mode="w|", format=tarfile.PAX_FORMAT))
+                        proc = ZstdCount(ZSTD_LEVEL)
+                        own[owner] = (proc, tarfile.open(fileobj=proc, mode="w|", format=tarfile.PAX_FORMAT))  # type: ignore[call-overload]
                     own[owner][1].addfile(f, inner.extractfile(f) if f.isfile() else None)
                 for owner, (proc, writer) in own.items():
                     writer.close()

@@ -12,7 +12,7 @@ from rapidship.imagebuild.buildkit import BuildSecrets
 from rapidship.config.matrix import load_matrix
 from rapidship.gates.labels import check_labels, expected_labels
 from rapidship.gates.run import unsearched_secrets
-from rapidship.gates.secrets import ca_needles, found_in_stream, value_needles
+from rapidship.needles import ca_needles, found_in_stream, value_needles
 from rapidship.gates.suid import writable_path_dirs
 from rapidship.image import FileEntry
 from rapidship.records import BuiltImage

@@ -188,7 +188,7 @@ def write_layer(tar: tarfile.TarFile, entries: list[Entry], out: IO[bytes],
     for e in entries:
         put(e.header)
         noting = noted is not None and e.info is not None and e.source is not None
-        path = layerfacts.path_of(e.info.name) if noting and e.info is not None else ""
+        path = layerfacts.path_of(e.info.name) if e.info is not None else ""
         own = hashlib.sha256() if noting and layerfacts.hashed(path, ROOTS) else None
         search = Search(noted.needles) if noting and noted is not None and noted.needles else None
         if e.source is not None:
@@ -472,15 +472,16 @@ def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], k
             out.write(_member_header(names[-1], member.size))
             stream, counted = outer.extractfile(member), ZstdCount()
             assert stream is not None
-            sink = Tee(out, counted)
+            sink, whole = Tee(out, counted), hashlib.sha256()  # the copy hashes it: the facts' diff_id check
             while chunk := stream.read(1 << 20):
                 sink.write(chunk)
+                whole.update(chunk)
                 on_bytes(len(chunk))
             sink.write(bytes(-member.size % BLOCK))
             ids.append(old_ids[i])
             sizes.append(counted.close())
             if note is not None:
-                note.keep(_kept_facts(outer, member, old_ids[i], note))
+                note.keep(_kept_facts(outer, member, old_ids[i], "sha256:" + whole.hexdigest(), note))
         else:
             with tarfile.open(fileobj=outer.extractfile(member)) as layer:
                 members = layer.getmembers()
@@ -519,15 +520,11 @@ def _held(below: list[str], ids: list[str], held: frozenset[str]) -> bool:
     return all(c in held for c in chain_ids(below + ids)[len(below):])
 
 
-def _kept_facts(outer: tarfile.TarFile, member: tarfile.TarInfo, diff_id: str, note: Note) -> layerfacts.LayerFacts:
-    """The facts of a base layer kept byte for byte, read from the saved archive and hashed whole:
-    kept only when its bytes are the diff_id the config names."""
-    whole = hashlib.sha256()
-    stream = outer.extractfile(member)
-    assert stream is not None
-    while chunk := stream.read(1 << 20):
-        whole.update(chunk)
-    if "sha256:" + whole.hexdigest() != diff_id:
+def _kept_facts(outer: tarfile.TarFile, member: tarfile.TarInfo, diff_id: str, copied: str,
+                note: Note) -> layerfacts.LayerFacts:
+    """The facts of a base layer kept byte for byte, read from the saved archive: kept only when
+    the bytes copied to the loader (`copied`: their sha256) are the diff_id the config names."""
+    if copied != diff_id:
         raise RapidshipError("normalise", f"a base layer does not hash to its diff_id {diff_id[:19]}",
                              "check the engine's image store (docker image inspect the base), then rebuild")
     noted = Noting(list(note.needles))
@@ -537,11 +534,12 @@ def _kept_facts(outer: tarfile.TarFile, member: tarfile.TarInfo, diff_id: str, n
             if m.isfile():
                 stream = tar.extractfile(m)
                 assert stream is not None
-                search, h = Search(noted.needles), hashlib.sha256()
+                search, h = Search(noted.needles), hashlib.sha256() if layerfacts.hashed(path, ROOTS) else None
                 while chunk := stream.read(1 << 20):
-                    h.update(chunk)
+                    if h is not None:
+                        h.update(chunk)
                     search.feed(chunk)
-                sha = h.hexdigest() if layerfacts.hashed(path, ROOTS) else ""
+                sha = h.hexdigest() if h is not None else ""
                 noted.found += [(name, path) for name in sorted(search.found)]
             noted.members.append(layerfacts.member(m, sha))
     return note.facts(diff_id, noted)

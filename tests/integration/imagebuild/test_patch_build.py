@@ -1,5 +1,4 @@
-"""A patch build on the real engine: the layers below the change are BuildKit's cached ones and the
-normaliser leaves them to the engine; the runtime's apt step does not run again.
+"""A patch build on the real engine: the runtime's apt step does not run again.
 
 A one-package patch changes the lock and with it the layer plan (builder/layer-plan.json). The
 runtime's `apt-get install` step once bind-mounted the whole builder/ folder to reach one program:
@@ -70,9 +69,10 @@ def test_a_patch_keeps_the_apt_step_and_leaves_the_layers_below_it_to_the_engine
         plan = json.loads((folder / "build" / CPU_VARIANT / "builder" / "layer-plan.json").read_text())
         assert [layer["name"] for layer in plan["layers"]][5:7] == ["python/distributed", "python/dask"]
         assert second["apt_cached"], "the runtime's apt-get step ran again for a change of the layer plan"
-        normalised = second["extra"]["normalised"]
-        # the five compiled layers lie below the moved one: the normaliser leaves them to the engine
-        assert normalised["layers_reused"] >= 5 and normalised["layers_rewritten"] > 0
+        # Which layers the normaliser then leaves to the engine is not asserted here: on an engine whose
+        # cache holds another run's result for these steps (a --no-cache rebuild, an earlier run of this
+        # test), BuildKit may answer the patch's cached steps with that run's layers, not this build's.
+        # test_normalise_reuse.py holds it on a chain built within the test.
         assert second["image_id"] != first["image_id"]
     finally:
         refs = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,

@@ -313,7 +313,7 @@ class ExportVerified(Record):
     export_id: str
     iso_sha256: dict[str, str]     # ISO file name -> sha256, as export.json lists them
     verified_with: str             # the public key's fingerprint
-    images: dict[str, str]         # image id the disc carries -> the id the scratch registry served
+    images: dict[str, str]         # image id the disc carries -> the id the import's archive gives it (read back)
     seconds: float
 
 

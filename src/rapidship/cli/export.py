@@ -188,25 +188,30 @@ def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, wo
 
 @task(name="export-verify", iterable=["from_"],
       help={"from": "a volume: directory or ISO file (repeatable; pass every volume of the export)",
-            "work": "directory for the scratch registry and the temporary archive (default $TMPDIR)",
+            "work": "directory for the scratch registry and the temporary archive with --load (default $TMPDIR)",
+            "load": "also push every image into a scratch registry on 127.0.0.1 (writes and compresses every "
+                    "layer: a proof that a registry takes the archive, at many times the cost of reading it)",
             **KEY_HELP, **TUF_HELP,
             "json": "print what was verified as JSON on stdout (ids, verification, releases)"})
 @exits_cleanly
 def export_verify(c, from_=None, work=None, key=None, no_verify=False, json=False, site=None, trust_root=None,
-                  accept_expired=False):
-    """Checksums, completeness and signatures, then the archive import would load, pushed into a scratch registry
-    on 127.0.0.1 by the same code; compares ids."""
-    from rapidship.export.load import registry_push, scratch_registry
+                  accept_expired=False, load=False):
+    """Checksums, completeness and signatures; then the archive import would load, written by the same code and
+    read back by name (each layer and config hashed, ids compared), or with --load pushed into a scratch registry."""
+    from rapidship.export.load import read_back_check, registry_push, scratch_registry
     from rapidship.export.trust import require_key
 
     public = require_key(key, no_verify)
     with _progress() as progress:
         checked = _checked_volumes(from_, progress)
         trust, plan = _trusted(checked, public, key, progress, work, site, trust_root, accept_expired)
-        with scratch_registry(Path(work) if work else None) as registry:
-            loading = progress.add_task("scratch registry", total=plan.layer_bytes)
-            loaded = registry_push(checked, plan, registry, False, Path(work) if work else None,
-                                   lambda n: progress.advance(loading, n))
+        loading = progress.add_task("scratch registry" if load else "read back", total=plan.layer_bytes)
+        if load:
+            with scratch_registry(Path(work) if work else None) as registry:
+                loaded = registry_push(checked, plan, registry, False, Path(work) if work else None,
+                                       lambda n: progress.advance(loading, n))
+        else:
+            loaded = read_back_check(checked, plan, lambda n: progress.advance(loading, n))
     console.table(f"export {checked.export_id}: verified", ["image", "id", "source id"],
                   [(x.ref, x.image_id, x.expected_id) for x in loaded])
     if json:

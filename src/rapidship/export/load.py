@@ -398,6 +398,26 @@ def registry_push(checked: Checked, plan: repack.Plan, registry: str, tls_verify
     return _recorded(_checked(loaded), signed, ledger)
 
 
+def read_back_check(checked: Checked, plan: repack.Plan, on_bytes: Callable[[int], None] = lambda _: None) -> list[Loaded]:
+    """export-verify's proof without a registry: the archive pass 2 writes for a loader, read back by
+    name and hashed (export/readback.py); each image's id is what that archive gives its name."""
+    from rapidship.export.readback import WHERE, read_back
+
+    def write(out: IO[bytes]) -> None:
+        decompressed(checked, lambda r: repack.write(r, plan, out, on_bytes, held_archive(plan), stored_layers(plan)),
+                     lambda _: None)
+
+    try:
+        ids = read_back(checked, plan, write)
+    except repack.Changed as err:
+        raise _changed(err) from None
+    loaded = [Loaded(image["ref"], WHERE, image["image_id"], ids.get(image["ref"], "")) for image in checked.images]
+    if bad := [f"{x.ref}: {x.image_id or 'not in the archive'}, expected {x.expected_id}" for x in loaded if not x.ok]:
+        raise GateFailure("export-verify", "the archive the import would load gives other images than the export's "
+                          "record:\n  " + "\n  ".join(bad), f"report export {checked.export_id}; do not import it")
+    return loaded
+
+
 def _recorded(loaded: list[Loaded], signed: dict[str, Release] | None, ledger: Ledger | None) -> list[Loaded]:
     """The site's ledger learns the signed serial of every image now in place."""
     if ledger is not None:

@@ -88,10 +88,11 @@ def test_imported_where_the_base_is_it_yields_exactly_the_new_release(releases):
 def test_export_verify_of_a_delta_takes_the_base_from_this_engine(releases):
     refs, ids = releases["refs"], releases["ids"]
     assert _id(refs["n"]) == ids["n"]
-    proc = invoke("export-verify", "--from", str(releases["out"] / "n1"), "--no-verify", "--json")
-    (verified,) = json.loads(proc.stdout)["verified"]
-    assert verified["ref"] == refs["n1"] and verified["image_id"] == verified["expected_id"] == ids["n1"]
-    assert verified["manifest_digest"].startswith("sha256:")
+    for how in ([], ["--load"]):   # read back, and pushed into a scratch registry
+        proc = invoke("export-verify", "--from", str(releases["out"] / "n1"), "--no-verify", "--json", *how)
+        (verified,) = json.loads(proc.stdout)["verified"]
+        assert verified["ref"] == refs["n1"] and verified["image_id"] == verified["expected_id"] == ids["n1"]
+        assert verified["where"] == "read back" if not how else verified["manifest_digest"].startswith("sha256:")
 
 
 def test_without_the_base_nothing_is_loaded_and_the_base_is_named(releases):

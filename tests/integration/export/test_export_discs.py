@@ -133,7 +133,7 @@ def test_round_trip_from_iso_files_restores_identical_images(images, exported, a
 
 
 @pytest.mark.parametrize("form", ["each ISO", "the export directory"])
-def test_export_verify_loads_into_a_scratch_registry_and_compares_digests(images, exported, form):
+def test_export_verify_reads_back_the_import_s_archive_and_compares_ids(images, exported, form):
     out, record = exported
     sources = [str(iso) for iso in _isos(out, record)] if form == "each ISO" else [str(out)]
     proc = invoke("export-verify", *[a for s in sources for a in ("--from", s)], "--no-verify", "--json")
@@ -141,6 +141,16 @@ def test_export_verify_loads_into_a_scratch_registry_and_compares_digests(images
     assert report["volumes"] == record["volume_count"]
     by_ref = {x["ref"]: x for x in report["verified"]}
     assert set(by_ref) == {images["refs"]["b"], images["refs"]["c"]}
+    for key in ("b", "c"):
+        x = by_ref[images["refs"][key]]
+        assert x["image_id"] == x["expected_id"] == images["ids"][key]
+        assert x["where"] == "read back" and "manifest_digest" not in x   # nothing was pushed anywhere
+
+
+def test_export_verify_load_pushes_into_a_scratch_registry_and_compares_digests(images, exported):
+    out, _record = exported
+    proc = invoke("export-verify", "--from", str(out), "--no-verify", "--load", "--json")
+    by_ref = {x["ref"]: x for x in json.loads(proc.stdout)["verified"]}
     for key in ("b", "c"):
         x = by_ref[images["refs"][key]]
         assert x["image_id"] == x["expected_id"] == images["ids"][key]

@@ -6,7 +6,7 @@
 ARG BUILDER_BASE=harbor.example.internal/dockerhub/library/debian:bookworm-slim
 ARG RUNTIME_BASE=harbor.example.internal/dockerhub/library/debian:bookworm-slim
 
-# ---- builder: a venv at /opt/rapids from the hashed pip lock (wheels only, no compilers) ----
+# ---- builder: python, the venv at /opt/rapids (its pip installs every layer's wheels), the builder's programs ----
 # It runs on the build machine's platform and installs the target arch's wheels (pip --platform
 # --target: exact tags, hashes checked, no target interpreter run), so an arm64 image builds
 # without emulating pip; only the runtime stage's apt runs under qemu.
@@ -17,56 +17,209 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
     apt-get update \
  && apt-get install -y --no-install-recommends python3.11 python3.11-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/*
-COPY lock/ /tmp/lock/
-COPY builder/measure_trims.py builder/dedupe.py builder/target_layout.py /tmp/builder/
+COPY builder/install_layer.py builder/measure_trims.py builder/target_layout.py builder/trims.json /tmp/builder/
+RUN python3.11 -m venv /opt/rapids
+# ---- env layer compiled/pyyaml ----
+FROM builder AS env-1
+ARG TARGETARCH
+COPY lock/parts/compiled/pyyaml/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 -m venv /opt/rapids \
- && case "${TARGETARCH}" in amd64) machine=x86_64 ;; arm64) machine=aarch64 ;; \
-      *) echo "no wheel platform for TARGETARCH=${TARGETARCH}" >&2; exit 1 ;; esac \
- && platforms=(--platform "manylinux2014_${machine}") \
- && for minor in $(seq 17 36); do platforms+=(--platform "manylinux_2_${minor}_${machine}"); done \
- && /opt/rapids/bin/pip install --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
-      --no-compile --implementation cp --python-version 3.11 "${platforms[@]}" \
-      --target /opt/rapids/lib/python3.11/site-packages -r "/tmp/lock/requirements-${TARGETARCH}.txt" \
- && python3.11 /tmp/builder/target_layout.py --site /opt/rapids/lib/python3.11/site-packages --prefix /opt/rapids \
- && /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
- && python3.11 /tmp/builder/measure_trims.py --prefix /opt/rapids --style find \
-      --trim '*/site-packages/*/tests' 'test suites of the packages' \
-      --trim '*.a' 'static libraries: read only when building against the library, never by a running env' \
-      --trim '*/site-packages/lib*/include' 'the RAPIDS C++ headers: read only when building against the library, never by a running env' \
-      --trim '*/site-packages/pyarrow/include' 'Arrow C++ headers: read only when building against the library, never by a running env' \
-      --trim '*/site-packages/*/lib64/cmake' 'CMake package files: read only when building against the library, never by a running env' \
-      --trim '*/site-packages/*/lib/cmake' 'CMake package files: read only when building against the library, never by a running env' \
-      --trim '*/site-packages/*/lib/pkgconfig' 'pkg-config files: read only when building against the library, never by a running env' \
-      --trim '*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*' 'the alternate build of NVRTC and its builtins (only libnvrtc.alt names them); libnvrtc.so stays: traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)' \
-      --trim '*/site-packages/nvidia/cuda_nvcc/bin/ptxas' 'the PTX assembler program; numba-cuda compiles through libnvvm and links through nvJitLink: traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)' \
-      --trim '*/site-packages/nvidia/libnvcomp/bin/nvlzcat' 'the nvCOMP command-line decompressor; cuDF uses libnvcomp.so: traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)' \
-      --trim '*/site-packages/nvidia/nccl/lib/libnccl_device.*' 'the bitcode and LTO-IR of the NCCL device API, for programs that compile their own kernels against nccl_device.h; libnccl.so and the RAPIDS comms never read them (docs/prune.md)' \
-      --out /out/rapidship-trims.json \
- && find /opt/rapids -depth -path '*/site-packages/*/tests' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*.a' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/lib*/include' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/pyarrow/include' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/*/lib64/cmake' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/*/lib/cmake' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/*/lib/pkgconfig' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/nvidia/cuda_nvcc/bin/ptxas' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/nvidia/libnvcomp/bin/nvlzcat' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/nvidia/nccl/lib/libnccl_device.*' -exec rm -rf {} + \
- && /opt/rapids/bin/python -I -S -m compileall -f -q -j 0 --invalidation-mode unchecked-hash /opt/rapids/lib \
- && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
-# ---- byte-identical copies (a wheel's soname "links" are copies) become relative symlinks to one; ----
-# ---- then the env is moved into the layers the render planned from the lock, one runtime layer each ----
-RUN --mount=type=bind,source=builder,target=/mnt/builder \
-    python3.11 /tmp/builder/dedupe.py --prefix /out/opt/rapids --out /out/rapidship-dedupe.json \
- && python3.11 /mnt/builder/split_layers.py --prefix /out/opt/rapids --out /out/layers \
-      --plan /mnt/builder/layer-plan.json --record /out/rapidship-layers.json
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pyyaml --out /out/records/layer.json
+# ---- env layer compiled/tornado ----
+FROM builder AS env-2
+ARG TARGETARCH
+COPY lock/parts/compiled/tornado/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/tornado --out /out/records/layer.json
+# ---- env layer compiled/numpy ----
+FROM builder AS env-3
+ARG TARGETARCH
+COPY lock/parts/compiled/numpy/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numpy --out /out/records/layer.json
+# ---- env layer compiled/small_1 ----
+FROM builder AS env-4
+ARG TARGETARCH
+COPY lock/parts/compiled/small_1/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_1 --out /out/records/layer.json
+# ---- env layer compiled/small_2 ----
+FROM builder AS env-5
+ARG TARGETARCH
+COPY lock/parts/compiled/small_2/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_2 --out /out/records/layer.json
+# ---- env layer python/dask ----
+FROM builder AS env-6
+ARG TARGETARCH
+COPY lock/parts/python/dask/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/dask --out /out/records/layer.json
+# ---- env layer python/distributed ----
+FROM builder AS env-7
+ARG TARGETARCH
+COPY lock/parts/python/distributed/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/distributed --out /out/records/layer.json
+# ---- env layer python/small_1 ----
+FROM builder AS env-8
+ARG TARGETARCH
+COPY lock/parts/python/small_1/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_1 --out /out/records/layer.json
+# ---- env layer python/small_2 ----
+FROM builder AS env-9
+ARG TARGETARCH
+COPY lock/parts/python/small_2/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_2 --out /out/records/layer.json
+# ---- env layer python/small_3 ----
+FROM builder AS env-10
+ARG TARGETARCH
+COPY lock/parts/python/small_3/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_3 --out /out/records/layer.json
+# ---- env layer venv ----
+FROM builder AS env-11
+ARG TARGETARCH
+RUN /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
+ && mkdir -p /out/env && cp -a /opt/rapids/. /out/env/ \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer venv --out /out/records/layer.json
+# ---- the env's records, from every layer's ----
+FROM builder AS env-records
+RUN --mount=type=bind,source=builder/layer-plan.json,target=/mnt/layer-plan.json \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,from=env-1,source=/out/records,target=/parts/1 \
+    --mount=type=bind,from=env-2,source=/out/records,target=/parts/2 \
+    --mount=type=bind,from=env-3,source=/out/records,target=/parts/3 \
+    --mount=type=bind,from=env-4,source=/out/records,target=/parts/4 \
+    --mount=type=bind,from=env-5,source=/out/records,target=/parts/5 \
+    --mount=type=bind,from=env-6,source=/out/records,target=/parts/6 \
+    --mount=type=bind,from=env-7,source=/out/records,target=/parts/7 \
+    --mount=type=bind,from=env-8,source=/out/records,target=/parts/8 \
+    --mount=type=bind,from=env-9,source=/out/records,target=/parts/9 \
+    --mount=type=bind,from=env-10,source=/out/records,target=/parts/10 \
+    --mount=type=bind,from=env-11,source=/out/records,target=/parts/11 \
+    mkdir -p /out \
+ && python3.11 /mnt/layer_record.py merge --plan /mnt/layer-plan.json --out /out/rapidship-layers.json /parts/* \
+ && python3.11 /tmp/builder/measure_trims.py --merge /parts/*/trims.json --out /out/rapidship-trims.json \
+ && python3.11 /mnt/dedupe.py --merge /parts/*/dedupe.json --out /out/rapidship-dedupe.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -90,20 +243,20 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
 
-COPY --from=builder /out/layers/compiled/pyyaml/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/tornado/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/numpy/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/small_1/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/small_2/ /opt/rapids/
-COPY --from=builder /out/layers/python/dask/ /opt/rapids/
-COPY --from=builder /out/layers/python/distributed/ /opt/rapids/
-COPY --from=builder /out/layers/python/small_1/ /opt/rapids/
-COPY --from=builder /out/layers/python/small_2/ /opt/rapids/
-COPY --from=builder /out/layers/python/small_3/ /opt/rapids/
-COPY --from=builder /out/layers/venv/ /opt/rapids/
-COPY --from=builder /out/rapidship-layers.json /opt/rapidship/layers.json
-COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
-COPY --from=builder /out/rapidship-dedupe.json /opt/rapidship/dedupe.json
+COPY --from=env-1 /out/env/ /opt/rapids/
+COPY --from=env-2 /out/env/ /opt/rapids/
+COPY --from=env-3 /out/env/ /opt/rapids/
+COPY --from=env-4 /out/env/ /opt/rapids/
+COPY --from=env-5 /out/env/ /opt/rapids/
+COPY --from=env-6 /out/env/ /opt/rapids/
+COPY --from=env-7 /out/env/ /opt/rapids/
+COPY --from=env-8 /out/env/ /opt/rapids/
+COPY --from=env-9 /out/env/ /opt/rapids/
+COPY --from=env-10 /out/env/ /opt/rapids/
+COPY --from=env-11 /out/env/ /opt/rapids/
+COPY --from=env-records /out/rapidship-layers.json /opt/rapidship/layers.json
+COPY --from=env-records /out/rapidship-trims.json /opt/rapidship/trims.json
+COPY --from=env-records /out/rapidship-dedupe.json /opt/rapidship/dedupe.json
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
 COPY runtime/rapidship-gpu-guard.pth runtime/sitecustomize.py /opt/rapids/lib/python3.11/site-packages/

@@ -6,7 +6,7 @@
 ARG BUILDER_BASE=harbor.example.internal/dockerhub/library/debian:bookworm-slim
 ARG RUNTIME_BASE=harbor.example.internal/dockerhub/library/debian:bookworm-slim
 
-# ---- builder: a venv at /opt/rapids from the hashed pip lock (wheels only, no compilers) ----
+# ---- builder: python, the venv at /opt/rapids (its pip installs every layer's wheels), the builder's programs ----
 # It runs on the build machine's platform and installs the target arch's wheels (pip --platform
 # --target: exact tags, hashes checked, no target interpreter run), so an arm64 image builds
 # without emulating pip; only the runtime stage's apt runs under qemu.
@@ -17,53 +17,9 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
     apt-get update \
  && apt-get install -y --no-install-recommends python3.11 python3.11-venv ca-certificates \
  && rm -rf /var/lib/apt/lists/*
-COPY lock/ /tmp/lock/
-COPY builder/measure_trims.py builder/dedupe.py builder/target_layout.py /tmp/builder/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 -m venv /opt/rapids \
- && case "${TARGETARCH}" in amd64) machine=x86_64 ;; arm64) machine=aarch64 ;; \
-      *) echo "no wheel platform for TARGETARCH=${TARGETARCH}" >&2; exit 1 ;; esac \
- && platforms=(--platform "manylinux2014_${machine}") \
- && for minor in $(seq 17 36); do platforms+=(--platform "manylinux_2_${minor}_${machine}"); done \
- && /opt/rapids/bin/pip install --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
-      --no-compile --implementation cp --python-version 3.11 "${platforms[@]}" \
-      --target /opt/rapids/lib/python3.11/site-packages -r "/tmp/lock/requirements-${TARGETARCH}.txt" \
- && python3.11 /tmp/builder/target_layout.py --site /opt/rapids/lib/python3.11/site-packages --prefix /opt/rapids \
- && /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
- && python3.11 /tmp/builder/measure_trims.py --prefix /opt/rapids --style find \
-      --trim '*/site-packages/*/tests' 'test suites of the packages' \
-      --trim '*.a' 'static libraries: read only when building against the library, never by a running env' \
-      --trim '*/site-packages/lib*/include' 'the RAPIDS C++ headers: read only when building against the library, never by a running env' \
-      --trim '*/site-packages/pyarrow/include' 'Arrow C++ headers: read only when building against the library, never by a running env' \
-      --trim '*/site-packages/*/lib64/cmake' 'CMake package files: read only when building against the library, never by a running env' \
-      --trim '*/site-packages/*/lib/cmake' 'CMake package files: read only when building against the library, never by a running env' \
-      --trim '*/site-packages/*/lib/pkgconfig' 'pkg-config files: read only when building against the library, never by a running env' \
-      --trim '*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*' 'the alternate build of NVRTC and its builtins (only libnvrtc.alt names them); libnvrtc.so stays: traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)' \
-      --trim '*/site-packages/nvidia/cuda_nvcc/bin/ptxas' 'the PTX assembler program; numba-cuda compiles through libnvvm and links through nvJitLink: traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)' \
-      --trim '*/site-packages/nvidia/libnvcomp/bin/nvlzcat' 'the nvCOMP command-line decompressor; cuDF uses libnvcomp.so: traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)' \
-      --trim '*/site-packages/nvidia/nccl/lib/libnccl_device.*' 'the bitcode and LTO-IR of the NCCL device API, for programs that compile their own kernels against nccl_device.h; libnccl.so and the RAPIDS comms never read them (docs/prune.md)' \
-      --out /out/rapidship-trims.json \
- && find /opt/rapids -depth -path '*/site-packages/*/tests' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*.a' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/lib*/include' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/pyarrow/include' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/*/lib64/cmake' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/*/lib/cmake' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/*/lib/pkgconfig' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/nvidia/cuda_nvcc/bin/ptxas' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/nvidia/libnvcomp/bin/nvlzcat' -exec rm -rf {} + \
- && find /opt/rapids -depth -path '*/site-packages/nvidia/nccl/lib/libnccl_device.*' -exec rm -rf {} + \
- && /opt/rapids/bin/python -I -S -m compileall -f -q -j 0 --invalidation-mode unchecked-hash /opt/rapids/lib \
- && mkdir -p /out/opt/rapids && cp -a /opt/rapids/. /out/opt/rapids/
-# ---- device code pruned to gpu_archs 80,90: each rewritten library proven against its
-#      original and listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole ----
-COPY builder/prune/ /tmp/builder/prune/
+COPY builder/install_layer.py builder/measure_trims.py builder/target_layout.py builder/trims.json /tmp/builder/
+RUN python3.11 -m venv /opt/rapids
+COPY lock/tools.txt /tmp/lock/tools.txt
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
@@ -72,16 +28,1518 @@ RUN --mount=type=secret,id=cacert,required=false \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
  && python3.11 -m venv /opt/installer \
  && /opt/installer/bin/pip install --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
-      -r /tmp/lock/tools.txt \
- && PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      -r /tmp/lock/tools.txt
+# ---- env layer cuda/nvidia-curand-cu12 ----
+FROM builder AS env-1
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-curand-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/rapidship-prune.json /out/opt/rapids
-# ---- byte-identical copies (a wheel's soname "links" are copies) become relative symlinks to one; ----
-# ---- then the env is moved into the layers the render planned from the lock, one runtime layer each ----
-RUN --mount=type=bind,source=builder,target=/mnt/builder \
-    python3.11 /tmp/builder/dedupe.py --prefix /out/opt/rapids --out /out/rapidship-dedupe.json \
- && python3.11 /mnt/builder/split_layers.py --prefix /out/opt/rapids --out /out/layers \
-      --plan /mnt/builder/layer-plan.json --record /out/rapidship-layers.json
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-curand-cu12 --out /out/records/layer.json
+# ---- env layer cuda/cuda-bindings ----
+FROM builder AS env-2
+ARG TARGETARCH
+COPY lock/parts/cuda/cuda-bindings/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/cuda-bindings --out /out/records/layer.json
+# ---- env layer cuda/nvidia-cufile-cu12 ----
+FROM builder AS env-3
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-cufile-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cufile-cu12 --out /out/records/layer.json
+# ---- env layer cuda/nvidia-libnvcomp-cu12 ----
+FROM builder AS env-4
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-libnvcomp-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-libnvcomp-cu12 --out /out/records/layer.json
+# ---- env layer cuda/nvidia-cuda-runtime-cu12 ----
+FROM builder AS env-5
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-cuda-runtime-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-runtime-cu12 --out /out/records/layer.json
+# ---- env layer cuda/nvidia-cufft-cu12 ----
+FROM builder AS env-6
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-cufft-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cufft-cu12 --out /out/records/layer.json
+# ---- env layer cuda/nvidia-cusparse-cu12 ----
+FROM builder AS env-7
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-cusparse-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cusparse-cu12 --out /out/records/layer.json
+# ---- env layer cuda/nvidia-cublas-cu12 ----
+FROM builder AS env-8
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-cublas-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cublas-cu12 --out /out/records/layer.json
+# ---- env layer cuda/nvidia-cuda-cccl-cu12 ----
+FROM builder AS env-9
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-cuda-cccl-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-cccl-cu12 --out /out/records/layer.json
+# ---- env layer cuda/nvidia-cuda-nvcc-cu12 ----
+FROM builder AS env-10
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-cuda-nvcc-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-nvcc-cu12 --out /out/records/layer.json
+# ---- env layer cuda/nvidia-cuda-nvrtc-cu12 ----
+FROM builder AS env-11
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-cuda-nvrtc-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-nvrtc-cu12 --out /out/records/layer.json
+# ---- env layer cuda/nvidia-cusolver-cu12 ----
+FROM builder AS env-12
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-cusolver-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cusolver-cu12 --out /out/records/layer.json
+# ---- env layer cuda/nvidia-nvjitlink-cu12 ----
+FROM builder AS env-13
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-nvjitlink-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-nvjitlink-cu12 --out /out/records/layer.json
+# ---- env layer cuda/nvidia-nccl-cu12 ----
+FROM builder AS env-14
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-nccl-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-nccl-cu12 --out /out/records/layer.json
+# ---- env layer cuda/cuda-core ----
+FROM builder AS env-15
+ARG TARGETARCH
+COPY lock/parts/cuda/cuda-core/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/cuda-core --out /out/records/layer.json
+# ---- env layer cuda/small_1 ----
+FROM builder AS env-16
+ARG TARGETARCH
+COPY lock/parts/cuda/small_1/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/small_1 --out /out/records/layer.json
+# ---- env layer compiled/contourpy ----
+FROM builder AS env-17
+ARG TARGETARCH
+COPY lock/parts/compiled/contourpy/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/contourpy --out /out/records/layer.json
+# ---- env layer compiled/nvtx ----
+FROM builder AS env-18
+ARG TARGETARCH
+COPY lock/parts/compiled/nvtx/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/nvtx --out /out/records/layer.json
+# ---- env layer compiled/pyyaml ----
+FROM builder AS env-19
+ARG TARGETARCH
+COPY lock/parts/compiled/pyyaml/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pyyaml --out /out/records/layer.json
+# ---- env layer compiled/llvmlite ----
+FROM builder AS env-20
+ARG TARGETARCH
+COPY lock/parts/compiled/llvmlite/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/llvmlite --out /out/records/layer.json
+# ---- env layer compiled/cupy-cuda12x ----
+FROM builder AS env-21
+ARG TARGETARCH
+COPY lock/parts/compiled/cupy-cuda12x/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/cupy-cuda12x --out /out/records/layer.json
+# ---- env layer compiled/pandas ----
+FROM builder AS env-22
+ARG TARGETARCH
+COPY lock/parts/compiled/pandas/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pandas --out /out/records/layer.json
+# ---- env layer compiled/pillow ----
+FROM builder AS env-23
+ARG TARGETARCH
+COPY lock/parts/compiled/pillow/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pillow --out /out/records/layer.json
+# ---- env layer compiled/scikit-learn ----
+FROM builder AS env-24
+ARG TARGETARCH
+COPY lock/parts/compiled/scikit-learn/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/scikit-learn --out /out/records/layer.json
+# ---- env layer compiled/numba ----
+FROM builder AS env-25
+ARG TARGETARCH
+COPY lock/parts/compiled/numba/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numba --out /out/records/layer.json
+# ---- env layer compiled/treelite ----
+FROM builder AS env-26
+ARG TARGETARCH
+COPY lock/parts/compiled/treelite/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/treelite --out /out/records/layer.json
+# ---- env layer compiled/pyarrow ----
+FROM builder AS env-27
+ARG TARGETARCH
+COPY lock/parts/compiled/pyarrow/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pyarrow --out /out/records/layer.json
+# ---- env layer compiled/scipy ----
+FROM builder AS env-28
+ARG TARGETARCH
+COPY lock/parts/compiled/scipy/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/scipy --out /out/records/layer.json
+# ---- env layer compiled/tornado ----
+FROM builder AS env-29
+ARG TARGETARCH
+COPY lock/parts/compiled/tornado/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/tornado --out /out/records/layer.json
+# ---- env layer compiled/numba-cuda-mlir ----
+FROM builder AS env-30
+ARG TARGETARCH
+COPY lock/parts/compiled/numba-cuda-mlir/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numba-cuda-mlir --out /out/records/layer.json
+# ---- env layer compiled/numpy ----
+FROM builder AS env-31
+ARG TARGETARCH
+COPY lock/parts/compiled/numpy/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numpy --out /out/records/layer.json
+# ---- env layer compiled/numba-cuda ----
+FROM builder AS env-32
+ARG TARGETARCH
+COPY lock/parts/compiled/numba-cuda/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numba-cuda --out /out/records/layer.json
+# ---- env layer compiled/small_1 ----
+FROM builder AS env-33
+ARG TARGETARCH
+COPY lock/parts/compiled/small_1/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_1 --out /out/records/layer.json
+# ---- env layer compiled/small_2 ----
+FROM builder AS env-34
+ARG TARGETARCH
+COPY lock/parts/compiled/small_2/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_2 --out /out/records/layer.json
+# ---- env layer rapids/libnvforest-cu12 ----
+FROM builder AS env-35
+ARG TARGETARCH
+COPY lock/parts/rapids/libnvforest-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libnvforest-cu12 --out /out/records/layer.json
+# ---- env layer rapids/libucx-cu12 ----
+FROM builder AS env-36
+ARG TARGETARCH
+COPY lock/parts/rapids/libucx-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libucx-cu12 --out /out/records/layer.json
+# ---- env layer rapids/nvforest-cu12 ----
+FROM builder AS env-37
+ARG TARGETARCH
+COPY lock/parts/rapids/nvforest-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/nvforest-cu12 --out /out/records/layer.json
+# ---- env layer rapids/cuml-cu12 ----
+FROM builder AS env-38
+ARG TARGETARCH
+COPY lock/parts/rapids/cuml-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/cuml-cu12 --out /out/records/layer.json
+# ---- env layer rapids/libcuml-cu12 ----
+FROM builder AS env-39
+ARG TARGETARCH
+COPY lock/parts/rapids/libcuml-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libcuml-cu12 --out /out/records/layer.json
+# ---- env layer rapids/libcuvs-cu12 ----
+FROM builder AS env-40
+ARG TARGETARCH
+COPY lock/parts/rapids/libcuvs-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libcuvs-cu12 --out /out/records/layer.json
+# ---- env layer rapids/libkvikio-cu12 ----
+FROM builder AS env-41
+ARG TARGETARCH
+COPY lock/parts/rapids/libkvikio-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libkvikio-cu12 --out /out/records/layer.json
+# ---- env layer rapids/libraft-cu12 ----
+FROM builder AS env-42
+ARG TARGETARCH
+COPY lock/parts/rapids/libraft-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libraft-cu12 --out /out/records/layer.json
+# ---- env layer rapids/librmm-cu12 ----
+FROM builder AS env-43
+ARG TARGETARCH
+COPY lock/parts/rapids/librmm-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/librmm-cu12 --out /out/records/layer.json
+# ---- env layer rapids/pylibraft-cu12 ----
+FROM builder AS env-44
+ARG TARGETARCH
+COPY lock/parts/rapids/pylibraft-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/pylibraft-cu12 --out /out/records/layer.json
+# ---- env layer rapids/rmm-cu12 ----
+FROM builder AS env-45
+ARG TARGETARCH
+COPY lock/parts/rapids/rmm-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/rmm-cu12 --out /out/records/layer.json
+# ---- env layer rapids/libcudf-cu12 ----
+FROM builder AS env-46
+ARG TARGETARCH
+COPY lock/parts/rapids/libcudf-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libcudf-cu12 --out /out/records/layer.json
+# ---- env layer rapids/libucxx-cu12 ----
+FROM builder AS env-47
+ARG TARGETARCH
+COPY lock/parts/rapids/libucxx-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libucxx-cu12 --out /out/records/layer.json
+# ---- env layer rapids/ucxx-cu12 ----
+FROM builder AS env-48
+ARG TARGETARCH
+COPY lock/parts/rapids/ucxx-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/ucxx-cu12 --out /out/records/layer.json
+# ---- env layer rapids/cudf-cu12 ----
+FROM builder AS env-49
+ARG TARGETARCH
+COPY lock/parts/rapids/cudf-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/cudf-cu12 --out /out/records/layer.json
+# ---- env layer rapids/pylibcudf-cu12 ----
+FROM builder AS env-50
+ARG TARGETARCH
+COPY lock/parts/rapids/pylibcudf-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/pylibcudf-cu12 --out /out/records/layer.json
+# ---- env layer rapids/small_1 ----
+FROM builder AS env-51
+ARG TARGETARCH
+COPY lock/parts/rapids/small_1/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/small_1 --out /out/records/layer.json
+# ---- env layer python/pygments ----
+FROM builder AS env-52
+ARG TARGETARCH
+COPY lock/parts/python/pygments/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/pygments --out /out/records/layer.json
+# ---- env layer python/bokeh ----
+FROM builder AS env-53
+ARG TARGETARCH
+COPY lock/parts/python/bokeh/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/bokeh --out /out/records/layer.json
+# ---- env layer python/dask ----
+FROM builder AS env-54
+ARG TARGETARCH
+COPY lock/parts/python/dask/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/dask --out /out/records/layer.json
+# ---- env layer python/distributed ----
+FROM builder AS env-55
+ARG TARGETARCH
+COPY lock/parts/python/distributed/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/distributed --out /out/records/layer.json
+# ---- env layer python/small_1 ----
+FROM builder AS env-56
+ARG TARGETARCH
+COPY lock/parts/python/small_1/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_1 --out /out/records/layer.json
+# ---- env layer python/small_2 ----
+FROM builder AS env-57
+ARG TARGETARCH
+COPY lock/parts/python/small_2/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_2 --out /out/records/layer.json
+# ---- env layer python/small_3 ----
+FROM builder AS env-58
+ARG TARGETARCH
+COPY lock/parts/python/small_3/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_3 --out /out/records/layer.json
+# ---- env layer python/small_4 ----
+FROM builder AS env-59
+ARG TARGETARCH
+COPY lock/parts/python/small_4/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_4 --out /out/records/layer.json
+# ---- env layer python/small_5 ----
+FROM builder AS env-60
+ARG TARGETARCH
+COPY lock/parts/python/small_5/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_5 --out /out/records/layer.json
+# ---- env layer python/small_6 ----
+FROM builder AS env-61
+ARG TARGETARCH
+COPY lock/parts/python/small_6/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_6 --out /out/records/layer.json
+# ---- env layer python/small_7 ----
+FROM builder AS env-62
+ARG TARGETARCH
+COPY lock/parts/python/small_7/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/env
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_7 --out /out/records/layer.json
+# ---- env layer venv ----
+FROM builder AS env-63
+ARG TARGETARCH
+RUN /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
+ && mkdir -p /out/env && cp -a /opt/rapids/. /out/env/ \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+      --trims /tmp/builder/trims.json
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer venv --out /out/records/layer.json
+# ---- the env's records, from every layer's ----
+FROM builder AS env-records
+RUN --mount=type=bind,source=builder/layer-plan.json,target=/mnt/layer-plan.json \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/prune,target=/mnt/prune \
+    --mount=type=bind,from=env-1,source=/out/records,target=/parts/1 \
+    --mount=type=bind,from=env-2,source=/out/records,target=/parts/2 \
+    --mount=type=bind,from=env-3,source=/out/records,target=/parts/3 \
+    --mount=type=bind,from=env-4,source=/out/records,target=/parts/4 \
+    --mount=type=bind,from=env-5,source=/out/records,target=/parts/5 \
+    --mount=type=bind,from=env-6,source=/out/records,target=/parts/6 \
+    --mount=type=bind,from=env-7,source=/out/records,target=/parts/7 \
+    --mount=type=bind,from=env-8,source=/out/records,target=/parts/8 \
+    --mount=type=bind,from=env-9,source=/out/records,target=/parts/9 \
+    --mount=type=bind,from=env-10,source=/out/records,target=/parts/10 \
+    --mount=type=bind,from=env-11,source=/out/records,target=/parts/11 \
+    --mount=type=bind,from=env-12,source=/out/records,target=/parts/12 \
+    --mount=type=bind,from=env-13,source=/out/records,target=/parts/13 \
+    --mount=type=bind,from=env-14,source=/out/records,target=/parts/14 \
+    --mount=type=bind,from=env-15,source=/out/records,target=/parts/15 \
+    --mount=type=bind,from=env-16,source=/out/records,target=/parts/16 \
+    --mount=type=bind,from=env-17,source=/out/records,target=/parts/17 \
+    --mount=type=bind,from=env-18,source=/out/records,target=/parts/18 \
+    --mount=type=bind,from=env-19,source=/out/records,target=/parts/19 \
+    --mount=type=bind,from=env-20,source=/out/records,target=/parts/20 \
+    --mount=type=bind,from=env-21,source=/out/records,target=/parts/21 \
+    --mount=type=bind,from=env-22,source=/out/records,target=/parts/22 \
+    --mount=type=bind,from=env-23,source=/out/records,target=/parts/23 \
+    --mount=type=bind,from=env-24,source=/out/records,target=/parts/24 \
+    --mount=type=bind,from=env-25,source=/out/records,target=/parts/25 \
+    --mount=type=bind,from=env-26,source=/out/records,target=/parts/26 \
+    --mount=type=bind,from=env-27,source=/out/records,target=/parts/27 \
+    --mount=type=bind,from=env-28,source=/out/records,target=/parts/28 \
+    --mount=type=bind,from=env-29,source=/out/records,target=/parts/29 \
+    --mount=type=bind,from=env-30,source=/out/records,target=/parts/30 \
+    --mount=type=bind,from=env-31,source=/out/records,target=/parts/31 \
+    --mount=type=bind,from=env-32,source=/out/records,target=/parts/32 \
+    --mount=type=bind,from=env-33,source=/out/records,target=/parts/33 \
+    --mount=type=bind,from=env-34,source=/out/records,target=/parts/34 \
+    --mount=type=bind,from=env-35,source=/out/records,target=/parts/35 \
+    --mount=type=bind,from=env-36,source=/out/records,target=/parts/36 \
+    --mount=type=bind,from=env-37,source=/out/records,target=/parts/37 \
+    --mount=type=bind,from=env-38,source=/out/records,target=/parts/38 \
+    --mount=type=bind,from=env-39,source=/out/records,target=/parts/39 \
+    --mount=type=bind,from=env-40,source=/out/records,target=/parts/40 \
+    --mount=type=bind,from=env-41,source=/out/records,target=/parts/41 \
+    --mount=type=bind,from=env-42,source=/out/records,target=/parts/42 \
+    --mount=type=bind,from=env-43,source=/out/records,target=/parts/43 \
+    --mount=type=bind,from=env-44,source=/out/records,target=/parts/44 \
+    --mount=type=bind,from=env-45,source=/out/records,target=/parts/45 \
+    --mount=type=bind,from=env-46,source=/out/records,target=/parts/46 \
+    --mount=type=bind,from=env-47,source=/out/records,target=/parts/47 \
+    --mount=type=bind,from=env-48,source=/out/records,target=/parts/48 \
+    --mount=type=bind,from=env-49,source=/out/records,target=/parts/49 \
+    --mount=type=bind,from=env-50,source=/out/records,target=/parts/50 \
+    --mount=type=bind,from=env-51,source=/out/records,target=/parts/51 \
+    --mount=type=bind,from=env-52,source=/out/records,target=/parts/52 \
+    --mount=type=bind,from=env-53,source=/out/records,target=/parts/53 \
+    --mount=type=bind,from=env-54,source=/out/records,target=/parts/54 \
+    --mount=type=bind,from=env-55,source=/out/records,target=/parts/55 \
+    --mount=type=bind,from=env-56,source=/out/records,target=/parts/56 \
+    --mount=type=bind,from=env-57,source=/out/records,target=/parts/57 \
+    --mount=type=bind,from=env-58,source=/out/records,target=/parts/58 \
+    --mount=type=bind,from=env-59,source=/out/records,target=/parts/59 \
+    --mount=type=bind,from=env-60,source=/out/records,target=/parts/60 \
+    --mount=type=bind,from=env-61,source=/out/records,target=/parts/61 \
+    --mount=type=bind,from=env-62,source=/out/records,target=/parts/62 \
+    --mount=type=bind,from=env-63,source=/out/records,target=/parts/63 \
+    mkdir -p /out \
+ && python3.11 /mnt/layer_record.py merge --plan /mnt/layer-plan.json --out /out/rapidship-layers.json /parts/* \
+ && python3.11 /tmp/builder/measure_trims.py --merge /parts/*/trims.json --out /out/rapidship-trims.json \
+ && python3.11 /mnt/dedupe.py --merge /parts/*/dedupe.json --out /out/rapidship-dedupe.json \
+ && PYTHONPATH=/mnt python3.11 -m prune.merge --record /out/rapidship-prune.json /parts/*/prune.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -105,73 +1563,73 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
 
-COPY --from=builder /out/layers/cuda/nvidia-curand-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/cuda-bindings/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-cufile-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-libnvcomp-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-cuda-runtime-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-cufft-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-cusparse-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-cublas-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-cuda-cccl-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-cuda-nvcc-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-cuda-nvrtc-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-cusolver-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-nvjitlink-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/nvidia-nccl-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/cuda-core/ /opt/rapids/
-COPY --from=builder /out/layers/cuda/small_1/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/contourpy/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/nvtx/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/pyyaml/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/llvmlite/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/cupy-cuda12x/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/pandas/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/pillow/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/scikit-learn/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/numba/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/treelite/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/pyarrow/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/scipy/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/tornado/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/numba-cuda-mlir/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/numpy/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/numba-cuda/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/small_1/ /opt/rapids/
-COPY --from=builder /out/layers/compiled/small_2/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/libnvforest-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/libucx-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/nvforest-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/cuml-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/libcuml-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/libcuvs-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/libkvikio-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/libraft-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/librmm-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/pylibraft-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/rmm-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/libcudf-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/libucxx-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/ucxx-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/cudf-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/pylibcudf-cu12/ /opt/rapids/
-COPY --from=builder /out/layers/rapids/small_1/ /opt/rapids/
-COPY --from=builder /out/layers/python/pygments/ /opt/rapids/
-COPY --from=builder /out/layers/python/bokeh/ /opt/rapids/
-COPY --from=builder /out/layers/python/dask/ /opt/rapids/
-COPY --from=builder /out/layers/python/distributed/ /opt/rapids/
-COPY --from=builder /out/layers/python/small_1/ /opt/rapids/
-COPY --from=builder /out/layers/python/small_2/ /opt/rapids/
-COPY --from=builder /out/layers/python/small_3/ /opt/rapids/
-COPY --from=builder /out/layers/python/small_4/ /opt/rapids/
-COPY --from=builder /out/layers/python/small_5/ /opt/rapids/
-COPY --from=builder /out/layers/python/small_6/ /opt/rapids/
-COPY --from=builder /out/layers/python/small_7/ /opt/rapids/
-COPY --from=builder /out/layers/venv/ /opt/rapids/
-COPY --from=builder /out/rapidship-layers.json /opt/rapidship/layers.json
-COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
-COPY --from=builder /out/rapidship-prune.json /opt/rapidship/prune.json
-COPY --from=builder /out/rapidship-dedupe.json /opt/rapidship/dedupe.json
+COPY --from=env-1 /out/env/ /opt/rapids/
+COPY --from=env-2 /out/env/ /opt/rapids/
+COPY --from=env-3 /out/env/ /opt/rapids/
+COPY --from=env-4 /out/env/ /opt/rapids/
+COPY --from=env-5 /out/env/ /opt/rapids/
+COPY --from=env-6 /out/env/ /opt/rapids/
+COPY --from=env-7 /out/env/ /opt/rapids/
+COPY --from=env-8 /out/env/ /opt/rapids/
+COPY --from=env-9 /out/env/ /opt/rapids/
+COPY --from=env-10 /out/env/ /opt/rapids/
+COPY --from=env-11 /out/env/ /opt/rapids/
+COPY --from=env-12 /out/env/ /opt/rapids/
+COPY --from=env-13 /out/env/ /opt/rapids/
+COPY --from=env-14 /out/env/ /opt/rapids/
+COPY --from=env-15 /out/env/ /opt/rapids/
+COPY --from=env-16 /out/env/ /opt/rapids/
+COPY --from=env-17 /out/env/ /opt/rapids/
+COPY --from=env-18 /out/env/ /opt/rapids/
+COPY --from=env-19 /out/env/ /opt/rapids/
+COPY --from=env-20 /out/env/ /opt/rapids/
+COPY --from=env-21 /out/env/ /opt/rapids/
+COPY --from=env-22 /out/env/ /opt/rapids/
+COPY --from=env-23 /out/env/ /opt/rapids/
+COPY --from=env-24 /out/env/ /opt/rapids/
+COPY --from=env-25 /out/env/ /opt/rapids/
+COPY --from=env-26 /out/env/ /opt/rapids/
+COPY --from=env-27 /out/env/ /opt/rapids/
+COPY --from=env-28 /out/env/ /opt/rapids/
+COPY --from=env-29 /out/env/ /opt/rapids/
+COPY --from=env-30 /out/env/ /opt/rapids/
+COPY --from=env-31 /out/env/ /opt/rapids/
+COPY --from=env-32 /out/env/ /opt/rapids/
+COPY --from=env-33 /out/env/ /opt/rapids/
+COPY --from=env-34 /out/env/ /opt/rapids/
+COPY --from=env-35 /out/env/ /opt/rapids/
+COPY --from=env-36 /out/env/ /opt/rapids/
+COPY --from=env-37 /out/env/ /opt/rapids/
+COPY --from=env-38 /out/env/ /opt/rapids/
+COPY --from=env-39 /out/env/ /opt/rapids/
+COPY --from=env-40 /out/env/ /opt/rapids/
+COPY --from=env-41 /out/env/ /opt/rapids/
+COPY --from=env-42 /out/env/ /opt/rapids/
+COPY --from=env-43 /out/env/ /opt/rapids/
+COPY --from=env-44 /out/env/ /opt/rapids/
+COPY --from=env-45 /out/env/ /opt/rapids/
+COPY --from=env-46 /out/env/ /opt/rapids/
+COPY --from=env-47 /out/env/ /opt/rapids/
+COPY --from=env-48 /out/env/ /opt/rapids/
+COPY --from=env-49 /out/env/ /opt/rapids/
+COPY --from=env-50 /out/env/ /opt/rapids/
+COPY --from=env-51 /out/env/ /opt/rapids/
+COPY --from=env-52 /out/env/ /opt/rapids/
+COPY --from=env-53 /out/env/ /opt/rapids/
+COPY --from=env-54 /out/env/ /opt/rapids/
+COPY --from=env-55 /out/env/ /opt/rapids/
+COPY --from=env-56 /out/env/ /opt/rapids/
+COPY --from=env-57 /out/env/ /opt/rapids/
+COPY --from=env-58 /out/env/ /opt/rapids/
+COPY --from=env-59 /out/env/ /opt/rapids/
+COPY --from=env-60 /out/env/ /opt/rapids/
+COPY --from=env-61 /out/env/ /opt/rapids/
+COPY --from=env-62 /out/env/ /opt/rapids/
+COPY --from=env-63 /out/env/ /opt/rapids/
+COPY --from=env-records /out/rapidship-layers.json /opt/rapidship/layers.json
+COPY --from=env-records /out/rapidship-trims.json /opt/rapidship/trims.json
+COPY --from=env-records /out/rapidship-prune.json /opt/rapidship/prune.json
+COPY --from=env-records /out/rapidship-dedupe.json /opt/rapidship/dedupe.json
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
 COPY runtime/rapidship-gpu-guard.pth runtime/sitecustomize.py /opt/rapids/lib/python3.11/site-packages/

@@ -1,4 +1,4 @@
-"""Builder side: byte-identical copies in the env become relative symlinks to one of them.
+"""Builder side: byte-identical copies in one of the env's layers become relative symlinks to one of them.
 
 A wheel cannot hold a symlink, so a library's soname links arrive as full copies (libucp.so,
 libucp.so.0, libucp.so.0.0.0: 10 MB each) and auditwheel vendors the same libgomp into every
@@ -6,7 +6,10 @@ package that needs it. The loader and Python follow symlinks, so one copy serves
 real files: anything under 64 KiB (not worth a link), and a copy whose move would change what it
 loads: an ELF file with an `$ORIGIN` run path is only linked to a copy in its own directory
 (`$ORIGIN` is the directory of the name it was opened by, the link's, so a link elsewhere would
-look for its neighbours in the wrong place). Standard library only; writes a JSON record.
+look for its neighbours in the wrong place). The pip builder runs it on each layer's own folder: a
+link into another layer would make that layer's rebuild depend on the other's, so copies in two
+layers (auditwheel's libgomp in several RAPIDS wheels) stay copies. Standard library only; writes a
+JSON record (`--merge` joins the layers' records into the env's).
 """
 
 from __future__ import annotations
@@ -70,11 +73,30 @@ def plan(prefix: str) -> list[tuple[str, str]]:
     return sorted(links)
 
 
+def merge(records: list[dict]) -> dict:
+    """Pure: one record of the env from its layers' records (the pip builder links copies inside each
+    layer: a link into another layer would tie the two layers' rebuilds together)."""
+    links = sorted((x for r in records for x in r["links"]), key=lambda x: x["path"])
+    return {"schema_version": 1, "linked": len(links), "saved_bytes": sum(r["saved_bytes"] for r in records),
+            "links": links}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--prefix")
+    parser.add_argument("--merge", nargs="+", metavar="RECORD", help="write one record of these (each layer's) to --out")
     parser.add_argument("--out", required=True, help="JSON record of what was linked")
     args = parser.parse_args(argv)
+    if args.merge:
+        records = []
+        for path in args.merge:
+            with open(path) as f:
+                records.append(json.load(f))
+        with open(args.out, "w") as f:
+            json.dump(merge(records), f, indent=1)
+        return 0
+    if not args.prefix:
+        parser.error("--prefix is needed to link copies")
     links = plan(args.prefix)
     saved = 0
     for path, keep in links:

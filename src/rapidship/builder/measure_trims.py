@@ -69,14 +69,30 @@ def _self_and_parents(full: str, stop: str):
         path = os.path.dirname(path)
 
 
+def merge(records: list[dict]) -> dict:
+    """Pure: one record of the env from its layers' records (the pip builder trims each layer on its own)."""
+    patterns = list(dict.fromkeys(p for r in records for p in r["patterns"]))
+    return {"style": records[0]["style"] if records else "find",
+            **{key: sum(r[key] for r in records) for key in ("before_bytes", "trimmed_bytes", "after_bytes", "pyc_bytes")},
+            "patterns": {p: sum(r["patterns"].get(p, 0) for r in records) for p in patterns},
+            "why": {p: next(r["why"][p] for r in records if p in r["why"]) for p in patterns}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prefix", type=Path, required=True)
-    parser.add_argument("--style", choices=("pack", "find"), required=True)
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="RECORD",
+                        help="write one record of these records (each layer's) to --out, measuring nothing")
+    parser.add_argument("--prefix", type=Path)
+    parser.add_argument("--style", choices=("pack", "find"))
     parser.add_argument("--trim", nargs=2, action="append", default=[], metavar=("PATTERN", "WHY"),
                         help="a pattern and the reason a runtime never needs what it matches")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.merge:
+        args.out.write_text(json.dumps(merge([json.loads(p.read_text()) for p in args.merge]), indent=1) + "\n")
+        return 0
+    if args.prefix is None or args.style is None:
+        parser.error("--prefix and --style are needed to measure")
     record = measure(args.prefix, [p for p, _ in args.trim], args.style, dict(args.trim))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")

@@ -11,7 +11,7 @@ import because their chain IDs change with any layer below (render/layer_plan.py
 
 Pure core: `cost_table` (sizes in, rows out). Edge: `measure(ref)` reads the image once from
 `docker save`: the dist-info RECORDs name each file's distribution (the builder's own reading,
-builder/split_layers.py), every layer is zstd-compressed as the disc compresses it (`zstd -3`), and
+builder/layer_record.py), every layer is zstd-compressed as the disc compresses it (`zstd -3`), and
 so is each distribution's set of files.
 """
 
@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rapidship.builder.split_layers import canonical, metadata_name, owner_of, record_paths
+from rapidship.builder.layer_record import canonical, metadata_name, owner_of, record_paths
 from rapidship.imagebuild.normalise import ZstdCount, layer_member, layer_steps, save_to
 
 GOAL_RATIO = 1.25

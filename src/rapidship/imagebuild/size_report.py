@@ -20,7 +20,7 @@ from rapidship.records import Workspace
 
 TRIMS_PATH = "opt/rapidship/trims.json"
 PRUNE_PATH = "opt/rapidship/prune.json"  # the builder's device-code prune record (absent: nothing pruned)
-LAYERS_PATH = "opt/rapidship/layers.json"  # the env's layer plan with what each layer holds (builder/split_layers.py)
+LAYERS_PATH = "opt/rapidship/layers.json"  # the env's layer plan with what each layer holds (builder/layer_record.py)
 
 
 @dataclass(frozen=True)

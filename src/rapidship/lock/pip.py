@@ -170,13 +170,9 @@ _TARGET_VARS = {"platform_machine", "platform_system", "sys_platform", "os_name"
                 "platform_version", "implementation_name", "platform_python_implementation"}
 
 
-def for_arch(text: str, arch: str, python: str, source: str = "lock") -> str:
-    """Pure: the lock as one arch installs it. A requirement whose marker asks about the platform is
-    kept (marker settled, so removed) or dropped for `arch`; markers on the Python version alone stay
-    for pip (the builder runs the target's minor). ConfigError when a platform marker also turns on a
-    patch release of Python, which the render cannot know."""
-    from packaging.markers import InvalidMarker, Marker
-
+def lock_blocks(text: str) -> list[list[str]]:
+    """Pure: a hashed lock's lines, one block per requirement (its line, then its hash and comment
+    lines); the header's comment lines before the first requirement are a block each."""
     blocks: list[list[str]] = []
     for line in text.splitlines():
         if line and not line[0].isspace() and not line.startswith("#"):
@@ -185,8 +181,18 @@ def for_arch(text: str, arch: str, python: str, source: str = "lock") -> str:
             blocks[-1].append(line)
         else:
             blocks.append([line])
+    return blocks
+
+
+def for_arch(text: str, arch: str, python: str, source: str = "lock") -> str:
+    """Pure: the lock as one arch installs it. A requirement whose marker asks about the platform is
+    kept (marker settled, so removed) or dropped for `arch`; markers on the Python version alone stay
+    for pip (the builder runs the target's minor). ConfigError when a platform marker also turns on a
+    patch release of Python, which the render cannot know."""
+    from packaging.markers import InvalidMarker, Marker
+
     out: list[str] = []
-    for block in blocks:
+    for block in lock_blocks(text):
         head = block[0]
         requirement, sep, rest = head.partition(";")
         marker_text = rest.rstrip(" \\").strip()

@@ -24,7 +24,7 @@ import jinja2
 from rapidship.errors import ConfigError
 from rapidship.config.matrix import Flavour, Variant
 from rapidship.lock.sizes import sizes_path
-from rapidship.render.layer_plan import LayerPlan, from_sizes, plan_layers
+from rapidship.render.layer_plan import REST, LayerPlan, from_sizes, lock_parts, plan_layers
 from rapidship.records import Rendered, save
 from rapidship.runtime.gpu_guard import PTH_LINE, PTH_NAME, SITECUSTOMIZE
 
@@ -36,12 +36,14 @@ RUNTIME_SRC = PACKAGE / "runtime"
 BUILDER_SRC = PACKAGE / "builder"  # programs that run inside the builder stage
 PRUNER_SRC = BUILDER_SRC / "prune"
 PRUNER_FILES = ("__init__.py", "__main__.py", "census.py", "core.py", "elf.py", "fatbin.py", "files.py", "inplace.py",
-                "cuda_rule.py")  # stdlib only
+                "cuda_rule.py", "merge.py")  # stdlib only
 # Builder-side programs (stdlib, plus py-rattler for the installer), copied into the context's builder/.
-BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "measure_trims.py"), Flavour.pip: ("measure_trims.py", "dedupe.py", "target_layout.py")}
+BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "measure_trims.py"), Flavour.pip: ("install_layer.py", "measure_trims.py", "target_layout.py", "trims.json")}
 # In builder/ too, bind-mounted by the steps that run them: no layer holds them, and a change to one
 # re-runs its own step only (never the env's install).
-MOUNTED_PROGRAMS = ("hash_pycs.py", "split_layers.py")
+MOUNTED_PROGRAMS = ("hash_pycs.py", "dedupe.py", "layer_record.py")
+LOCK_PARTS = "parts"  # pip flavour: lock/parts/<layer>/requirements-<arch>.txt, each layer stage's own lock
+TRIMS = "trims.json"  # pip flavour: VENV_TRIMS as data, in the context's builder/
 LAYER_PLAN = "layer-plan.json"  # the env's layer plan, in the context's builder/ (render/layer_plan.py)
 
 PREFIX = "/opt/rapids"
@@ -120,6 +122,7 @@ class RenderContext:
     builder_programs: tuple[str, ...] = ()  # builder/ files the install step copies
     gpu_archs_by_arch: dict[str, str] = field(default_factory=dict)  # a fleet per arch: {"arm64": "90,121"}
     layer_parts: tuple[str, ...] = ()  # pip flavour: the env's layers in order (render/layer_plan.py)
+    rest_layer: str = REST  # the last of them: the venv itself, made by no wheel
 
     @property
     def prune(self) -> bool:
@@ -285,7 +288,8 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
         staging = Path(tempfile.mkdtemp(prefix=".render-", dir=out))
         try:
             files = _write_context(staging, variant, ctx, dockerfile, lock_bytes,
-                                   plan.to_json(str(sizes_path(locks, variant.env))) if plan else None)
+                                   plan.to_json(str(sizes_path(locks, variant.env))) if plan else None,
+                                   _parts(variant, lock_bytes, plan) if plan else {})
             (out / "render.json").unlink(missing_ok=True)
             for name in (*CONTEXT_DIRS, "Dockerfile"):
                 old = out / name
@@ -301,17 +305,41 @@ def render(variant: Variant, out_root: Path = BUILD, templates: Path = TEMPLATES
     return record
 
 
+def _parts(variant: Variant, lock_bytes: dict[str, bytes], plan: LayerPlan) -> dict[str, str]:
+    """lock/parts/<layer>/requirements-<arch>.txt -> text: each arch's lock split by the plan's layers
+    (a layer an arch installs nothing into gets no file: its stage makes an empty layer)."""
+    out = {}
+    for arch in variant.arches:
+        name = arch_lock_name(variant, arch.value)
+        try:
+            parts = lock_parts(lock_bytes[name].decode(), plan)
+        except ValueError as err:
+            raise ConfigError(f"lock/{name} of {variant.id}", f"{err}: the wheel sizes the plan is made from are "
+                              "older than the lock", f"run invoke lock --env {variant.env} again") from None
+        out |= {f"{LOCK_PARTS}/{layer}/{name}": text for layer, text in parts.items() if text}
+    return out
+
+
 def _write_context(dest: Path, variant: Variant, ctx: RenderContext, dockerfile: str,
-                   lock_bytes: dict[str, bytes], plan: dict | None) -> list[str]:
-    """The build context (Dockerfile, lock/, builder/ with the layer plan, runtime/) in `dest`; its file list."""
+                   lock_bytes: dict[str, bytes], plan: dict | None, parts: dict[str, str]) -> list[str]:
+    """The build context (Dockerfile, lock/ with each layer's part of it, builder/ with the layer plan,
+    runtime/) in `dest`; its file list."""
     (dest / "lock").mkdir()
     (dest / "Dockerfile").write_text(dockerfile)
     for name, data in lock_bytes.items():
         (dest / "lock" / name).write_bytes(data)
+    for layer in (n for n in ctx.layer_parts if n != ctx.rest_layer):  # every folder, so each COPY has a source
+        (dest / "lock" / LOCK_PARTS / layer).mkdir(parents=True, exist_ok=True)
+    for name, text in parts.items():
+        (dest / "lock" / name).write_text(text)
     (dest / "builder").mkdir()
     for name in BUILDER_PROGRAMS[variant.flavour] + MOUNTED_PROGRAMS:
-        shutil.copy2(BUILDER_SRC / name, dest / "builder" / name)
-    if plan is not None:  # bind-mounted with split_layers.py: a new plan re-runs the split only
+        if name == TRIMS:  # the pip flavour's trims as data for install_layer.py (what each removes, and why)
+            (dest / "builder" / name).write_text(json.dumps([{"pattern": t.pattern, "why": t.why}
+                                                             for t in ctx.venv_trims], indent=1) + "\n")
+        else:
+            shutil.copy2(BUILDER_SRC / name, dest / "builder" / name)
+    if plan is not None:  # bind-mounted by the records stage: a new plan re-runs that stage only
         (dest / "builder" / LAYER_PLAN).write_text(json.dumps(plan, indent=1) + "\n")
     if ctx.prune:  # the pruner runs in the builder as `python -m prune` (stdlib only)
         (dest / "builder" / "prune").mkdir()

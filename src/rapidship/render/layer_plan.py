@@ -18,9 +18,11 @@ patch changed a wheel's size a little (a test shows it). Groups of small ones li
 kind, in name order.
 
 Pure core: `plan_layers(distributions, budget)`. The plan is data (`to_json`): render writes it into
-the build context (builder/layer-plan.json) and names one COPY per layer in the Dockerfile; the
-builder's split_layers.py moves each file to its distribution's layer and copies the plan, with
-what it measured, into the image (/opt/rapidship/layers.json), which `invoke size-report` shows.
+the build context (builder/layer-plan.json), splits each arch's lock by it (`lock_parts`: one
+requirements file per layer) and names one builder stage and one COPY per layer in the Dockerfile;
+each stage installs only its layer's wheels (builder/install_layer.py), so a one-package patch
+rebuilds one layer; builder/layer_record.py merges what each layer holds into the plan, which the
+image keeps (/opt/rapidship/layers.json) and `invoke size-report` shows.
 """
 
 from __future__ import annotations
@@ -122,6 +124,26 @@ def plan_layers(distributions: list[Distribution], budget: int, group_bytes: int
         limit *= 2
         layers = _layers(distributions, limit)
     return LayerPlan(tuple(layers), budget, limit)
+
+
+def lock_parts(lock_text: str, plan: LayerPlan) -> dict[str, str]:
+    """Pure: one arch's hashed lock split into each planned layer's requirements (the layer's
+    stage installs only those; `venv`, which no distribution names, gets none). ValueError names a
+    requirement no layer holds."""
+    from rapidship.lock.pip import lock_blocks
+    from rapidship.lock.sizes import canonical
+
+    layer_of = {canonical(d.name): layer.name for layer in plan.layers for d in layer.distributions}
+    parts: dict[str, list[str]] = {layer.name: [] for layer in plan.layers if layer.name != REST}
+    for block in lock_blocks(lock_text):
+        head = block[0]
+        if not head or head.startswith("#"):
+            continue
+        name = canonical(re.split(r"[\s=<>!~;\[]", head, maxsplit=1)[0])
+        if name not in layer_of:
+            raise ValueError(f"{head.split()[0]} is in the lock but in no planned layer")
+        parts[layer_of[name]] += block
+    return {layer: "\n".join(lines) + "\n" if lines else "" for layer, lines in parts.items()}
 
 
 def from_sizes(sizes: dict[str, dict]) -> list[Distribution]:

@@ -1,4 +1,4 @@
-"""A patch build on the real engine: the runtime's apt step does not run again.
+"""A patch build on the real engine: one layer's stage installs again, the runtime's apt step does not.
 
 A one-package patch changes the lock and with it the layer plan (builder/layer-plan.json). The
 runtime's `apt-get install` step once bind-mounted the whole builder/ folder to reach one program:
@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from support.commands import CPU_VARIANT, ROOT
+
+STEP = re.compile(r"^#(\d+) \[([\w-]+) +\d+/\d+\] (.*)$", re.M)  # BuildKit's plain log: "#N [stage i/n] STEP"
 
 pytestmark = pytest.mark.docker
 
@@ -50,9 +52,42 @@ def build(folder: Path, env: dict) -> dict:
     record = json.loads((folder / "build" / CPU_VARIANT / "build-amd64.json").read_text())
     log = (folder / "build" / CPU_VARIANT / "build-amd64.log").read_text()
     cached = set(re.findall(r"^#(\d+) CACHED", log, re.M))
-    apt = next(n for n, line in re.findall(r"^#(\d+) \[runtime +\d+/\d+\] (.*)$", log, re.M) if "apt-get" in line)
-    record["apt_cached"] = apt in cached  # BuildKit's plain log: "#N [runtime 2/21] RUN ... apt-get", "#N CACHED"
+    steps = STEP.findall(log)
+    apt = next(n for n, stage, line in steps if stage == "runtime" and "apt-get" in line)
+    record["apt_cached"] = apt in cached  # "#N [runtime 2/21] RUN ... apt-get", "#N CACHED"
+    record["ran"] = sorted({stage for n, stage, line in steps if n not in cached and line.startswith("RUN")})
     return record
+
+
+def clean(env: dict) -> None:
+    refs = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
+                          text=True).stdout.split()
+    mine = [r for r in refs if r.endswith("-" + env["RAPIDSHIP_RUN_ID"])]
+    if mine:
+        subprocess.run(["docker", "rmi", *mine], capture_output=True)
+
+
+def test_a_patch_of_one_package_installs_only_its_layer_again(cpu_image, tmp_path, unique_name):
+    """The lock's toolz entry changes (a comment, so no index is asked and pip takes the same wheel
+    from its cache): its layer's stage runs again and no other layer's install, prune or measure
+    does. The layer comes out byte for byte as before, and BuildKit keys the runtime's COPY of it and
+    the records stage's mount of it by content, so nothing downstream runs either."""
+    folder = scratch(tmp_path)
+    env = dict(os.environ, RAPIDSHIP_RUN_ID=unique_name.replace("rapidship-test-", "q"))
+    try:
+        build(folder, env)
+        lock = folder / "locks" / "dask-cpu" / "requirements.txt"
+        lock.write_text(re.sub(r"^(toolz==\S+ \\\n(?:    --hash=\S+ \\\n)*    --hash=\S+\n)", rf"\1    # patched in {unique_name}\n",
+                               lock.read_text(), count=1, flags=re.M))
+        assert f"    # patched in {unique_name}\n" in lock.read_text()   # new to this engine's cache
+        commit(folder, "patch: toolz's entry")
+        second = build(folder, env)
+        plan = json.loads((folder / "build" / CPU_VARIANT / "builder" / "layer-plan.json").read_text())
+        toolz = next(n for n, layer in enumerate(plan["layers"], 1) if "toolz" in {d["name"] for d in layer["distributions"]})
+        assert second["ran"] == [f"env-{toolz}"], second["ran"]
+        assert second["apt_cached"]
+    finally:
+        clean(env)
 
 
 def test_a_patch_keeps_the_apt_step_and_leaves_the_layers_below_it_to_the_engine(cpu_image, tmp_path, unique_name):
@@ -75,8 +110,4 @@ def test_a_patch_keeps_the_apt_step_and_leaves_the_layers_below_it_to_the_engine
         # test_normalise_reuse.py holds it on a chain built within the test.
         assert second["image_id"] != first["image_id"]
     finally:
-        refs = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
-                              text=True).stdout.split()
-        mine = [r for r in refs if r.endswith("-" + env["RAPIDSHIP_RUN_ID"])]
-        if mine:
-            subprocess.run(["docker", "rmi", *mine], capture_output=True)
+        clean(env)

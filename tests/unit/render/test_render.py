@@ -41,7 +41,11 @@ def test_rendered_dockerfile_keeps_the_image_contract(vid, tmp_path):
     v = MATRIX.variants[vid]
     text = Path(render(v, out_root=tmp_path).dockerfile).read_text()
     assert "# syntax=" not in text  # the frontend image cannot be pulled in air-gapped sites
-    assert text.count("FROM ") == 2 and " AS builder" in text and " AS runtime\n" in text
+    stages = [line.split()[-1] for line in text.splitlines() if line.startswith("FROM ")]
+    # a pip env: one stage per planned layer (a patch rebuilds its own), and the one merging their records
+    layers = [f"env-{n}" for n in range(1, stages.count("env-records") and len(stages) - 2)]
+    assert stages == ["builder", *layers, *(["env-records"] if layers else []), "runtime"]
+    assert bool(layers) == (v.flavour.value == "pip")
     assert f"USER {v.uid}:0" in text
     assert "ENTRYPOINT [\"/usr/local/bin/rapids-entrypoint\"]" in text
     assert f'io.rapidship.python.version="{v.python}"' in text
@@ -209,9 +213,19 @@ def test_the_env_layers_are_the_plan_render_writes_from_the_lock(tmp_path):
         rec = render(MATRIX.variants[vid], out_root=tmp_path)
         text = Path(rec.dockerfile).read_text()
         plan = json.loads((Path(rec.out_dir) / "builder" / "layer-plan.json").read_text())
-        copies = [line.split()[2] for line in text.splitlines() if line.startswith("COPY --from=builder /out/layers/")]
-        assert copies == [f"/out/layers/{layer['name']}/" for layer in plan["layers"]]
-        assert "--plan /mnt/builder/layer-plan.json" in text
+        copies = [line.split()[1] for line in text.splitlines() if line.startswith("COPY --from=env-") and "/out/env/" in line]
+        assert copies == [f"--from=env-{n}" for n in range(1, len(plan["layers"]) + 1)]
+        # each layer's stage installs its own part of the lock, and every line of each arch's lock is in one part
+        parts = [line.split()[1] for line in text.splitlines() if line.startswith("COPY lock/parts/")]
+        assert parts == [f"lock/parts/{layer['name']}/" for layer in plan["layers"][:-1]]
+        for arch in MATRIX.variants[vid].arches:
+            name = f"requirements-{arch.value}.txt"
+            whole = (Path(rec.out_dir) / "lock" / name).read_text().splitlines()
+            split = [line for layer in plan["layers"][:-1] for line in
+                     ((Path(rec.out_dir) / "lock" / "parts" / layer["name"] / name).read_text().splitlines()
+                      if (Path(rec.out_dir) / "lock" / "parts" / layer["name"] / name).is_file() else [])]
+            assert sorted(split) == sorted(line for line in whole if not line.startswith("# "))
+        assert "merge --plan /mnt/layer-plan.json" in text
         planned = [d["name"] for layer in plan["layers"] for d in layer["distributions"]]
         lock = (ROOT / "locks" / env / "requirements.txt").read_text()
         assert sorted(planned) == sorted(locked_hashes(lock))  # every distribution of the lock, once

@@ -20,7 +20,7 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
 COPY builder/install_layer.py builder/measure_trims.py builder/target_layout.py builder/trims.json /tmp/builder/
 RUN python3.11 -m venv /opt/rapids
 # ---- env layer compiled/pyyaml ----
-FROM builder AS env-1
+FROM builder AS env-1-made
 ARG TARGETARCH
 COPY lock/parts/compiled/pyyaml/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -33,11 +33,10 @@ RUN --mount=type=secret,id=cacert,required=false \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pyyaml --out /out/records/layer.json
+      --index /out/records/big.json --layer 1
 # ---- env layer compiled/tornado ----
-FROM builder AS env-2
+FROM builder AS env-2-made
 ARG TARGETARCH
 COPY lock/parts/compiled/tornado/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -50,11 +49,10 @@ RUN --mount=type=secret,id=cacert,required=false \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/tornado --out /out/records/layer.json
+      --index /out/records/big.json --layer 2
 # ---- env layer compiled/numpy ----
-FROM builder AS env-3
+FROM builder AS env-3-made
 ARG TARGETARCH
 COPY lock/parts/compiled/numpy/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -67,11 +65,10 @@ RUN --mount=type=secret,id=cacert,required=false \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numpy --out /out/records/layer.json
+      --index /out/records/big.json --layer 3
 # ---- env layer compiled/small_1 ----
-FROM builder AS env-4
+FROM builder AS env-4-made
 ARG TARGETARCH
 COPY lock/parts/compiled/small_1/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -84,11 +81,10 @@ RUN --mount=type=secret,id=cacert,required=false \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_1 --out /out/records/layer.json
+      --index /out/records/big.json --layer 4
 # ---- env layer compiled/small_2 ----
-FROM builder AS env-5
+FROM builder AS env-5-made
 ARG TARGETARCH
 COPY lock/parts/compiled/small_2/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -101,11 +97,10 @@ RUN --mount=type=secret,id=cacert,required=false \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_2 --out /out/records/layer.json
+      --index /out/records/big.json --layer 5
 # ---- env layer python/dask ----
-FROM builder AS env-6
+FROM builder AS env-6-made
 ARG TARGETARCH
 COPY lock/parts/python/dask/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -118,11 +113,10 @@ RUN --mount=type=secret,id=cacert,required=false \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/dask --out /out/records/layer.json
+      --index /out/records/big.json --layer 6
 # ---- env layer python/distributed ----
-FROM builder AS env-7
+FROM builder AS env-7-made
 ARG TARGETARCH
 COPY lock/parts/python/distributed/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -135,11 +129,10 @@ RUN --mount=type=secret,id=cacert,required=false \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/distributed --out /out/records/layer.json
+      --index /out/records/big.json --layer 7
 # ---- env layer python/small_1 ----
-FROM builder AS env-8
+FROM builder AS env-8-made
 ARG TARGETARCH
 COPY lock/parts/python/small_1/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -152,11 +145,10 @@ RUN --mount=type=secret,id=cacert,required=false \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_1 --out /out/records/layer.json
+      --index /out/records/big.json --layer 8
 # ---- env layer python/small_2 ----
-FROM builder AS env-9
+FROM builder AS env-9-made
 ARG TARGETARCH
 COPY lock/parts/python/small_2/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -169,11 +161,10 @@ RUN --mount=type=secret,id=cacert,required=false \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_2 --out /out/records/layer.json
+      --index /out/records/big.json --layer 9
 # ---- env layer python/small_3 ----
-FROM builder AS env-10
+FROM builder AS env-10-made
 ARG TARGETARCH
 COPY lock/parts/python/small_3/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -186,19 +177,109 @@ RUN --mount=type=secret,id=cacert,required=false \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_3 --out /out/records/layer.json
+      --index /out/records/big.json --layer 10
 # ---- env layer venv ----
-FROM builder AS env-11
+FROM builder AS env-11-made
 ARG TARGETARCH
 RUN /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
  && mkdir -p /out/env && cp -a /opt/rapids/. /out/env/ \
  && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
       --trims /tmp/builder/trims.json
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 11
+# ---- every layer's large files, by content: a copy of one below is linked to it ----
+FROM builder AS env-index
+RUN --mount=type=bind,from=env-1-made,source=/out/records,target=/parts/1 \
+    --mount=type=bind,from=env-2-made,source=/out/records,target=/parts/2 \
+    --mount=type=bind,from=env-3-made,source=/out/records,target=/parts/3 \
+    --mount=type=bind,from=env-4-made,source=/out/records,target=/parts/4 \
+    --mount=type=bind,from=env-5-made,source=/out/records,target=/parts/5 \
+    --mount=type=bind,from=env-6-made,source=/out/records,target=/parts/6 \
+    --mount=type=bind,from=env-7-made,source=/out/records,target=/parts/7 \
+    --mount=type=bind,from=env-8-made,source=/out/records,target=/parts/8 \
+    --mount=type=bind,from=env-9-made,source=/out/records,target=/parts/9 \
+    --mount=type=bind,from=env-10-made,source=/out/records,target=/parts/10 \
+    --mount=type=bind,from=env-11-made,source=/out/records,target=/parts/11 \
+    mkdir -p /out/index \
+ && for part in /parts/*; do cp "${part}/big.json" "/out/index/${part##*/}.json"; done
+FROM env-1-made AS env-1
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 1 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pyyaml --out /out/records/layer.json
+FROM env-2-made AS env-2
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 2 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/tornado --out /out/records/layer.json
+FROM env-3-made AS env-3
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 3 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numpy --out /out/records/layer.json
+FROM env-4-made AS env-4
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 4 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_1 --out /out/records/layer.json
+FROM env-5-made AS env-5
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 5 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_2 --out /out/records/layer.json
+FROM env-6-made AS env-6
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 6 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/dask --out /out/records/layer.json
+FROM env-7-made AS env-7
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 7 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/distributed --out /out/records/layer.json
+FROM env-8-made AS env-8
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 8 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_1 --out /out/records/layer.json
+FROM env-9-made AS env-9
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 9 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_2 --out /out/records/layer.json
+FROM env-10-made AS env-10
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 10 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_3 --out /out/records/layer.json
+FROM env-11-made AS env-11
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 11 \
+      --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer venv --out /out/records/layer.json
 # ---- the env's records, from every layer's ----
 FROM builder AS env-records

@@ -30,7 +30,7 @@ RUN --mount=type=secret,id=cacert,required=false \
  && /opt/installer/bin/pip install --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
       -r /tmp/lock/tools.txt
 # ---- env layer cuda/nvidia-curand-cu12 ----
-FROM builder AS env-1
+FROM builder AS env-1-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-curand-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -49,11 +49,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-curand-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 1
 # ---- env layer cuda/cuda-bindings ----
-FROM builder AS env-2
+FROM builder AS env-2-made
 ARG TARGETARCH
 COPY lock/parts/cuda/cuda-bindings/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -72,11 +71,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/cuda-bindings --out /out/records/layer.json
+      --index /out/records/big.json --layer 2
 # ---- env layer cuda/nvidia-cufile-cu12 ----
-FROM builder AS env-3
+FROM builder AS env-3-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-cufile-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -95,11 +93,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cufile-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 3
 # ---- env layer cuda/nvidia-libnvcomp-cu12 ----
-FROM builder AS env-4
+FROM builder AS env-4-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-libnvcomp-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -118,11 +115,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-libnvcomp-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 4
 # ---- env layer cuda/nvidia-cuda-runtime-cu12 ----
-FROM builder AS env-5
+FROM builder AS env-5-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-cuda-runtime-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -141,11 +137,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-runtime-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 5
 # ---- env layer cuda/nvidia-cufft-cu12 ----
-FROM builder AS env-6
+FROM builder AS env-6-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-cufft-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -164,11 +159,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cufft-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 6
 # ---- env layer cuda/nvidia-cusparse-cu12 ----
-FROM builder AS env-7
+FROM builder AS env-7-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-cusparse-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -187,11 +181,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cusparse-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 7
 # ---- env layer cuda/nvidia-cublas-cu12 ----
-FROM builder AS env-8
+FROM builder AS env-8-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-cublas-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -210,11 +203,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cublas-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 8
 # ---- env layer cuda/nvidia-cuda-cccl-cu12 ----
-FROM builder AS env-9
+FROM builder AS env-9-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-cuda-cccl-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -233,11 +225,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-cccl-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 9
 # ---- env layer cuda/nvidia-cuda-nvcc-cu12 ----
-FROM builder AS env-10
+FROM builder AS env-10-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-cuda-nvcc-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -256,11 +247,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-nvcc-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 10
 # ---- env layer cuda/nvidia-cuda-nvrtc-cu12 ----
-FROM builder AS env-11
+FROM builder AS env-11-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-cuda-nvrtc-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -279,11 +269,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-nvrtc-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 11
 # ---- env layer cuda/nvidia-cusolver-cu12 ----
-FROM builder AS env-12
+FROM builder AS env-12-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-cusolver-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -302,11 +291,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cusolver-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 12
 # ---- env layer cuda/nvidia-nvjitlink-cu12 ----
-FROM builder AS env-13
+FROM builder AS env-13-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-nvjitlink-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -325,11 +313,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-nvjitlink-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 13
 # ---- env layer cuda/nvidia-nccl-cu12 ----
-FROM builder AS env-14
+FROM builder AS env-14-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-nccl-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -348,11 +335,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-nccl-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 14
 # ---- env layer cuda/cuda-core ----
-FROM builder AS env-15
+FROM builder AS env-15-made
 ARG TARGETARCH
 COPY lock/parts/cuda/cuda-core/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -371,11 +357,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/cuda-core --out /out/records/layer.json
+      --index /out/records/big.json --layer 15
 # ---- env layer cuda/small_1 ----
-FROM builder AS env-16
+FROM builder AS env-16-made
 ARG TARGETARCH
 COPY lock/parts/cuda/small_1/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -394,11 +379,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/small_1 --out /out/records/layer.json
+      --index /out/records/big.json --layer 16
 # ---- env layer compiled/contourpy ----
-FROM builder AS env-17
+FROM builder AS env-17-made
 ARG TARGETARCH
 COPY lock/parts/compiled/contourpy/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -417,11 +401,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/contourpy --out /out/records/layer.json
+      --index /out/records/big.json --layer 17
 # ---- env layer compiled/nvtx ----
-FROM builder AS env-18
+FROM builder AS env-18-made
 ARG TARGETARCH
 COPY lock/parts/compiled/nvtx/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -440,11 +423,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/nvtx --out /out/records/layer.json
+      --index /out/records/big.json --layer 18
 # ---- env layer compiled/pyyaml ----
-FROM builder AS env-19
+FROM builder AS env-19-made
 ARG TARGETARCH
 COPY lock/parts/compiled/pyyaml/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -463,11 +445,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pyyaml --out /out/records/layer.json
+      --index /out/records/big.json --layer 19
 # ---- env layer compiled/llvmlite ----
-FROM builder AS env-20
+FROM builder AS env-20-made
 ARG TARGETARCH
 COPY lock/parts/compiled/llvmlite/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -486,11 +467,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/llvmlite --out /out/records/layer.json
+      --index /out/records/big.json --layer 20
 # ---- env layer compiled/cupy-cuda12x ----
-FROM builder AS env-21
+FROM builder AS env-21-made
 ARG TARGETARCH
 COPY lock/parts/compiled/cupy-cuda12x/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -509,11 +489,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/cupy-cuda12x --out /out/records/layer.json
+      --index /out/records/big.json --layer 21
 # ---- env layer compiled/pandas ----
-FROM builder AS env-22
+FROM builder AS env-22-made
 ARG TARGETARCH
 COPY lock/parts/compiled/pandas/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -532,11 +511,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pandas --out /out/records/layer.json
+      --index /out/records/big.json --layer 22
 # ---- env layer compiled/pillow ----
-FROM builder AS env-23
+FROM builder AS env-23-made
 ARG TARGETARCH
 COPY lock/parts/compiled/pillow/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -555,11 +533,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pillow --out /out/records/layer.json
+      --index /out/records/big.json --layer 23
 # ---- env layer compiled/scikit-learn ----
-FROM builder AS env-24
+FROM builder AS env-24-made
 ARG TARGETARCH
 COPY lock/parts/compiled/scikit-learn/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -578,11 +555,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/scikit-learn --out /out/records/layer.json
+      --index /out/records/big.json --layer 24
 # ---- env layer compiled/numba ----
-FROM builder AS env-25
+FROM builder AS env-25-made
 ARG TARGETARCH
 COPY lock/parts/compiled/numba/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -601,11 +577,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numba --out /out/records/layer.json
+      --index /out/records/big.json --layer 25
 # ---- env layer compiled/treelite ----
-FROM builder AS env-26
+FROM builder AS env-26-made
 ARG TARGETARCH
 COPY lock/parts/compiled/treelite/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -624,11 +599,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/treelite --out /out/records/layer.json
+      --index /out/records/big.json --layer 26
 # ---- env layer compiled/pyarrow ----
-FROM builder AS env-27
+FROM builder AS env-27-made
 ARG TARGETARCH
 COPY lock/parts/compiled/pyarrow/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -647,11 +621,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pyarrow --out /out/records/layer.json
+      --index /out/records/big.json --layer 27
 # ---- env layer compiled/scipy ----
-FROM builder AS env-28
+FROM builder AS env-28-made
 ARG TARGETARCH
 COPY lock/parts/compiled/scipy/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -670,11 +643,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/scipy --out /out/records/layer.json
+      --index /out/records/big.json --layer 28
 # ---- env layer compiled/tornado ----
-FROM builder AS env-29
+FROM builder AS env-29-made
 ARG TARGETARCH
 COPY lock/parts/compiled/tornado/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -693,11 +665,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/tornado --out /out/records/layer.json
+      --index /out/records/big.json --layer 29
 # ---- env layer compiled/numba-cuda-mlir ----
-FROM builder AS env-30
+FROM builder AS env-30-made
 ARG TARGETARCH
 COPY lock/parts/compiled/numba-cuda-mlir/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -716,11 +687,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numba-cuda-mlir --out /out/records/layer.json
+      --index /out/records/big.json --layer 30
 # ---- env layer compiled/numpy ----
-FROM builder AS env-31
+FROM builder AS env-31-made
 ARG TARGETARCH
 COPY lock/parts/compiled/numpy/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -739,11 +709,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numpy --out /out/records/layer.json
+      --index /out/records/big.json --layer 31
 # ---- env layer compiled/numba-cuda ----
-FROM builder AS env-32
+FROM builder AS env-32-made
 ARG TARGETARCH
 COPY lock/parts/compiled/numba-cuda/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -762,11 +731,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numba-cuda --out /out/records/layer.json
+      --index /out/records/big.json --layer 32
 # ---- env layer compiled/small_1 ----
-FROM builder AS env-33
+FROM builder AS env-33-made
 ARG TARGETARCH
 COPY lock/parts/compiled/small_1/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -785,11 +753,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_1 --out /out/records/layer.json
+      --index /out/records/big.json --layer 33
 # ---- env layer compiled/small_2 ----
-FROM builder AS env-34
+FROM builder AS env-34-made
 ARG TARGETARCH
 COPY lock/parts/compiled/small_2/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -808,11 +775,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_2 --out /out/records/layer.json
+      --index /out/records/big.json --layer 34
 # ---- env layer rapids/libnvforest-cu12 ----
-FROM builder AS env-35
+FROM builder AS env-35-made
 ARG TARGETARCH
 COPY lock/parts/rapids/libnvforest-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -831,11 +797,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libnvforest-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 35
 # ---- env layer rapids/libucx-cu12 ----
-FROM builder AS env-36
+FROM builder AS env-36-made
 ARG TARGETARCH
 COPY lock/parts/rapids/libucx-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -854,11 +819,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libucx-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 36
 # ---- env layer rapids/nvforest-cu12 ----
-FROM builder AS env-37
+FROM builder AS env-37-made
 ARG TARGETARCH
 COPY lock/parts/rapids/nvforest-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -877,11 +841,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/nvforest-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 37
 # ---- env layer rapids/cuml-cu12 ----
-FROM builder AS env-38
+FROM builder AS env-38-made
 ARG TARGETARCH
 COPY lock/parts/rapids/cuml-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -900,11 +863,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/cuml-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 38
 # ---- env layer rapids/libcuml-cu12 ----
-FROM builder AS env-39
+FROM builder AS env-39-made
 ARG TARGETARCH
 COPY lock/parts/rapids/libcuml-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -923,11 +885,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libcuml-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 39
 # ---- env layer rapids/libcuvs-cu12 ----
-FROM builder AS env-40
+FROM builder AS env-40-made
 ARG TARGETARCH
 COPY lock/parts/rapids/libcuvs-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -946,11 +907,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libcuvs-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 40
 # ---- env layer rapids/libkvikio-cu12 ----
-FROM builder AS env-41
+FROM builder AS env-41-made
 ARG TARGETARCH
 COPY lock/parts/rapids/libkvikio-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -969,11 +929,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libkvikio-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 41
 # ---- env layer rapids/libraft-cu12 ----
-FROM builder AS env-42
+FROM builder AS env-42-made
 ARG TARGETARCH
 COPY lock/parts/rapids/libraft-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -992,11 +951,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libraft-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 42
 # ---- env layer rapids/librmm-cu12 ----
-FROM builder AS env-43
+FROM builder AS env-43-made
 ARG TARGETARCH
 COPY lock/parts/rapids/librmm-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1015,11 +973,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/librmm-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 43
 # ---- env layer rapids/pylibraft-cu12 ----
-FROM builder AS env-44
+FROM builder AS env-44-made
 ARG TARGETARCH
 COPY lock/parts/rapids/pylibraft-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1038,11 +995,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/pylibraft-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 44
 # ---- env layer rapids/rmm-cu12 ----
-FROM builder AS env-45
+FROM builder AS env-45-made
 ARG TARGETARCH
 COPY lock/parts/rapids/rmm-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1061,11 +1017,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/rmm-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 45
 # ---- env layer rapids/libcudf-cu12 ----
-FROM builder AS env-46
+FROM builder AS env-46-made
 ARG TARGETARCH
 COPY lock/parts/rapids/libcudf-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1084,11 +1039,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libcudf-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 46
 # ---- env layer rapids/libucxx-cu12 ----
-FROM builder AS env-47
+FROM builder AS env-47-made
 ARG TARGETARCH
 COPY lock/parts/rapids/libucxx-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1107,11 +1061,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libucxx-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 47
 # ---- env layer rapids/ucxx-cu12 ----
-FROM builder AS env-48
+FROM builder AS env-48-made
 ARG TARGETARCH
 COPY lock/parts/rapids/ucxx-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1130,11 +1083,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/ucxx-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 48
 # ---- env layer rapids/cudf-cu12 ----
-FROM builder AS env-49
+FROM builder AS env-49-made
 ARG TARGETARCH
 COPY lock/parts/rapids/cudf-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1153,11 +1105,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/cudf-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 49
 # ---- env layer rapids/pylibcudf-cu12 ----
-FROM builder AS env-50
+FROM builder AS env-50-made
 ARG TARGETARCH
 COPY lock/parts/rapids/pylibcudf-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1176,11 +1127,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/pylibcudf-cu12 --out /out/records/layer.json
+      --index /out/records/big.json --layer 50
 # ---- env layer rapids/small_1 ----
-FROM builder AS env-51
+FROM builder AS env-51-made
 ARG TARGETARCH
 COPY lock/parts/rapids/small_1/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1199,11 +1149,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/small_1 --out /out/records/layer.json
+      --index /out/records/big.json --layer 51
 # ---- env layer python/pygments ----
-FROM builder AS env-52
+FROM builder AS env-52-made
 ARG TARGETARCH
 COPY lock/parts/python/pygments/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1222,11 +1171,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/pygments --out /out/records/layer.json
+      --index /out/records/big.json --layer 52
 # ---- env layer python/bokeh ----
-FROM builder AS env-53
+FROM builder AS env-53-made
 ARG TARGETARCH
 COPY lock/parts/python/bokeh/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1245,11 +1193,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/bokeh --out /out/records/layer.json
+      --index /out/records/big.json --layer 53
 # ---- env layer python/dask ----
-FROM builder AS env-54
+FROM builder AS env-54-made
 ARG TARGETARCH
 COPY lock/parts/python/dask/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1268,11 +1215,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/dask --out /out/records/layer.json
+      --index /out/records/big.json --layer 54
 # ---- env layer python/distributed ----
-FROM builder AS env-55
+FROM builder AS env-55-made
 ARG TARGETARCH
 COPY lock/parts/python/distributed/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1291,11 +1237,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/distributed --out /out/records/layer.json
+      --index /out/records/big.json --layer 55
 # ---- env layer python/small_1 ----
-FROM builder AS env-56
+FROM builder AS env-56-made
 ARG TARGETARCH
 COPY lock/parts/python/small_1/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1314,11 +1259,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_1 --out /out/records/layer.json
+      --index /out/records/big.json --layer 56
 # ---- env layer python/small_2 ----
-FROM builder AS env-57
+FROM builder AS env-57-made
 ARG TARGETARCH
 COPY lock/parts/python/small_2/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1337,11 +1281,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_2 --out /out/records/layer.json
+      --index /out/records/big.json --layer 57
 # ---- env layer python/small_3 ----
-FROM builder AS env-58
+FROM builder AS env-58-made
 ARG TARGETARCH
 COPY lock/parts/python/small_3/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1360,11 +1303,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_3 --out /out/records/layer.json
+      --index /out/records/big.json --layer 58
 # ---- env layer python/small_4 ----
-FROM builder AS env-59
+FROM builder AS env-59-made
 ARG TARGETARCH
 COPY lock/parts/python/small_4/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1383,11 +1325,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_4 --out /out/records/layer.json
+      --index /out/records/big.json --layer 59
 # ---- env layer python/small_5 ----
-FROM builder AS env-60
+FROM builder AS env-60-made
 ARG TARGETARCH
 COPY lock/parts/python/small_5/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1406,11 +1347,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_5 --out /out/records/layer.json
+      --index /out/records/big.json --layer 60
 # ---- env layer python/small_6 ----
-FROM builder AS env-61
+FROM builder AS env-61-made
 ARG TARGETARCH
 COPY lock/parts/python/small_6/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1429,11 +1369,10 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_6 --out /out/records/layer.json
+      --index /out/records/big.json --layer 61
 # ---- env layer python/small_7 ----
-FROM builder AS env-62
+FROM builder AS env-62-made
 ARG TARGETARCH
 COPY lock/parts/python/small_7/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1452,19 +1391,525 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
       --record /out/records/prune.json /out/env
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_7 --out /out/records/layer.json
+      --index /out/records/big.json --layer 62
 # ---- env layer venv ----
-FROM builder AS env-63
+FROM builder AS env-63-made
 ARG TARGETARCH
 RUN /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
  && mkdir -p /out/env && cp -a /opt/rapids/. /out/env/ \
  && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
       --trims /tmp/builder/trims.json
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 63
+# ---- every layer's large files, by content: a copy of one below is linked to it ----
+FROM builder AS env-index
+RUN --mount=type=bind,from=env-1-made,source=/out/records,target=/parts/1 \
+    --mount=type=bind,from=env-2-made,source=/out/records,target=/parts/2 \
+    --mount=type=bind,from=env-3-made,source=/out/records,target=/parts/3 \
+    --mount=type=bind,from=env-4-made,source=/out/records,target=/parts/4 \
+    --mount=type=bind,from=env-5-made,source=/out/records,target=/parts/5 \
+    --mount=type=bind,from=env-6-made,source=/out/records,target=/parts/6 \
+    --mount=type=bind,from=env-7-made,source=/out/records,target=/parts/7 \
+    --mount=type=bind,from=env-8-made,source=/out/records,target=/parts/8 \
+    --mount=type=bind,from=env-9-made,source=/out/records,target=/parts/9 \
+    --mount=type=bind,from=env-10-made,source=/out/records,target=/parts/10 \
+    --mount=type=bind,from=env-11-made,source=/out/records,target=/parts/11 \
+    --mount=type=bind,from=env-12-made,source=/out/records,target=/parts/12 \
+    --mount=type=bind,from=env-13-made,source=/out/records,target=/parts/13 \
+    --mount=type=bind,from=env-14-made,source=/out/records,target=/parts/14 \
+    --mount=type=bind,from=env-15-made,source=/out/records,target=/parts/15 \
+    --mount=type=bind,from=env-16-made,source=/out/records,target=/parts/16 \
+    --mount=type=bind,from=env-17-made,source=/out/records,target=/parts/17 \
+    --mount=type=bind,from=env-18-made,source=/out/records,target=/parts/18 \
+    --mount=type=bind,from=env-19-made,source=/out/records,target=/parts/19 \
+    --mount=type=bind,from=env-20-made,source=/out/records,target=/parts/20 \
+    --mount=type=bind,from=env-21-made,source=/out/records,target=/parts/21 \
+    --mount=type=bind,from=env-22-made,source=/out/records,target=/parts/22 \
+    --mount=type=bind,from=env-23-made,source=/out/records,target=/parts/23 \
+    --mount=type=bind,from=env-24-made,source=/out/records,target=/parts/24 \
+    --mount=type=bind,from=env-25-made,source=/out/records,target=/parts/25 \
+    --mount=type=bind,from=env-26-made,source=/out/records,target=/parts/26 \
+    --mount=type=bind,from=env-27-made,source=/out/records,target=/parts/27 \
+    --mount=type=bind,from=env-28-made,source=/out/records,target=/parts/28 \
+    --mount=type=bind,from=env-29-made,source=/out/records,target=/parts/29 \
+    --mount=type=bind,from=env-30-made,source=/out/records,target=/parts/30 \
+    --mount=type=bind,from=env-31-made,source=/out/records,target=/parts/31 \
+    --mount=type=bind,from=env-32-made,source=/out/records,target=/parts/32 \
+    --mount=type=bind,from=env-33-made,source=/out/records,target=/parts/33 \
+    --mount=type=bind,from=env-34-made,source=/out/records,target=/parts/34 \
+    --mount=type=bind,from=env-35-made,source=/out/records,target=/parts/35 \
+    --mount=type=bind,from=env-36-made,source=/out/records,target=/parts/36 \
+    --mount=type=bind,from=env-37-made,source=/out/records,target=/parts/37 \
+    --mount=type=bind,from=env-38-made,source=/out/records,target=/parts/38 \
+    --mount=type=bind,from=env-39-made,source=/out/records,target=/parts/39 \
+    --mount=type=bind,from=env-40-made,source=/out/records,target=/parts/40 \
+    --mount=type=bind,from=env-41-made,source=/out/records,target=/parts/41 \
+    --mount=type=bind,from=env-42-made,source=/out/records,target=/parts/42 \
+    --mount=type=bind,from=env-43-made,source=/out/records,target=/parts/43 \
+    --mount=type=bind,from=env-44-made,source=/out/records,target=/parts/44 \
+    --mount=type=bind,from=env-45-made,source=/out/records,target=/parts/45 \
+    --mount=type=bind,from=env-46-made,source=/out/records,target=/parts/46 \
+    --mount=type=bind,from=env-47-made,source=/out/records,target=/parts/47 \
+    --mount=type=bind,from=env-48-made,source=/out/records,target=/parts/48 \
+    --mount=type=bind,from=env-49-made,source=/out/records,target=/parts/49 \
+    --mount=type=bind,from=env-50-made,source=/out/records,target=/parts/50 \
+    --mount=type=bind,from=env-51-made,source=/out/records,target=/parts/51 \
+    --mount=type=bind,from=env-52-made,source=/out/records,target=/parts/52 \
+    --mount=type=bind,from=env-53-made,source=/out/records,target=/parts/53 \
+    --mount=type=bind,from=env-54-made,source=/out/records,target=/parts/54 \
+    --mount=type=bind,from=env-55-made,source=/out/records,target=/parts/55 \
+    --mount=type=bind,from=env-56-made,source=/out/records,target=/parts/56 \
+    --mount=type=bind,from=env-57-made,source=/out/records,target=/parts/57 \
+    --mount=type=bind,from=env-58-made,source=/out/records,target=/parts/58 \
+    --mount=type=bind,from=env-59-made,source=/out/records,target=/parts/59 \
+    --mount=type=bind,from=env-60-made,source=/out/records,target=/parts/60 \
+    --mount=type=bind,from=env-61-made,source=/out/records,target=/parts/61 \
+    --mount=type=bind,from=env-62-made,source=/out/records,target=/parts/62 \
+    --mount=type=bind,from=env-63-made,source=/out/records,target=/parts/63 \
+    mkdir -p /out/index \
+ && for part in /parts/*; do cp "${part}/big.json" "/out/index/${part##*/}.json"; done
+FROM env-1-made AS env-1
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 1 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-curand-cu12 --out /out/records/layer.json
+FROM env-2-made AS env-2
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 2 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/cuda-bindings --out /out/records/layer.json
+FROM env-3-made AS env-3
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 3 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cufile-cu12 --out /out/records/layer.json
+FROM env-4-made AS env-4
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 4 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-libnvcomp-cu12 --out /out/records/layer.json
+FROM env-5-made AS env-5
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 5 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-runtime-cu12 --out /out/records/layer.json
+FROM env-6-made AS env-6
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 6 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cufft-cu12 --out /out/records/layer.json
+FROM env-7-made AS env-7
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 7 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cusparse-cu12 --out /out/records/layer.json
+FROM env-8-made AS env-8
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 8 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cublas-cu12 --out /out/records/layer.json
+FROM env-9-made AS env-9
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 9 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-cccl-cu12 --out /out/records/layer.json
+FROM env-10-made AS env-10
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 10 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-nvcc-cu12 --out /out/records/layer.json
+FROM env-11-made AS env-11
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 11 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-nvrtc-cu12 --out /out/records/layer.json
+FROM env-12-made AS env-12
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 12 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cusolver-cu12 --out /out/records/layer.json
+FROM env-13-made AS env-13
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 13 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-nvjitlink-cu12 --out /out/records/layer.json
+FROM env-14-made AS env-14
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 14 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-nccl-cu12 --out /out/records/layer.json
+FROM env-15-made AS env-15
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 15 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/cuda-core --out /out/records/layer.json
+FROM env-16-made AS env-16
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 16 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/small_1 --out /out/records/layer.json
+FROM env-17-made AS env-17
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 17 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/contourpy --out /out/records/layer.json
+FROM env-18-made AS env-18
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 18 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/nvtx --out /out/records/layer.json
+FROM env-19-made AS env-19
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 19 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pyyaml --out /out/records/layer.json
+FROM env-20-made AS env-20
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 20 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/llvmlite --out /out/records/layer.json
+FROM env-21-made AS env-21
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 21 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/cupy-cuda12x --out /out/records/layer.json
+FROM env-22-made AS env-22
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 22 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pandas --out /out/records/layer.json
+FROM env-23-made AS env-23
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 23 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pillow --out /out/records/layer.json
+FROM env-24-made AS env-24
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 24 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/scikit-learn --out /out/records/layer.json
+FROM env-25-made AS env-25
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 25 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numba --out /out/records/layer.json
+FROM env-26-made AS env-26
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 26 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/treelite --out /out/records/layer.json
+FROM env-27-made AS env-27
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 27 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pyarrow --out /out/records/layer.json
+FROM env-28-made AS env-28
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 28 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/scipy --out /out/records/layer.json
+FROM env-29-made AS env-29
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 29 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/tornado --out /out/records/layer.json
+FROM env-30-made AS env-30
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 30 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numba-cuda-mlir --out /out/records/layer.json
+FROM env-31-made AS env-31
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 31 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numpy --out /out/records/layer.json
+FROM env-32-made AS env-32
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 32 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numba-cuda --out /out/records/layer.json
+FROM env-33-made AS env-33
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 33 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_1 --out /out/records/layer.json
+FROM env-34-made AS env-34
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 34 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_2 --out /out/records/layer.json
+FROM env-35-made AS env-35
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 35 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libnvforest-cu12 --out /out/records/layer.json
+FROM env-36-made AS env-36
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 36 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libucx-cu12 --out /out/records/layer.json
+FROM env-37-made AS env-37
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 37 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/nvforest-cu12 --out /out/records/layer.json
+FROM env-38-made AS env-38
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 38 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/cuml-cu12 --out /out/records/layer.json
+FROM env-39-made AS env-39
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 39 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libcuml-cu12 --out /out/records/layer.json
+FROM env-40-made AS env-40
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 40 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libcuvs-cu12 --out /out/records/layer.json
+FROM env-41-made AS env-41
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 41 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libkvikio-cu12 --out /out/records/layer.json
+FROM env-42-made AS env-42
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 42 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libraft-cu12 --out /out/records/layer.json
+FROM env-43-made AS env-43
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 43 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/librmm-cu12 --out /out/records/layer.json
+FROM env-44-made AS env-44
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 44 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/pylibraft-cu12 --out /out/records/layer.json
+FROM env-45-made AS env-45
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 45 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/rmm-cu12 --out /out/records/layer.json
+FROM env-46-made AS env-46
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 46 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libcudf-cu12 --out /out/records/layer.json
+FROM env-47-made AS env-47
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 47 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libucxx-cu12 --out /out/records/layer.json
+FROM env-48-made AS env-48
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 48 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/ucxx-cu12 --out /out/records/layer.json
+FROM env-49-made AS env-49
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 49 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/cudf-cu12 --out /out/records/layer.json
+FROM env-50-made AS env-50
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 50 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/pylibcudf-cu12 --out /out/records/layer.json
+FROM env-51-made AS env-51
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 51 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/small_1 --out /out/records/layer.json
+FROM env-52-made AS env-52
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 52 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/pygments --out /out/records/layer.json
+FROM env-53-made AS env-53
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 53 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/bokeh --out /out/records/layer.json
+FROM env-54-made AS env-54
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 54 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/dask --out /out/records/layer.json
+FROM env-55-made AS env-55
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 55 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/distributed --out /out/records/layer.json
+FROM env-56-made AS env-56
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 56 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_1 --out /out/records/layer.json
+FROM env-57-made AS env-57
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 57 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_2 --out /out/records/layer.json
+FROM env-58-made AS env-58
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 58 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_3 --out /out/records/layer.json
+FROM env-59-made AS env-59
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 59 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_4 --out /out/records/layer.json
+FROM env-60-made AS env-60
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 60 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_5 --out /out/records/layer.json
+FROM env-61-made AS env-61
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 61 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_6 --out /out/records/layer.json
+FROM env-62-made AS env-62
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 62 \
+      --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_7 --out /out/records/layer.json
+FROM env-63-made AS env-63
+RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 63 \
+      --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer venv --out /out/records/layer.json
 # ---- the env's records, from every layer's ----
 FROM builder AS env-records

@@ -6,10 +6,12 @@ package that needs it. The loader and Python follow symlinks, so one copy serves
 real files: anything under 64 KiB (not worth a link), and a copy whose move would change what it
 loads: an ELF file with an `$ORIGIN` run path is only linked to a copy in its own directory
 (`$ORIGIN` is the directory of the name it was opened by, the link's, so a link elsewhere would
-look for its neighbours in the wrong place). The pip builder runs it on each layer's own folder: a
-link into another layer would make that layer's rebuild depend on the other's, so copies in two
-layers (auditwheel's libgomp in several RAPIDS wheels) stay copies. Standard library only; writes a
-JSON record (`--merge` joins the layers' records into the env's).
+look for its neighbours in the wrong place). The pip builder runs it on each layer's own folder,
+then once more against an index of every layer's large files (`--index` writes a layer's part,
+`--across` links a layer's copies to the same file in the lowest layer below it that has one: links
+only point down, and a layer's link step re-runs when the index changes, its output the same bytes
+unless a copy below it came or went). Standard library only; writes a JSON record (`--merge` joins
+the layers' records into the env's).
 """
 
 from __future__ import annotations
@@ -73,30 +75,88 @@ def plan(prefix: str) -> list[tuple[str, str]]:
     return sorted(links)
 
 
+def index(prefix: str, layer: int) -> list[dict]:
+    """The layer's regular files a copy in a layer above could link to: path, size, sha256, and
+    whether it loads its neighbours by `$ORIGIN` (then only a copy in its own folder may link to it)."""
+    out = []
+    for root, dirs, files in os.walk(prefix):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            if not os.path.islink(path) and os.path.isfile(path) and os.path.getsize(path) >= MIN_BYTES:
+                out.append({"layer": layer, "path": os.path.relpath(path, prefix), "size": os.path.getsize(path),
+                            "sha256": digest(path), "origin": origin_dependent(path)})
+    return out
+
+
+def across(own: list[dict], below: list[dict]) -> list[tuple[str, str]]:
+    """Pure: (own path, path it will link to) for each of the layer's files that a layer below holds
+    byte for byte; the copy kept is in the lowest such layer (then the longest name, then the path)."""
+    lowest: dict[tuple[int, str], dict] = {}
+    for entry in sorted(below, key=lambda e: (e["layer"], -len(os.path.basename(e["path"])), e["path"])):
+        lowest.setdefault((entry["size"], entry["sha256"]), entry)
+    links = []
+    for entry in own:
+        keep = lowest.get((entry["size"], entry["sha256"]))
+        if keep and (not keep["origin"] or os.path.dirname(keep["path"]) == os.path.dirname(entry["path"])):
+            links.append((entry["path"], keep["path"]))
+    return sorted(links)
+
+
+def link(prefix: str, links: list[tuple[str, str]]) -> list[dict]:
+    """Each copy (relative to prefix) replaced by a relative symlink to the file it names; the record's rows."""
+    rows = []
+    for path, keep in links:
+        full = os.path.join(prefix, path)
+        rows.append({"path": path, "to": keep, "bytes": os.path.getsize(full)})
+        os.unlink(full)
+        os.symlink(os.path.relpath(keep, os.path.dirname(path)), full)
+    return rows
+
+
 def merge(records: list[dict]) -> dict:
-    """Pure: one record of the env from its layers' records (the pip builder links copies inside each
-    layer: a link into another layer would tie the two layers' rebuilds together)."""
+    """Pure: one record of the env from its layers' records."""
     links = sorted((x for r in records for x in r["links"]), key=lambda x: x["path"])
     return {"schema_version": 1, "linked": len(links), "saved_bytes": sum(r["saved_bytes"] for r in records),
             "links": links}
+
+
+def _load(path: str):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _save(path: str, doc) -> None:
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prefix")
     parser.add_argument("--merge", nargs="+", metavar="RECORD", help="write one record of these (each layer's) to --out")
+    parser.add_argument("--index", metavar="FILE", help="also write the layer's large files (after linking) here")
+    parser.add_argument("--across", nargs="+", metavar="INDEX", help="link the layer's copies to the lowest layer "
+                        "below --layer holding them, as these layers' indexes say; adds to the record at --out")
+    parser.add_argument("--layer", type=int, default=0, help="the layer's place in the plan (1 = lowest)")
     parser.add_argument("--out", required=True, help="JSON record of what was linked")
     args = parser.parse_args(argv)
     if args.merge:
-        records = []
-        for path in args.merge:
-            with open(path) as f:
-                records.append(json.load(f))
-        with open(args.out, "w") as f:
-            json.dump(merge(records), f, indent=1)
+        _save(args.out, merge([_load(p) for p in args.merge]))
         return 0
     if not args.prefix:
         parser.error("--prefix is needed to link copies")
+    if args.across:
+        entries = [e for p in args.across for e in _load(p)]
+        own = [e for e in entries if e["layer"] == args.layer]
+        rows = link(args.prefix, across(own, [e for e in entries if e["layer"] < args.layer]))
+        record = _load(args.out)
+        record["links"] = sorted(record["links"] + [{"path": r["path"], "to": r["to"]} for r in rows],
+                                 key=lambda r: r["path"])
+        record.update(linked=len(record["links"]), saved_bytes=record["saved_bytes"] + sum(r["bytes"] for r in rows))
+        _save(args.out, record)
+        print(f"dedupe: {len(rows)} copies linked to layers below, {sum(r['bytes'] for r in rows):,} bytes saved")
+        return 0
     links = plan(args.prefix)
     saved = 0
     for path, keep in links:
@@ -106,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     record = {"schema_version": 1, "linked": len(links), "saved_bytes": saved,
               "links": [{"path": os.path.relpath(p, args.prefix), "to": os.path.relpath(k, args.prefix)}
                         for p, k in links]}
-    with open(args.out, "w") as f:
-        json.dump(record, f, indent=1)
+    _save(args.out, record)
+    if args.index:
+        _save(args.index, index(args.prefix, args.layer))
     print(f"dedupe: {len(links)} copies linked, {saved:,} bytes saved")
     return 0
 

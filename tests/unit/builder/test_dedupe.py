@@ -64,3 +64,52 @@ def test_an_origin_library_is_linked_only_within_its_directory_and_still_loads(t
     assert not os.path.islink(env / "p2.libs" / "libo.so.1")
     assert ctypes.CDLL(str(env / "q2" / "libp.so.1")).answer() == 42
     assert ctypes.CDLL(str(env / "p1.libs" / "libo.so")).answer() == 42
+
+
+def _layer(root, files: dict[str, bytes]):
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return root
+
+
+def test_a_layer_s_copy_of_a_file_below_links_down_to_the_lowest_and_the_record_says_so(tmp_path):
+    """Each layer is made in its own stage: its copies of a file a layer below holds (auditwheel's
+    libgomp in several RAPIDS wheels) link to the lowest layer's, never up, and the links resolve
+    once the layers lie on one prefix."""
+    other = BIG[:-1] + b"z"
+    layers = {1: {"cuml.libs/libgomp-1.so.1.0.0": BIG}, 2: {"raft.libs/libgomp-1.so.1.0.0": BIG, "raft/own.so": other},
+              3: {"cuvs.libs/libgomp-1.so.1.0.0": BIG, "cuvs/lib.so": other, "cuvs/unique": BIG[:-1] + b"u"}}
+    roots, indexes = {}, []
+    for n, files in layers.items():
+        roots[n] = _layer(tmp_path / f"env-{n}", files)
+        assert dedupe.main(["--prefix", str(roots[n]), "--out", str(tmp_path / f"d{n}.json"),
+                            "--index", str(tmp_path / f"i{n}.json"), "--layer", str(n)]) == 0
+        indexes.append(str(tmp_path / f"i{n}.json"))
+    for n in layers:
+        assert dedupe.main(["--prefix", str(roots[n]), "--across", *indexes, "--layer", str(n),
+                            "--out", str(tmp_path / f"d{n}.json")]) == 0
+    assert not any(p.is_symlink() for p in roots[1].rglob("*"))   # the lowest layer keeps its file
+    assert os.readlink(roots[2] / "raft.libs/libgomp-1.so.1.0.0") == "../cuml.libs/libgomp-1.so.1.0.0"
+    assert os.readlink(roots[3] / "cuvs.libs/libgomp-1.so.1.0.0") == "../cuml.libs/libgomp-1.so.1.0.0"
+    assert os.readlink(roots[3] / "cuvs/lib.so") == "../raft/own.so"   # the lowest layer that has it
+    assert not (roots[3] / "cuvs/unique").is_symlink() and not (roots[2] / "raft/own.so").is_symlink()
+    record = json.loads((tmp_path / "d3.json").read_text())
+    assert record["linked"] == 2 and record["saved_bytes"] == 2 * len(BIG)
+    merged = dedupe.merge([json.loads((tmp_path / f"d{n}.json").read_text()) for n in layers])
+    assert merged["linked"] == 3 and [(x["path"], x["to"]) for x in merged["links"]] == [
+        ("cuvs.libs/libgomp-1.so.1.0.0", "cuml.libs/libgomp-1.so.1.0.0"), ("cuvs/lib.so", "raft/own.so"),
+        ("raft.libs/libgomp-1.so.1.0.0", "cuml.libs/libgomp-1.so.1.0.0")]
+    flat = tmp_path / "flat"   # the layers on one prefix, as the runtime's COPYs lay them
+    flat.mkdir()
+    for n in layers:
+        subprocess.run(["cp", "-a", f"{roots[n]}/.", str(flat)], check=True)
+    assert (flat / "cuvs.libs/libgomp-1.so.1.0.0").read_bytes() == BIG and (flat / "cuvs/lib.so").read_bytes() == other
+
+
+def test_a_file_below_that_loads_by_origin_is_linked_to_only_from_its_own_folder():
+    below = [{"layer": 1, "path": "a.libs/libz.so", "size": 9, "sha256": "s", "origin": True}]
+    own = [{"layer": 2, "path": "b.libs/libz.so", "size": 9, "sha256": "s", "origin": False},
+           {"layer": 2, "path": "a.libs/libz.so.1", "size": 9, "sha256": "s", "origin": False}]
+    assert dedupe.across(own, below) == [("a.libs/libz.so.1", "a.libs/libz.so")]
+    assert dedupe.across(own, []) == [] and dedupe.across([], below) == []

@@ -189,9 +189,10 @@ RUN /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setup
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 11
-# ---- every layer's large files, by content: a copy of one below is linked to it ----
+# ---- every layer's large files, by content: each layer's copies of a file below, planned as links ----
 FROM builder AS env-index
-RUN --mount=type=bind,from=env-1-made,source=/out/records,target=/parts/1 \
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,from=env-1-made,source=/out/records,target=/parts/1 \
     --mount=type=bind,from=env-2-made,source=/out/records,target=/parts/2 \
     --mount=type=bind,from=env-3-made,source=/out/records,target=/parts/3 \
     --mount=type=bind,from=env-4-made,source=/out/records,target=/parts/4 \
@@ -202,84 +203,72 @@ RUN --mount=type=bind,from=env-1-made,source=/out/records,target=/parts/1 \
     --mount=type=bind,from=env-9-made,source=/out/records,target=/parts/9 \
     --mount=type=bind,from=env-10-made,source=/out/records,target=/parts/10 \
     --mount=type=bind,from=env-11-made,source=/out/records,target=/parts/11 \
-    mkdir -p /out/index \
- && for part in /parts/*; do cp "${part}/big.json" "/out/index/${part##*/}.json"; done
+    python3.11 /mnt/dedupe.py --plan-links /parts/*/big.json --out /out/links
 FROM env-1-made AS env-1
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/1.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 1 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pyyaml --out /out/records/layer.json
 FROM env-2-made AS env-2
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/2.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 2 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/tornado --out /out/records/layer.json
 FROM env-3-made AS env-3
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/3.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 3 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numpy --out /out/records/layer.json
 FROM env-4-made AS env-4
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/4.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 4 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_1 --out /out/records/layer.json
 FROM env-5-made AS env-5
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/5.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 5 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_2 --out /out/records/layer.json
 FROM env-6-made AS env-6
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/6.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 6 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/dask --out /out/records/layer.json
 FROM env-7-made AS env-7
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/7.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 7 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/distributed --out /out/records/layer.json
 FROM env-8-made AS env-8
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/8.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 8 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_1 --out /out/records/layer.json
 FROM env-9-made AS env-9
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/9.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 9 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_2 --out /out/records/layer.json
 FROM env-10-made AS env-10
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/10.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 10 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_3 --out /out/records/layer.json
 FROM env-11-made AS env-11
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/11.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 11 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer venv --out /out/records/layer.json
 # ---- the env's records, from every layer's ----
 FROM builder AS env-records

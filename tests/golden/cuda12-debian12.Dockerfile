@@ -1403,9 +1403,10 @@ RUN /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setup
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/env --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 63
-# ---- every layer's large files, by content: a copy of one below is linked to it ----
+# ---- every layer's large files, by content: each layer's copies of a file below, planned as links ----
 FROM builder AS env-index
-RUN --mount=type=bind,from=env-1-made,source=/out/records,target=/parts/1 \
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,from=env-1-made,source=/out/records,target=/parts/1 \
     --mount=type=bind,from=env-2-made,source=/out/records,target=/parts/2 \
     --mount=type=bind,from=env-3-made,source=/out/records,target=/parts/3 \
     --mount=type=bind,from=env-4-made,source=/out/records,target=/parts/4 \
@@ -1468,448 +1469,384 @@ RUN --mount=type=bind,from=env-1-made,source=/out/records,target=/parts/1 \
     --mount=type=bind,from=env-61-made,source=/out/records,target=/parts/61 \
     --mount=type=bind,from=env-62-made,source=/out/records,target=/parts/62 \
     --mount=type=bind,from=env-63-made,source=/out/records,target=/parts/63 \
-    mkdir -p /out/index \
- && for part in /parts/*; do cp "${part}/big.json" "/out/index/${part##*/}.json"; done
+    python3.11 /mnt/dedupe.py --plan-links /parts/*/big.json --out /out/links
 FROM env-1-made AS env-1
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/1.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 1 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-curand-cu12 --out /out/records/layer.json
 FROM env-2-made AS env-2
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/2.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 2 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/cuda-bindings --out /out/records/layer.json
 FROM env-3-made AS env-3
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/3.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 3 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cufile-cu12 --out /out/records/layer.json
 FROM env-4-made AS env-4
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/4.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 4 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-libnvcomp-cu12 --out /out/records/layer.json
 FROM env-5-made AS env-5
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/5.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 5 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-runtime-cu12 --out /out/records/layer.json
 FROM env-6-made AS env-6
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/6.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 6 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cufft-cu12 --out /out/records/layer.json
 FROM env-7-made AS env-7
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/7.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 7 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cusparse-cu12 --out /out/records/layer.json
 FROM env-8-made AS env-8
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/8.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 8 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cublas-cu12 --out /out/records/layer.json
 FROM env-9-made AS env-9
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/9.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 9 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-cccl-cu12 --out /out/records/layer.json
 FROM env-10-made AS env-10
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/10.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 10 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-nvcc-cu12 --out /out/records/layer.json
 FROM env-11-made AS env-11
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/11.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 11 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cuda-nvrtc-cu12 --out /out/records/layer.json
 FROM env-12-made AS env-12
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/12.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 12 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-cusolver-cu12 --out /out/records/layer.json
 FROM env-13-made AS env-13
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/13.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 13 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-nvjitlink-cu12 --out /out/records/layer.json
 FROM env-14-made AS env-14
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/14.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 14 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/nvidia-nccl-cu12 --out /out/records/layer.json
 FROM env-15-made AS env-15
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/15.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 15 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/cuda-core --out /out/records/layer.json
 FROM env-16-made AS env-16
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/16.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 16 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer cuda/small_1 --out /out/records/layer.json
 FROM env-17-made AS env-17
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/17.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 17 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/contourpy --out /out/records/layer.json
 FROM env-18-made AS env-18
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/18.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 18 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/nvtx --out /out/records/layer.json
 FROM env-19-made AS env-19
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/19.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 19 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pyyaml --out /out/records/layer.json
 FROM env-20-made AS env-20
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/20.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 20 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/llvmlite --out /out/records/layer.json
 FROM env-21-made AS env-21
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/21.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 21 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/cupy-cuda12x --out /out/records/layer.json
 FROM env-22-made AS env-22
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/22.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 22 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pandas --out /out/records/layer.json
 FROM env-23-made AS env-23
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/23.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 23 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pillow --out /out/records/layer.json
 FROM env-24-made AS env-24
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/24.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 24 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/scikit-learn --out /out/records/layer.json
 FROM env-25-made AS env-25
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/25.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 25 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numba --out /out/records/layer.json
 FROM env-26-made AS env-26
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/26.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 26 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/treelite --out /out/records/layer.json
 FROM env-27-made AS env-27
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/27.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 27 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/pyarrow --out /out/records/layer.json
 FROM env-28-made AS env-28
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/28.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 28 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/scipy --out /out/records/layer.json
 FROM env-29-made AS env-29
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/29.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 29 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/tornado --out /out/records/layer.json
 FROM env-30-made AS env-30
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/30.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 30 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numba-cuda-mlir --out /out/records/layer.json
 FROM env-31-made AS env-31
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/31.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 31 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numpy --out /out/records/layer.json
 FROM env-32-made AS env-32
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/32.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 32 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/numba-cuda --out /out/records/layer.json
 FROM env-33-made AS env-33
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/33.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 33 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_1 --out /out/records/layer.json
 FROM env-34-made AS env-34
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/34.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 34 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer compiled/small_2 --out /out/records/layer.json
 FROM env-35-made AS env-35
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/35.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 35 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libnvforest-cu12 --out /out/records/layer.json
 FROM env-36-made AS env-36
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/36.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 36 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libucx-cu12 --out /out/records/layer.json
 FROM env-37-made AS env-37
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/37.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 37 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/nvforest-cu12 --out /out/records/layer.json
 FROM env-38-made AS env-38
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/38.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 38 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/cuml-cu12 --out /out/records/layer.json
 FROM env-39-made AS env-39
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/39.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 39 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libcuml-cu12 --out /out/records/layer.json
 FROM env-40-made AS env-40
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/40.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 40 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libcuvs-cu12 --out /out/records/layer.json
 FROM env-41-made AS env-41
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/41.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 41 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libkvikio-cu12 --out /out/records/layer.json
 FROM env-42-made AS env-42
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/42.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 42 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libraft-cu12 --out /out/records/layer.json
 FROM env-43-made AS env-43
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/43.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 43 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/librmm-cu12 --out /out/records/layer.json
 FROM env-44-made AS env-44
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/44.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 44 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/pylibraft-cu12 --out /out/records/layer.json
 FROM env-45-made AS env-45
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/45.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 45 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/rmm-cu12 --out /out/records/layer.json
 FROM env-46-made AS env-46
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/46.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 46 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libcudf-cu12 --out /out/records/layer.json
 FROM env-47-made AS env-47
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/47.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 47 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/libucxx-cu12 --out /out/records/layer.json
 FROM env-48-made AS env-48
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/48.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 48 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/ucxx-cu12 --out /out/records/layer.json
 FROM env-49-made AS env-49
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/49.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 49 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/cudf-cu12 --out /out/records/layer.json
 FROM env-50-made AS env-50
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/50.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 50 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/pylibcudf-cu12 --out /out/records/layer.json
 FROM env-51-made AS env-51
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/51.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 51 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer rapids/small_1 --out /out/records/layer.json
 FROM env-52-made AS env-52
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/52.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 52 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/pygments --out /out/records/layer.json
 FROM env-53-made AS env-53
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/53.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 53 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/bokeh --out /out/records/layer.json
 FROM env-54-made AS env-54
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/54.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 54 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/dask --out /out/records/layer.json
 FROM env-55-made AS env-55
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/55.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 55 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/distributed --out /out/records/layer.json
 FROM env-56-made AS env-56
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/56.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 56 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_1 --out /out/records/layer.json
 FROM env-57-made AS env-57
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/57.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 57 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_2 --out /out/records/layer.json
 FROM env-58-made AS env-58
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/58.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 58 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_3 --out /out/records/layer.json
 FROM env-59-made AS env-59
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/59.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 59 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_4 --out /out/records/layer.json
 FROM env-60-made AS env-60
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/60.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 60 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_5 --out /out/records/layer.json
 FROM env-61-made AS env-61
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/61.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 61 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_6 --out /out/records/layer.json
 FROM env-62-made AS env-62
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/62.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 62 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer python/small_7 --out /out/records/layer.json
 FROM env-63-made AS env-63
-RUN --mount=type=bind,from=env-index,source=/out/index,target=/index \
+RUN --mount=type=bind,from=env-index,source=/out/links/63.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/env --across /index/*.json --layer 63 \
-      --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/env --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/env --layer venv --out /out/records/layer.json
 # ---- the env's records, from every layer's ----
 FROM builder AS env-records

@@ -6,12 +6,13 @@ package that needs it. The loader and Python follow symlinks, so one copy serves
 real files: anything under 64 KiB (not worth a link), and a copy whose move would change what it
 loads: an ELF file with an `$ORIGIN` run path is only linked to a copy in its own directory
 (`$ORIGIN` is the directory of the name it was opened by, the link's, so a link elsewhere would
-look for its neighbours in the wrong place). The pip builder runs it on each layer's own folder,
-then once more against an index of every layer's large files (`--index` writes a layer's part,
-`--across` links a layer's copies to the same file in the lowest layer below it that has one: links
-only point down, and a layer's link step re-runs when the index changes, its output the same bytes
-unless a copy below it came or went). Standard library only; writes a JSON record (`--merge` joins
-the layers' records into the env's).
+look for its neighbours in the wrong place). The pip builder runs it on each layer's own folder
+and writes the layer's index of large files (`--index`); from every layer's index one step plans,
+per layer, which of its copies of a file in a layer below become links down to the lowest copy
+(`--plan-links`: links only point down), and each layer's link step applies its own plan
+(`--links`). BuildKit keys that step by its plan's content, so a patch re-runs it only in layers
+whose plan changed (a copy below came or went). Standard library only; writes a JSON record
+(`--merge` joins the layers' records into the env's).
 """
 
 from __future__ import annotations
@@ -75,35 +76,38 @@ def plan(prefix: str) -> list[tuple[str, str]]:
     return sorted(links)
 
 
-def index(prefix: str, layer: int) -> list[dict]:
+def index(prefix: str, layer: int) -> dict:
     """The layer's regular files a copy in a layer above could link to: path, size, sha256, and
     whether it loads its neighbours by `$ORIGIN` (then only a copy in its own folder may link to it)."""
-    out = []
-    for root, dirs, files in os.walk(prefix):
+    files = []
+    for root, dirs, names in os.walk(prefix):
         dirs.sort()
-        for name in sorted(files):
+        for name in sorted(names):
             path = os.path.join(root, name)
             if not os.path.islink(path) and os.path.isfile(path) and os.path.getsize(path) >= MIN_BYTES:
-                out.append({"layer": layer, "path": os.path.relpath(path, prefix), "size": os.path.getsize(path),
-                            "sha256": digest(path), "origin": origin_dependent(path)})
-    return out
+                files.append({"path": os.path.relpath(path, prefix), "size": os.path.getsize(path),
+                              "sha256": digest(path), "origin": origin_dependent(path)})
+    return {"layer": layer, "files": files}
 
 
-def across(own: list[dict], below: list[dict]) -> list[tuple[str, str]]:
-    """Pure: (own path, path it will link to) for each of the layer's files that a layer below holds
-    byte for byte; the copy kept is in the lowest such layer (then the longest name, then the path)."""
-    lowest: dict[tuple[int, str], dict] = {}
-    for entry in sorted(below, key=lambda e: (e["layer"], -len(os.path.basename(e["path"])), e["path"])):
-        lowest.setdefault((entry["size"], entry["sha256"]), entry)
-    links = []
-    for entry in own:
-        keep = lowest.get((entry["size"], entry["sha256"]))
-        if keep and (not keep["origin"] or os.path.dirname(keep["path"]) == os.path.dirname(entry["path"])):
-            links.append((entry["path"], keep["path"]))
-    return sorted(links)
+def plan_links(indexes: list[dict]) -> dict[int, list[list[str]]]:
+    """Pure: per layer, [its copy, the file it will link to] for each of its files that a layer
+    below holds byte for byte; the copy kept is in the lowest such layer (then the longest name,
+    then the path). Every layer has a plan, most of them empty."""
+    lowest: dict[tuple[int, str], tuple[int, dict]] = {}
+    for ix in sorted(indexes, key=lambda ix: ix["layer"]):
+        for e in sorted(ix["files"], key=lambda e: (-len(os.path.basename(e["path"])), e["path"])):
+            lowest.setdefault((e["size"], e["sha256"]), (ix["layer"], e))
+    plans: dict[int, list[list[str]]] = {}
+    for ix in indexes:
+        plans[ix["layer"]] = sorted([e["path"], keep["path"]] for e in ix["files"]
+                                    for layer, keep in [lowest[(e["size"], e["sha256"])]]
+                                    if layer < ix["layer"] and (not keep["origin"]
+                                                                or os.path.dirname(keep["path"]) == os.path.dirname(e["path"])))
+    return plans
 
 
-def link(prefix: str, links: list[tuple[str, str]]) -> list[dict]:
+def link(prefix: str, links: list[list[str]]) -> list[dict]:
     """Each copy (relative to prefix) replaced by a relative symlink to the file it names; the record's rows."""
     rows = []
     for path, keep in links:
@@ -134,22 +138,31 @@ def _save(path: str, doc) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--prefix")
+    parser.add_argument("--out", help="JSON record of what was linked (with --plan-links: the folder of the plans)")
     parser.add_argument("--merge", nargs="+", metavar="RECORD", help="write one record of these (each layer's) to --out")
     parser.add_argument("--index", metavar="FILE", help="also write the layer's large files (after linking) here")
-    parser.add_argument("--across", nargs="+", metavar="INDEX", help="link the layer's copies to the lowest layer "
-                        "below --layer holding them, as these layers' indexes say; adds to the record at --out")
     parser.add_argument("--layer", type=int, default=0, help="the layer's place in the plan (1 = lowest)")
-    parser.add_argument("--out", required=True, help="JSON record of what was linked")
+    parser.add_argument("--plan-links", nargs="+", metavar="INDEX", help="write each layer's link plan, "
+                        "<layer>.json, into the folder --out, from every layer's index")
+    parser.add_argument("--links", metavar="PLAN", help="apply this layer's link plan; adds to the record at --out")
     args = parser.parse_args(argv)
+    if not args.out:
+        parser.error("--out is needed")
     if args.merge:
         _save(args.out, merge([_load(p) for p in args.merge]))
         return 0
+    if args.plan_links:
+        os.makedirs(args.out, exist_ok=True)
+        plans = plan_links([_load(p) for p in args.plan_links])
+        for layer, links in plans.items():
+            _save(os.path.join(args.out, f"{layer}.json"), links)
+        print(f"dedupe: {sum(map(len, plans.values()))} copies to link down, in {sum(map(bool, plans.values()))} "
+              f"of {len(plans)} layers")
+        return 0
     if not args.prefix:
         parser.error("--prefix is needed to link copies")
-    if args.across:
-        entries = [e for p in args.across for e in _load(p)]
-        own = [e for e in entries if e["layer"] == args.layer]
-        rows = link(args.prefix, across(own, [e for e in entries if e["layer"] < args.layer]))
+    if args.links:
+        rows = link(args.prefix, _load(args.links))
         record = _load(args.out)
         record["links"] = sorted(record["links"] + [{"path": r["path"], "to": r["to"]} for r in rows],
                                  key=lambda r: r["path"])

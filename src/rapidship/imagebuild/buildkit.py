@@ -166,6 +166,13 @@ def base_flag(variant: Variant, key: str) -> str:
     return " --conda-builder" if key == "BUILDER_BASE" and variant.flavour is Flavour.conda else ""
 
 
+# BuildKit of engine 20.10 (v0.8) can fail a step when many steps in flight share one source
+# (moby/buildkit#1822): the pip env's link steps do (each mounts its plan from one index stage; a
+# cold build starts them all at once). Another run does only the failed ones, fewer at once.
+BUILDKIT_FLAKE = "flightcontrol: exceeded retry timeout"
+BUILDKIT_RUNS = 3
+
+
 def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Path,
           on_step: Callable[[str], None] = lambda _: None) -> BuiltImage:
     cli = ENGINE.buildkit_cli()
@@ -178,22 +185,34 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
         cmd = build_command(plan, cli, files)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "w") as log:
-            log.write("$ " + " ".join(cmd) + "\n")
-            log.flush()
-            proc = ENGINE.build_process(cmd, env)
-            assert proc.stdout is not None
-            hidden = secrets.values()
-            for line in proc.stdout:  # pip and conda print index URLs: tokens never reach the log
-                line = scrub(line, hidden) if hidden else line
-                log.write(line)
-                log.flush()  # the heartbeat outside a terminal shows the log's last line
-                line = line.rstrip()
-                if m := _STEP.match(line):
-                    steps.add(m.group(1))
-                    on_step(m.group(2)[:110])
-                elif m := _CACHED.match(line):
-                    cached.add(m.group(1))
-            code = proc.wait()
+            for attempt in range(BUILDKIT_RUNS):
+                steps.clear()
+                cached.clear()
+                log.write("$ " + " ".join(cmd) + "\n")
+                log.flush()
+                proc = ENGINE.build_process(cmd, env)
+                assert proc.stdout is not None
+                hidden = secrets.values()
+                flake = False
+                for line in proc.stdout:  # pip and conda print index URLs: tokens never reach the log
+                    line = scrub(line, hidden) if hidden else line
+                    log.write(line)
+                    log.flush()  # the heartbeat outside a terminal shows the log's last line
+                    flake = flake or BUILDKIT_FLAKE in line
+                    line = line.rstrip()
+                    if m := _STEP.match(line):
+                        steps.add(m.group(1))
+                        on_step(m.group(2)[:110])
+                    elif m := _CACHED.match(line):
+                        cached.add(m.group(1))
+                code = proc.wait()
+                if code == 0 or not flake or attempt == BUILDKIT_RUNS - 1:
+                    break
+                # the engine's own race, not the build's: the steps that finished are cached, so a
+                # second run does only the rest, with fewer steps in flight at once
+                log.write(f"rapidship: BuildKit failed with {BUILDKIT_FLAKE!r} (moby/buildkit#1822); running the "
+                          "build once more\n")
+                on_step("BuildKit's flightcontrol timeout: running the build once more")
     if code != 0:
         tail = "".join(log_path.read_text().splitlines(keepends=True)[-15:])
         raise RapidshipError(f"build {plan.ref}", f"docker build failed (exit {code}); last lines:\n{tail}",

@@ -86,8 +86,10 @@ def test_a_layer_s_copy_of_a_file_below_links_down_to_the_lowest_and_the_record_
         assert dedupe.main(["--prefix", str(roots[n]), "--out", str(tmp_path / f"d{n}.json"),
                             "--index", str(tmp_path / f"i{n}.json"), "--layer", str(n)]) == 0
         indexes.append(str(tmp_path / f"i{n}.json"))
+    assert dedupe.main(["--plan-links", *indexes, "--out", str(tmp_path / "links")]) == 0
+    assert json.loads((tmp_path / "links" / "1.json").read_text()) == []   # every layer has a plan
     for n in layers:
-        assert dedupe.main(["--prefix", str(roots[n]), "--across", *indexes, "--layer", str(n),
+        assert dedupe.main(["--prefix", str(roots[n]), "--links", str(tmp_path / "links" / f"{n}.json"),
                             "--out", str(tmp_path / f"d{n}.json")]) == 0
     assert not any(p.is_symlink() for p in roots[1].rglob("*"))   # the lowest layer keeps its file
     assert os.readlink(roots[2] / "raft.libs/libgomp-1.so.1.0.0") == "../cuml.libs/libgomp-1.so.1.0.0"
@@ -108,8 +110,8 @@ def test_a_layer_s_copy_of_a_file_below_links_down_to_the_lowest_and_the_record_
 
 
 def test_a_file_below_that_loads_by_origin_is_linked_to_only_from_its_own_folder():
-    below = [{"layer": 1, "path": "a.libs/libz.so", "size": 9, "sha256": "s", "origin": True}]
-    own = [{"layer": 2, "path": "b.libs/libz.so", "size": 9, "sha256": "s", "origin": False},
-           {"layer": 2, "path": "a.libs/libz.so.1", "size": 9, "sha256": "s", "origin": False}]
-    assert dedupe.across(own, below) == [("a.libs/libz.so.1", "a.libs/libz.so")]
-    assert dedupe.across(own, []) == [] and dedupe.across([], below) == []
+    below = {"layer": 1, "files": [{"path": "a.libs/libz.so", "size": 9, "sha256": "s", "origin": True}]}
+    own = {"layer": 2, "files": [{"path": "b.libs/libz.so", "size": 9, "sha256": "s", "origin": False},
+                                 {"path": "a.libs/libz.so.1", "size": 9, "sha256": "s", "origin": False}]}
+    assert dedupe.plan_links([own, below]) == {2: [["a.libs/libz.so.1", "a.libs/libz.so"]], 1: []}
+    assert dedupe.plan_links([own]) == {2: []}   # nothing below: nothing to link to

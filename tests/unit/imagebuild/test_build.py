@@ -101,3 +101,35 @@ def test_a_missing_arm64_base_is_one_error_naming_the_command_that_makes_it(monk
     err = caught.value
     assert err.where == "base image" and "bookworm-slim (arm64) is not in the engine" in err.problem
     assert err.fix.endswith("invoke base --os debian12 --arch arm64")
+
+
+class _Proc:
+    def __init__(self, lines: list[str], code: int) -> None:
+        self.stdout, self.code = iter(lines), code
+
+    def wait(self) -> int:
+        return self.code
+
+
+@pytest.mark.parametrize("first", ["flake", "other"])
+def test_buildkit_s_flightcontrol_timeout_runs_the_build_once_more_and_nothing_else_does(first, tmp_path, monkeypatch):
+    """Engine 20.10's BuildKit can fail a step of many in flight on one source (moby/buildkit#1822):
+    the build runs once more, and says so in its log; any other failure stops at once."""
+    from rapidship.engine import ENGINE
+    from rapidship.errors import RapidshipError
+    from rapidship.imagebuild import buildkit
+
+    said = {"flake": f"#9 ERROR: executor failed running [x]: {buildkit.BUILDKIT_FLAKE}\n",
+            "other": "#9 ERROR: executor failed running [x]: exit code: 1\n"}
+    runs = [_Proc(["#9 [env-3 1/1] RUN x\n", said[first]], 1), _Proc(["#9 [env-3 1/1] RUN x\n", said[first]], 1),
+            _Proc(["#9 [env-3 1/1] RUN x\n", said["other"]], 1), _Proc(["#9 [env-3 1/1] RUN x\n", said["other"]], 1)]
+    monkeypatch.setattr(ENGINE, "buildkit_cli", lambda: "docker")
+    monkeypatch.setattr(ENGINE, "build_process", lambda cmd, env: runs.pop(0))
+    plan = buildkit.BuildPlan(variant="v", arch="amd64", ref="r", name="r", context=str(tmp_path), labels={},
+                              secret_ids=())
+    log = tmp_path / "build.log"
+    with pytest.raises(RapidshipError, match="docker build failed"):
+        buildkit.build(plan, buildkit.BuildSecrets(), None, log)
+    again = log.read_text().count("running the build once more")
+    # a flake: at most BUILDKIT_RUNS runs in all (here the third fails otherwise); other failures: one
+    assert again == (2 if first == "flake" else 0) and len(runs) == (1 if first == "flake" else 3)

@@ -1,6 +1,6 @@
 """Builder side: one planned layer of a pip env, made in its own stage, into a folder laid out as the prefix.
 
-    python3.11 install_layer.py --prefix /opt/rapids --out /out/env --records /out/records \
+    python3.11 install_layer.py --prefix /opt/rapids --out /out/layers/compiled/numpy --records /out/records \
         --trims /tmp/builder/trims.json [--lock /tmp/part/requirements-amd64.txt --arch amd64 \
         --python-version 3.11 --glibc-minor 36]
 

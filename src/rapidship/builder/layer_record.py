@@ -3,12 +3,13 @@
 A patch of one package should rebuild and ship that package's bytes, not the env: the render plans
 the env's layers per distribution from the lock (render/layer_plan.py: large distributions alone,
 small ones grouped by kind) and gives each layer its own builder stage, which installs only that
-layer's wheels into a folder of its own (/out/env, laid out as the env's prefix). BuildKit keys a
+layer's wheels into a folder of its own (/out/layers/<layer>, laid out as the prefix). BuildKit keys a
 stage by its inputs, so a one-package patch re-runs one stage; the runtime copies each stage's
 folder onto the prefix, one image layer each, and the normaliser gives every file one fixed time,
 so a layer whose files did not change is the same layer, byte for byte, in the next release.
 
-    python3.11 layer_record.py measure --prefix /out/env --layer cuda/nvidia-cublas-cu12 --out /out/records/layer.json
+    python3.11 layer_record.py measure --prefix /out/layers/cuda/nvidia-cublas-cu12 --layer cuda/nvidia-cublas-cu12 \
+        --out /out/records/layer.json
     python3.11 layer_record.py merge --plan layer-plan.json --out /out/rapidship-layers.json /parts/1 /parts/2 ...
 
 `measure` counts one layer's files and bytes, in total and per distribution (the dist-info RECORD

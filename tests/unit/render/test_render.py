@@ -216,8 +216,9 @@ def test_the_env_layers_are_the_plan_render_writes_from_the_lock(tmp_path):
         rec = render(MATRIX.variants[vid], out_root=tmp_path)
         text = Path(rec.dockerfile).read_text()
         plan = json.loads((Path(rec.out_dir) / "builder" / "layer-plan.json").read_text())
-        copies = [line.split()[1] for line in text.splitlines() if line.startswith("COPY --from=env-") and "/out/env/" in line]
-        assert copies == [f"--from=env-{n}" for n in range(1, len(plan["layers"]) + 1)]
+        copies = [line.split()[1:3] for line in text.splitlines() if line.startswith("COPY --from=env-") and "/out/layers/" in line]
+        # the source path names the layer: the image's history (created_by) keeps it, --from it drops
+        assert copies == [[f"--from=env-{n}", f"/out/layers/{layer['name']}/"] for n, layer in enumerate(plan["layers"], 1)]
         # each layer's stage installs its own part of the lock, and every line of each arch's lock is in one part
         parts = [line.split()[1] for line in text.splitlines() if line.startswith("COPY lock/parts/")]
         assert parts == [f"lock/parts/{layer['name']}/" for layer in plan["layers"][:-1]]

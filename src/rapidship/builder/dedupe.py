@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import sys
+from typing import Iterator
 
 MIN_BYTES = 64 * 1024
 
@@ -50,15 +51,21 @@ def digest(path: str) -> str:
     return h.hexdigest()
 
 
-def plan(prefix: str) -> list[tuple[str, str]]:
-    """(copy to replace, file it will link to), for every byte-identical copy in `prefix`."""
-    by_size: dict[int, list[str]] = {}
+def large_files(prefix: str) -> Iterator[tuple[str, int]]:
+    """(path, size) of every regular file of MIN_BYTES or more under `prefix`, in a fixed order."""
     for root, dirs, files in os.walk(prefix):
         dirs.sort()
         for name in sorted(files):
             path = os.path.join(root, name)
-            if not os.path.islink(path) and os.path.isfile(path) and os.path.getsize(path) >= MIN_BYTES:
-                by_size.setdefault(os.path.getsize(path), []).append(path)
+            if not os.path.islink(path) and os.path.isfile(path) and (size := os.path.getsize(path)) >= MIN_BYTES:
+                yield path, size
+
+
+def plan(prefix: str) -> list[tuple[str, str]]:
+    """(copy to replace, file it will link to), for every byte-identical copy in `prefix`."""
+    by_size: dict[int, list[str]] = {}
+    for path, size in large_files(prefix):
+        by_size.setdefault(size, []).append(path)
     links = []
     for paths in by_size.values():
         if len(paths) < 2:
@@ -79,15 +86,8 @@ def plan(prefix: str) -> list[tuple[str, str]]:
 def index(prefix: str, layer: int) -> dict:
     """The layer's regular files a copy in a layer above could link to: path, size, sha256, and
     whether it loads its neighbours by `$ORIGIN` (then only a copy in its own folder may link to it)."""
-    files = []
-    for root, dirs, names in os.walk(prefix):
-        dirs.sort()
-        for name in sorted(names):
-            path = os.path.join(root, name)
-            if not os.path.islink(path) and os.path.isfile(path) and os.path.getsize(path) >= MIN_BYTES:
-                files.append({"path": os.path.relpath(path, prefix), "size": os.path.getsize(path),
-                              "sha256": digest(path), "origin": origin_dependent(path)})
-    return {"layer": layer, "files": files}
+    return {"layer": layer, "files": [{"path": os.path.relpath(path, prefix), "size": size, "sha256": digest(path),
+                                       "origin": origin_dependent(path)} for path, size in large_files(prefix)]}
 
 
 def plan_links(indexes: list[dict]) -> dict[int, list[list[str]]]:
@@ -170,19 +170,14 @@ def main(argv: list[str] | None = None) -> int:
         _save(args.out, record)
         print(f"dedupe: {len(rows)} copies linked to layers below, {sum(r['bytes'] for r in rows):,} bytes saved")
         return 0
-    links = plan(args.prefix)
-    saved = 0
-    for path, keep in links:
-        saved += os.path.getsize(path)
-        os.unlink(path)
-        os.symlink(os.path.relpath(keep, os.path.dirname(path)), path)
-    record = {"schema_version": 1, "linked": len(links), "saved_bytes": saved,
-              "links": [{"path": os.path.relpath(p, args.prefix), "to": os.path.relpath(k, args.prefix)}
-                        for p, k in links]}
-    _save(args.out, record)
+    rows = link(args.prefix, [[os.path.relpath(p, args.prefix), os.path.relpath(k, args.prefix)]
+                              for p, k in plan(args.prefix)])
+    saved = sum(r["bytes"] for r in rows)
+    _save(args.out, {"schema_version": 1, "linked": len(rows), "saved_bytes": saved,
+                     "links": [{"path": r["path"], "to": r["to"]} for r in rows]})
     if args.index:
         _save(args.index, index(args.prefix, args.layer))
-    print(f"dedupe: {len(links)} copies linked, {saved:,} bytes saved")
+    print(f"dedupe: {len(rows)} copies linked, {saved:,} bytes saved")
     return 0
 
 

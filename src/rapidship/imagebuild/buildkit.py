@@ -184,6 +184,7 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
         files = write_secret_files(secrets, Path(tmp))
         cmd = build_command(plan, cli, files)
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        hidden = secrets.values()
         with open(log_path, "w") as log:
             for attempt in range(BUILDKIT_RUNS):
                 steps.clear()
@@ -192,7 +193,6 @@ def build(plan: BuildPlan, secrets: BuildSecrets, variant: Variant, log_path: Pa
                 log.flush()
                 proc = ENGINE.build_process(cmd, env)
                 assert proc.stdout is not None
-                hidden = secrets.values()
                 flake = False
                 for line in proc.stdout:  # pip and conda print index URLs: tokens never reach the log
                     line = scrub(line, hidden) if hidden else line

@@ -23,11 +23,12 @@ from support.commands import ROOT
 SCRIPT = ROOT / "src" / "rapidship" / "builder" / "install_layer.py"
 SITE = "lib/python3.11/site-packages"
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+SUITE = b"def test_it():\n    pass\n"   # a test suite the wheel ships: the trims take it
 TRIMS = [{"pattern": "*/site-packages/*/tests", "why": "test suites"}, {"pattern": "*.a", "why": "static libraries"}]
 
 
 def _wheel(folder: Path, name: str) -> Path:
-    files = {f"{name}/__init__.py": b"def f():\n    return 1\n", f"{name}/tests/test_it.py": b"assert True\n",
+    files = {f"{name}/__init__.py": b"def f():\n    return 1\n", f"{name}/tests/test_it.py": SUITE,
              f"{name}/lib/libx.a": b"!<arch>\n", f"{name}-1.0.data/scripts/{name}-tool": b"#!python\nprint(1)\n",
              f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode(),
              f"{name}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
@@ -71,7 +72,7 @@ def test_a_layer_s_wheels_land_laid_out_as_the_prefix_trimmed_and_compiled_for_i
     assert (env / "bin" / "alpha-tool").is_file() and not (site / "bin").exists()   # where a venv has scripts
     assert not (site / "alpha" / "tests").exists() and not (site / "beta" / "lib" / "libx.a").exists()
     record = json.loads((tmp_path / "out" / "records" / "trims.json").read_text())
-    assert record["patterns"]["*/site-packages/*/tests"] == 2 * len(b"assert True\n")
+    assert record["patterns"]["*/site-packages/*/tests"] == 2 * len(SUITE)
     assert record["patterns"]["*.a"] == 2 * len(b"!<arch>\n") and record["why"]["*.a"] == "static libraries"
     pyc = next((site / "alpha" / "__pycache__").glob("__init__.*.pyc"))
     code = marshal.loads(pyc.read_bytes()[16:])

@@ -12,20 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from pathlib import Path
 
-from . import fatbin as F
-from .files import SCHEMA_VERSION
+from .files import SCHEMA_VERSION, _summed
 
 _ARCH_TOTALS = ("arch_before", "arch_after")
-
-
-def _summed(dicts: list[dict]) -> Counter:
-    out: Counter = Counter()
-    for d in dicts:
-        out.update(d)
-    return out
 
 
 def merge(records: list[dict]) -> dict:
@@ -34,15 +25,14 @@ def merge(records: list[dict]) -> dict:
     if len(keeps) != 1:
         raise ValueError(f"the layers' records keep different GPUs: {sorted(keeps)}")
     totals = {key: sum(r["totals"][key] for r in records) for key in records[0]["totals"] if key not in _ARCH_TOTALS}
-    totals.update({key: dict(sorted(_summed([r["totals"][key] for r in records]).items())) for key in _ARCH_TOTALS})
+    totals.update({key: dict(sorted(_summed(r["totals"][key] for r in records).items())) for key in _ARCH_TOTALS})
     out = {"schema_version": SCHEMA_VERSION, "keep": list(keeps.pop()), "totals": totals,
            "wheels": [w for r in records for w in r.get("wheels") or []],
            "files": sorted((f for r in records for f in r["files"]), key=lambda f: f["path"])}
     if censuses := [r["census"] for r in records if "census" in r]:
-        by_arch = _summed([c["for_no_listed_gpu_by_arch"] for c in censuses])
         out["census"] = {**{key: sum(c[key] for c in censuses) for key in
                             ("files_with_device_code", "copies_counted_once", "container_bytes", "for_no_listed_gpu_bytes")},
-                         "for_no_listed_gpu_by_arch": dict(sorted(by_arch.items(), key=lambda kv: F._label_key(kv[0]))),
+                         "for_no_listed_gpu_by_arch": _summed(c["for_no_listed_gpu_by_arch"] for c in censuses),
                          "left": sorted((f for c in censuses for f in c["left"]), key=lambda f: (-f["bytes"], f["path"]))}
     return out
 

@@ -6,13 +6,14 @@
 ARG BUILDER_BASE=harbor.example.internal/dockerhub/library/python:3.11-slim-bookworm
 ARG RUNTIME_BASE=harbor.example.internal/dockerhub/library/ubuntu:22.04
 
-# ---- builder: conda env from the lock, packed with conda-pack ----
+# ---- builder: the installer tools; each env layer below is installed from its part of the conda lock
+#      and packed with conda-pack ----
 FROM ${BUILDER_BASE} AS builder
 ARG TARGETARCH
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-COPY lock/ /tmp/lock/
-COPY builder/install_lock.py builder/measure_trims.py /tmp/builder/
-# Installer tools (py-rattler, conda-pack) come from the pinned, hashed tools lock.
+COPY lock/tools.txt /tmp/lock/tools.txt
+COPY builder/install_lock.py builder/pack_layer.py builder/measure_trims.py builder/trims.json /tmp/builder/
+# Installer tools (py-rattler, conda-pack; cuobjdump for the pruner) come from the pinned, hashed tools lock.
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
@@ -22,58 +23,37 @@ RUN --mount=type=secret,id=cacert,required=false \
  && python3 -m venv /opt/installer \
  && /opt/installer/bin/pip install --no-deps --require-hashes --only-binary=:all: --disable-pip-version-check \
       -r /tmp/lock/tools.txt
-# Install into a long build prefix, then let conda-pack rewrite text and binary prefixes to /opt/rapids.
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=secret,id=conda-channels,required=false \
-    --mount=type=cache,target=/root/.cache/rapidship-conda,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && /opt/installer/bin/python /tmp/builder/install_lock.py --lock /tmp/lock/conda-${TARGETARCH}.lock \
-      --prefix /opt/rapidship-build/envs/placeholder-prefix-for-relocation --channels-secret /run/secrets/conda-channels \
- && /opt/installer/bin/python /tmp/builder/measure_trims.py --prefix /opt/rapidship-build/envs/placeholder-prefix-for-relocation --style pack \
-      --trim '*.a' 'static libraries: read only when building against the library, never by a running env' \
-      --trim 'include/*' 'C and C++ headers: read only when building against the library, never by a running env' \
-      --trim 'pkgs/*' 'the package cache conda installed from' \
-      --trim 'conda-meta/*.json.bak' 'backup copies of the conda package records' \
-      --trim 'share/doc/*' 'documentation' \
-      --trim 'share/man/*' 'manual pages' \
-      --trim 'share/info/*' 'info pages' \
-      --trim 'share/gtk-doc/*' 'documentation' \
-      --trim 'lib/python*/site-packages/*/tests/*' 'test suites of the packages' \
-      --trim 'lib/cmake/*' 'CMake package files: read only when building against the library, never by a running env' \
-      --trim 'lib/pkgconfig/*' 'pkg-config files: read only when building against the library, never by a running env' \
-      --trim 'share/pkgconfig/*' 'pkg-config files: read only when building against the library, never by a running env' \
-      --trim 'CACHEDIR.TAG' 'a cache marker' \
-      --out /out/rapidship-trims.json \
- && /opt/installer/bin/conda-pack --prefix /opt/rapidship-build/envs/placeholder-prefix-for-relocation --dest-prefix /opt/rapids \
-      --compress-level 0 --output /tmp/env.tar --quiet \
-      --exclude '*.a' \
-      --exclude 'include/*' \
-      --exclude 'pkgs/*' \
-      --exclude 'conda-meta/*.json.bak' \
-      --exclude 'share/doc/*' \
-      --exclude 'share/man/*' \
-      --exclude 'share/info/*' \
-      --exclude 'share/gtk-doc/*' \
-      --exclude 'lib/python*/site-packages/*/tests/*' \
-      --exclude 'lib/cmake/*' \
-      --exclude 'lib/pkgconfig/*' \
-      --exclude 'share/pkgconfig/*' \
-      --exclude 'CACHEDIR.TAG' \
- && mkdir -p /out/opt/rapids && tar -xf /tmp/env.tar -C /out/opt/rapids && rm /tmp/env.tar
-# ---- device code pruned to gpu_archs 80,90: each rewritten library proven against its
-#      original and listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole ----
-COPY builder/prune/ /tmp/builder/prune/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/rapidship-prune.json /out/opt/rapids
+# ---- env layer env ----
+FROM builder AS env-1-made
+ARG TARGETARCH
+RUN /opt/installer/bin/python /tmp/builder/pack_layer.py --rest --out /out/layers/env --records /out/records \
+      --trims /tmp/builder/trims.json
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    /opt/installer/bin/python /mnt/dedupe.py --prefix /out/layers/env --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 1
+# ---- every layer's large files, by content: each layer's copies of a file below, planned as links ----
+FROM builder AS env-index
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,from=env-1-made,source=/out/records,target=/parts/1 \
+    /opt/installer/bin/python /mnt/dedupe.py --plan-links /parts/*/big.json --out /out/links
+FROM env-1-made AS env-1
+RUN --mount=type=bind,from=env-index,source=/out/links/1.json,target=/mnt/links.json \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    /opt/installer/bin/python /mnt/dedupe.py --prefix /out/layers/env --links /mnt/links.json --out /out/records/dedupe.json \
+ && /opt/installer/bin/python /mnt/layer_record.py measure --prefix /out/layers/env --layer env --out /out/records/layer.json
+# ---- the env's records, from every layer's ----
+FROM builder AS env-records
+RUN --mount=type=bind,source=builder/layer-plan.json,target=/mnt/layer-plan.json \
+    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
+    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    --mount=type=bind,source=builder/prune,target=/mnt/prune \
+    --mount=type=bind,from=env-1,source=/out/records,target=/parts/1 \
+    mkdir -p /out \
+ && /opt/installer/bin/python /mnt/layer_record.py merge --plan /mnt/layer-plan.json --out /out/rapidship-layers.json /parts/* \
+ && /opt/installer/bin/python /tmp/builder/measure_trims.py --merge /parts/*/trims.json --out /out/rapidship-trims.json \
+ && /opt/installer/bin/python /mnt/dedupe.py --merge /parts/*/dedupe.json --out /out/rapidship-dedupe.json \
+ && PYTHONPATH=/mnt /opt/installer/bin/python -m prune.merge --record /out/rapidship-prune.json /parts/*/prune.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -97,9 +77,11 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
 
-COPY --from=builder /out/opt/rapids /opt/rapids
-COPY --from=builder /out/rapidship-trims.json /opt/rapidship/trims.json
-COPY --from=builder /out/rapidship-prune.json /opt/rapidship/prune.json
+COPY --from=env-1 /out/layers/env/ /opt/rapids/
+COPY --from=env-records /out/rapidship-layers.json /opt/rapidship/layers.json
+COPY --from=env-records /out/rapidship-trims.json /opt/rapidship/trims.json
+COPY --from=env-records /out/rapidship-prune.json /opt/rapidship/prune.json
+COPY --from=env-records /out/rapidship-dedupe.json /opt/rapidship/dedupe.json
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
 COPY runtime/rapidship-gpu-guard.pth runtime/sitecustomize.py /opt/rapids/lib/python3.11/site-packages/

@@ -24,6 +24,12 @@ _TOKEN_SEGMENT = re.compile(r"/t/[^/]+")
 _PLAIN_HOST = re.compile(r"^([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$")
 
 
+# A layer's part of a lock may carry python's record as a companion (render/layer_plan.py
+# conda_lock_parts): py-rattler reads the env's Python version from it to lay out `noarch: python`
+# packages, and, told to ignore it, neither fetches nor links it.
+COMPANION = "/nonexistent/companion"
+
+
 class LockInstallError(Exception):
     """One clear line for the build log; never carries a URL with credentials."""
 
@@ -166,18 +172,19 @@ def install(lock: Path, prefix: Path, mirrors: dict[str, str], cache: Path, plat
     if prefix.exists() and any(prefix.iterdir()):
         raise LockInstallError(f"prefix {prefix} is not empty: the lock installs into a fresh prefix")
     local = []
-    for record in records:
-        path = fetch_verified(record, mirror_url(record, mirrors), cache / "downloads")
+    for record in records:  # a companion (a layer's python) is read, never fetched nor linked
+        path = Path(COMPANION) if record.get("companion") else fetch_verified(record, mirror_url(record, mirrors), cache / "downloads")
         local.append(to_repodata_record(record, path))
     try:
         asyncio.run(rattler.install(local, target_prefix=str(prefix), cache_dir=str(cache / "rattler"),
                                     platform=rattler.Subdir(platform) if platform else None,
+                                    ignored_packages={r["name"] for r in records if r.get("companion")},
                                     execute_link_scripts=False, show_progress=False))
     except Exception as err:  # py-rattler raises its own exception types
         detail = " / ".join(line.strip() for line in str(err).splitlines() if line.strip())
         raise LockInstallError(f"py-rattler could not link the env into {prefix}: {detail}") from None
     _record_public_urls(prefix, {r["fn"]: r["url"] for r in records})
-    return len(records)
+    return sum(not r.get("companion") for r in records)
 
 
 def _record_public_urls(prefix: Path, urls: dict[str, str]) -> None:

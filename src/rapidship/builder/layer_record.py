@@ -12,8 +12,9 @@ so a layer whose files did not change is the same layer, byte for byte, in the n
         --out /out/records/layer.json
     python3.11 layer_record.py merge --plan layer-plan.json --out /out/rapidship-layers.json /parts/1 /parts/2 ...
 
-`measure` counts one layer's files and bytes, in total and per distribution (the dist-info RECORD
-that names a file; bytecode goes with its source; what no RECORD names counts to the layer only).
+`measure` counts one layer's files and bytes, in total and per distribution (the dist-info RECORD or
+conda-meta record that names a file; bytecode goes with its source; what none names counts to the
+layer only).
 `merge` writes the plan with those counts as the image's /opt/rapidship/layers.json, which `invoke
 size-report` shows. A layer holding a distribution its plan does not give it, or a planned layer
 without a record, is an error naming it, never a layer left out. Standard library only.
@@ -54,7 +55,9 @@ def record_paths(site: Path, record_text: str) -> list[Path]:
 
 
 def owners(prefix: Path) -> dict[Path, str]:
-    """Every file some RECORD names -> its distribution's name (the dist-info's Name)."""
+    """Every file some package names -> its package's name: a dist-info RECORD's (pip), or a
+    conda-meta record's `files` (conda), which decides where both name a file: the plan's names
+    are the conda packages' there. The one place the two formats' ownership differs."""
     found: dict[Path, str] = {}
     for record in sorted(prefix.glob("lib/python*/site-packages/*.dist-info/RECORD")):
         meta = record.parent / "METADATA"
@@ -62,6 +65,10 @@ def owners(prefix: Path) -> dict[Path, str]:
                              record.parent.name.rsplit("-", 1)[0])
         text = record.read_text(encoding="utf-8", errors="surrogateescape")
         found.update(dict.fromkeys(record_paths(record.parent.parent, text), name))
+    for meta in sorted(prefix.glob("conda-meta/*.json")):
+        record = json.loads(meta.read_text())
+        found.update(dict.fromkeys((Path(os.path.normpath(prefix / rel)) for rel in record.get("files", [])), record["name"]))
+        found[Path(os.path.normpath(meta))] = record["name"]  # its own record goes with it
     return found
 
 

@@ -21,10 +21,12 @@ from typing import Iterator
 
 import jinja2
 
+from rapidship.builder.install_lock import LockInstallError
 from rapidship.errors import ConfigError
 from rapidship.config.matrix import Flavour, Variant
 from rapidship.lock.sizes import sizes_path
-from rapidship.render.layer_plan import REST, LayerPlan, from_sizes, lock_parts, plan_layers
+from rapidship.render.layer_plan import (CONDA_REST, REST, LayerPlan, conda_lock_parts, from_conda_locks, from_sizes,
+                                         lock_parts, plan_layers)
 from rapidship.records import Rendered, save
 from rapidship.runtime.gpu_guard import PTH_LINE, PTH_NAME, SITECUSTOMIZE
 
@@ -38,12 +40,13 @@ PRUNER_SRC = BUILDER_SRC / "prune"
 PRUNER_FILES = ("__init__.py", "__main__.py", "census.py", "core.py", "elf.py", "fatbin.py", "files.py", "inplace.py",
                 "cuda_rule.py", "merge.py")  # stdlib only
 # Builder-side programs (stdlib, plus py-rattler for the installer), copied into the context's builder/.
-BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "measure_trims.py"), Flavour.pip: ("install_layer.py", "measure_trims.py", "target_layout.py", "trims.json")}
+BUILDER_PROGRAMS = {Flavour.conda: ("install_lock.py", "pack_layer.py", "measure_trims.py", "trims.json"),
+                    Flavour.pip: ("install_layer.py", "measure_trims.py", "target_layout.py", "trims.json")}
 # In builder/ too, bind-mounted by the steps that run them: no layer holds them, and a change to one
 # re-runs its own step only (never the env's install).
 MOUNTED_PROGRAMS = ("hash_pycs.py", "dedupe.py", "layer_record.py")
-LOCK_PARTS = "parts"  # pip flavour: lock/parts/<layer>/requirements-<arch>.txt, each layer stage's own lock
-TRIMS = "trims.json"  # pip flavour: VENV_TRIMS as data, in the context's builder/
+LOCK_PARTS = "parts"  # lock/parts/<layer>/<the arch's lock name>, each layer stage's own lock
+TRIMS = "trims.json"  # the flavour's trims as data (pip: VENV_TRIMS, conda: PACK_EXCLUDES), in the context's builder/
 LAYER_PLAN = "layer-plan.json"  # the env's layer plan, in the context's builder/ (render/layer_plan.py)
 
 PREFIX = "/opt/rapids"
@@ -121,8 +124,9 @@ class RenderContext:
     glibc_minor: int = 0  # pip flavour: wheels up to manylinux_2_<this> install
     builder_programs: tuple[str, ...] = ()  # builder/ files the install step copies
     gpu_archs_by_arch: dict[str, str] = field(default_factory=dict)  # a fleet per arch: {"arm64": "90,121"}
-    layer_parts: tuple[str, ...] = ()  # pip flavour: the env's layers in order (render/layer_plan.py)
-    rest_layer: str = REST  # the last of them: the venv itself, made by no wheel
+    layer_parts: tuple[str, ...] = ()  # the env's layers in order (render/layer_plan.py)
+    rest_layer: str = REST  # the last of them: the venv itself (pip), the env's history (conda)
+    builder_python: str = "python3"  # runs the builder's stdlib programs (dedupe, layer_record, measure_trims)
 
     @property
     def prune(self) -> bool:
@@ -135,6 +139,10 @@ class RenderContext:
             return self.gpu_archs
         cases = " ".join(f"{arch}) echo {archs} ;;" for arch, archs in self.gpu_archs_by_arch.items())
         return f'"$(case "${{TARGETARCH}}" in {cases} esac)"'
+
+    def trims(self, variant: Variant) -> tuple[Trim, ...]:
+        """What the builder trims: conda-pack's excludes, or the venv's find patterns."""
+        return self.pack_excludes if variant.flavour is Flavour.conda else self.venv_trims
 
     @property
     def runtime_stage(self) -> str:
@@ -203,12 +211,21 @@ def glibc_minor(variant: Variant) -> int:
 
 
 def plan_env_layers(variant: Variant, lock_bytes: dict[str, bytes], locks: Path = LOCKS) -> LayerPlan | None:
-    """Pip flavour: the env's layers, planned per distribution from the lock and its committed wheel
-    sizes (render/layer_plan.py); None for a conda env (one layer, conda-pack's) or no lock yet."""
+    """The env's layers, planned per package (render/layer_plan.py): a pip lock's distributions by
+    their committed wheel sizes (None before the lock exists), a conda env's packages by the sizes
+    its locks record (before they exist: the rest layer alone, so the Dockerfile still shows the
+    stages a lock fills)."""
     from rapidship.lock.sizes import read_sizes
 
+    if variant.flavour is Flavour.conda:
+        texts = [lock_bytes[n].decode() for n in sorted(lock_bytes) if n.startswith("conda-") and n.endswith(".lock")]
+        try:
+            packages = from_conda_locks(texts)
+        except LockInstallError as err:
+            raise ConfigError(f"conda lock of {variant.id}", str(err), f"run invoke lock --env {variant.env} again") from None
+        return plan_layers(packages, variant.layer_budget, rest=CONDA_REST)
     lock = lock_bytes.get("requirements.txt")
-    if variant.flavour is not Flavour.pip or lock is None:
+    if lock is None:
         return None
     return plan_layers(from_sizes(read_sizes(locks, variant.env, lock)), variant.layer_budget)
 
@@ -226,6 +243,9 @@ def make_context(variant: Variant, lock_bytes: dict[str, bytes], plan: LayerPlan
         glibc_minor=glibc_minor(variant),
         builder_programs=BUILDER_PROGRAMS[variant.flavour],
         layer_parts=plan.names if plan else (),
+        rest_layer=plan.rest if plan else REST,
+        # the conda builder's base python made the installer venv; the pip builder installs the variant's
+        builder_python="/opt/installer/bin/python" if variant.flavour is Flavour.conda else f"python{variant.python}",
     )
 
 
@@ -311,8 +331,11 @@ def _parts(variant: Variant, lock_bytes: dict[str, bytes], plan: LayerPlan) -> d
     out = {}
     for arch in variant.arches:
         name = arch_lock_name(variant, arch.value)
+        if name not in lock_bytes:  # a conda arch not locked yet: build refuses it before any step
+            continue
+        split = conda_lock_parts if variant.flavour is Flavour.conda else lock_parts
         try:
-            parts = lock_parts(lock_bytes[name].decode(), plan)
+            parts = split(lock_bytes[name].decode(), plan)
         except ValueError as err:
             raise ConfigError(f"lock/{name} of {variant.id}", f"{err}: the wheel sizes the plan is made from are "
                               "older than the lock", f"run invoke lock --env {variant.env} again") from None
@@ -334,9 +357,9 @@ def _write_context(dest: Path, variant: Variant, ctx: RenderContext, dockerfile:
         (dest / "lock" / name).write_text(text)
     (dest / "builder").mkdir()
     for name in BUILDER_PROGRAMS[variant.flavour] + MOUNTED_PROGRAMS:
-        if name == TRIMS:  # the pip flavour's trims as data for install_layer.py (what each removes, and why)
+        if name == TRIMS:  # the trims as data for the layer programs (what each removes, and why)
             (dest / "builder" / name).write_text(json.dumps([{"pattern": t.pattern, "why": t.why}
-                                                             for t in ctx.venv_trims], indent=1) + "\n")
+                                                             for t in ctx.trims(variant)], indent=1) + "\n")
         else:
             shutil.copy2(BUILDER_SRC / name, dest / "builder" / name)
     if plan is not None:  # bind-mounted by the records stage: a new plan re-runs that stage only

@@ -17,6 +17,11 @@ size: N and N+1 must plan alike for a delta to stay small, and a size order move
 patch changed a wheel's size a little (a test shows it). Groups of small ones lie on top of their
 kind, in name order.
 
+Both flavours share this plan (and every stage after it): a pip lock's distributions weigh their
+wheels (lock/sizes.py), a conda lock's packages their `.conda` files (the lock records each one's
+size); the two differ only in the rest layer (pip: the venv itself; conda: the env's own history) and
+in how a package's kind shows in its name or channel (`kind_of`).
+
 Pure core: `plan_layers(distributions, budget)`. The plan is data (`to_json`): render writes it into
 the build context (builder/layer-plan.json), splits each arch's lock by it (`lock_parts`: one
 requirements file per layer) and names one builder stage and one COPY per layer in the Dockerfile;
@@ -27,6 +32,7 @@ image keeps (/opt/rapidship/layers.json) and `invoke size-report` shows.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -36,6 +42,9 @@ FORMAT = 1
 # again, compressed): half a MB of wheels stays near 1 MB on a disc.
 GROUP_BYTES = 512 * 1024
 REST = "venv"  # the venv itself (bin/python, pyvenv.cfg) and whatever no RECORD names: always the last layer
+CONDA_REST = "env"  # conda: the env's own files no package names (conda-meta/history): always the last layer
+RESTS = {REST: "the venv itself (bin/, pyvenv.cfg) and files no RECORD names",
+         CONDA_REST: "the env's own files no package names (conda-meta/history)"}
 KINDS = {  # in layer order, the most bytes per patch first; why they are grouped apart
     "cuda": "changes with the CUDA release (NVIDIA's wheels)",
     "compiled": "compiled code, changes with its own releases",
@@ -44,6 +53,11 @@ KINDS = {  # in layer order, the most bytes per patch first; why they are groupe
 }
 _CUDA_BUILD = re.compile(r"-cu\d+$")
 _RAPIDS_PURE = {"dask-cuda", "rapids-dask-dependency", "rapids-logger", "distributed-ucxx", "dask-cudf"}
+# conda: NVIDIA's CUDA packages carry no -cuNN suffix (the cuda-version package pins their line), and a
+# channel says what a name cannot: rapidsai's packages move with the release train, nvidia's with CUDA
+_CONDA_CUDA = re.compile(r"^(cuda-|libcublas|libcufft|libcufile|libcurand|libcusolver|libcusparse|libnpp|libnvjitlink"
+                         r"|libnvjpeg|libnvfatbin|libnvvm|libnvptxcompiler|nccl$|libnccl)")
+CHANNEL_KINDS = {"rapidsai": "rapids", "rapidsai-nightly": "rapids", "nvidia": "cuda"}
 LEAST_BUDGET = len(KINDS) + 1  # one group per kind and the venv: any lock fits
 MOST_BUDGET = 80  # overlay2 refuses more than ~125 layers: room for the base's (imagebuild/base_layers.BUDGET) and the runtime's own
 
@@ -53,8 +67,9 @@ class Distribution:
     name: str      # canonical (PEP 503)
     version: str
     wheel_bytes: int
-    pure: bool
+    pure: bool     # pip: every wheel none-any; conda: noarch
     releases_per_year: int = 0  # lock/sizes.py: in the year before its series began
+    channel: str = ""  # conda: the lock's channel name (a kind by channel); pip: none
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,7 @@ class LayerPlan:
     layers: tuple[Layer, ...]
     budget: int
     group_bytes: int  # the limit the plan was made with (GROUP_BYTES, or more to fit the budget)
+    rest: str = REST
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -82,11 +98,13 @@ class LayerPlan:
 
     def to_json(self, sizes: str) -> dict:
         return {"format": FORMAT, "budget": self.budget, "group_bytes": self.group_bytes, "sizes": sizes,
-                "rest": REST, "layers": [layer.to_json() for layer in self.layers]}
+                "rest": self.rest, "layers": [layer.to_json() for layer in self.layers]}
 
 
-def kind_of(name: str, pure: bool) -> str:
-    if name.startswith(("nvidia-", "cuda-")):
+def kind_of(name: str, pure: bool, channel: str = "") -> str:
+    if channel in CHANNEL_KINDS:
+        return CHANNEL_KINDS[channel]
+    if name.startswith(("nvidia-", "cuda-")) or (channel and _CONDA_CUDA.match(name)):
         return "cuda"
     if _CUDA_BUILD.search(name) or name in _RAPIDS_PURE:
         return "rapids"
@@ -97,10 +115,10 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.0f} kB"
 
 
-def _layers(distributions: list[Distribution], limit: int) -> list[Layer]:
+def _layers(distributions: list[Distribution], limit: int, rest: str) -> list[Layer]:
     out: list[Layer] = []
     for kind, changes in KINDS.items():
-        mine = sorted((d for d in distributions if kind_of(d.name, d.pure) == kind), key=lambda d: d.name)
+        mine = sorted((d for d in distributions if kind_of(d.name, d.pure, d.channel) == kind), key=lambda d: d.name)
         out += [Layer(f"{kind}/{d.name}", kind, (d,), f"alone: {_mb(d.wheel_bytes)} wheel")
                 for d in sorted((d for d in mine if d.wheel_bytes > limit), key=lambda d: (d.releases_per_year, d.name))]
         groups: list[list[Distribution]] = []
@@ -111,19 +129,20 @@ def _layers(distributions: list[Distribution], limit: int) -> list[Layer]:
         out += [Layer(f"{kind}/small_{n}", kind, tuple(group),
                       f"grouped: {changes}; {_mb(sum(d.wheel_bytes for d in group))} of wheels in {len(group)}")
                 for n, group in enumerate(groups, 1)]
-    return out + [Layer(REST, REST, (), "the venv itself (bin/, pyvenv.cfg) and files no RECORD names")]
+    return out + [Layer(rest, rest, (), RESTS[rest])]
 
 
-def plan_layers(distributions: list[Distribution], budget: int, group_bytes: int = GROUP_BYTES) -> LayerPlan:
-    """Pure: the env's layers in order, at most `budget` of them (the venv's included)."""
+def plan_layers(distributions: list[Distribution], budget: int, group_bytes: int = GROUP_BYTES,
+                rest: str = REST) -> LayerPlan:
+    """Pure: the env's layers in order, at most `budget` of them (the rest layer included)."""
     if budget < LEAST_BUDGET:
         raise ValueError(f"a layer budget under {LEAST_BUDGET} cannot hold every kind")
     limit = group_bytes
-    layers = _layers(distributions, limit)
+    layers = _layers(distributions, limit, rest)
     while len(layers) > budget:
         limit *= 2
-        layers = _layers(distributions, limit)
-    return LayerPlan(tuple(layers), budget, limit)
+        layers = _layers(distributions, limit, rest)
+    return LayerPlan(tuple(layers), budget, limit, rest)
 
 
 def lock_parts(lock_text: str, plan: LayerPlan) -> dict[str, str]:
@@ -134,7 +153,7 @@ def lock_parts(lock_text: str, plan: LayerPlan) -> dict[str, str]:
     from rapidship.lock.sizes import canonical
 
     layer_of = {canonical(d.name): layer.name for layer in plan.layers for d in layer.distributions}
-    parts: dict[str, list[str]] = {layer.name: [] for layer in plan.layers if layer.name != REST}
+    parts: dict[str, list[str]] = {layer.name: [] for layer in plan.layers if layer.name != plan.rest}
     for block in lock_blocks(lock_text):
         head = block[0]
         if not head or head.startswith("#"):
@@ -150,3 +169,47 @@ def from_sizes(sizes: dict[str, dict]) -> list[Distribution]:
     """Pure: a wheel-sizes record's distributions (lock/sizes.py) -> the planner's input."""
     return [Distribution(name, d["version"], int(d["wheel_bytes"]), bool(d["pure"]), int(d.get("releases_per_year") or 0))
             for name, d in sorted(sizes.items())]
+
+
+def from_conda_locks(lock_texts: list[str]) -> list[Distribution]:
+    """Pure: the packages of a conda env's locks (one per arch) -> the planner's input: one plan
+    serves every arch of a Dockerfile, so a package weighs its largest file of any arch."""
+    from rapidship.builder.install_lock import read_lock
+
+    found: dict[str, Distribution] = {}
+    for text in lock_texts:
+        for rec in read_lock(text)[1]:
+            size = int(rec.get("size") or 0)
+            if rec["name"] not in found or size > found[rec["name"]].wheel_bytes:
+                found[rec["name"]] = Distribution(rec["name"], rec["version"], size, bool(rec.get("noarch")),
+                                                  int(rec.get("releases_per_year") or 0), rec["channel"])
+    return [found[name] for name in sorted(found)]
+
+
+def conda_lock_parts(lock_text: str, plan: LayerPlan) -> dict[str, str]:
+    """Pure: one arch's conda lock split into each planned layer's part (a lock of the layer's
+    packages). A part names only what its layer installs, so a re-lock that changes one package
+    changes one part: the lock's own header (its spec digest) stays out. A layer of `noarch: python`
+    packages without python gets python's record marked `"companion": true`: the installer reads the
+    env's Python version from it (site-packages, entry points) and installs nothing of it.
+    ValueError names a package no layer holds."""
+    from rapidship.builder.install_lock import LOCK_FORMAT, read_lock
+
+    header, records = read_lock(lock_text)
+    layer_of = {d.name: layer.name for layer in plan.layers for d in layer.distributions}
+    parts: dict[str, list[dict]] = {layer.name: [] for layer in plan.layers if layer.name != plan.rest}
+    for rec in records:
+        if rec["name"] not in layer_of:
+            raise ValueError(f"{rec['name']} is in the lock but in no planned layer")
+        parts[layer_of[rec["name"]]].append(rec)
+    python = next((r for r in records if r["name"] == "python"), None)
+    out = {}
+    for layer, mine in parts.items():
+        if not mine:
+            out[layer] = ""
+            continue
+        if python is not None and python not in mine and any(r.get("noarch") == "python" for r in mine):
+            mine = mine + [{**python, "companion": True}]
+        head = [f"# lock-format: {LOCK_FORMAT}", f"# platform: {header.get('platform', '')}", f"# layer: {layer}"]
+        out[layer] = "\n".join(head + [json.dumps(r, sort_keys=True) for r in mine]) + "\n"
+    return out

@@ -53,7 +53,7 @@ def _package(root: Path, out_dir: Path, index: dict, prefixed: dict[str, str]) -
 
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not str(p.relative_to(root)).startswith("info/"))
     info = root / "info"
-    info.mkdir()
+    info.mkdir(exist_ok=True)
     paths = []
     for rel in files:
         entry = {"_path": rel, "path_type": "hardlink", "sha256": _sha(root / rel), "size_in_bytes": (root / rel).stat().st_size}
@@ -113,6 +113,58 @@ def build_channel(channel: Path, work: Path, subdir: str = "linux-64") -> list[P
     return made
 
 
+def _blob(seed: str, size: int) -> bytes:
+    """Incompressible bytes (a package's size on a disc is its bytes), the same for the same seed."""
+    out, block = bytearray(), seed.encode()
+    while len(out) < size:
+        block = hashlib.sha256(block).digest()
+        out += block
+    return bytes(out[:size])
+
+
+SHARED = _blob("shared", 96 * 1024)  # one file two packages carry: the upper layer's copy links down
+BIG = 640 * 1024  # over the plan's group limit (512 KiB of package): a layer of its own
+
+
+def add_layered_packages(channel: Path, work: Path, big_version: str = "1.0", subdir: str = "linux-64",
+                         only_big: bool = False, seed: str = "") -> None:
+    """More packages beside build_channel's, for an env the layer plan splits: rtest-big and
+    rtest-twin (each over the group limit: a layer of its own; both carry SHARED), a stand-in python
+    3.11 (its record gives noarch packages their site-packages; its bin/python3.11 is a shell script
+    that names what it runs, so a relocated shebang shows), and rtest-pylib (noarch: python, with an
+    entry point the installer writes). `only_big`: just rtest-big at `big_version`, a patch (a package
+    made again differs in its archive's times, so the others are left as they are). `seed` makes the
+    blobs this run's own, so no engine's cache holds a step that reads them. Re-indexes."""
+    for name, version in (("rtest-big", big_version), ("rtest-twin", "1.0"))[:1 if only_big else 2]:
+        root = work / f"{name}-{version}"
+        (root / f"share/{name}").mkdir(parents=True)
+        (root / f"share/{name}/blob.bin").write_bytes(_blob(f"{seed}{name}-{version}", BIG))
+        (root / f"share/{name}/shared.bin").write_bytes(SHARED)
+        _package(root, channel / subdir, {"name": name, "version": version, "build": "h0_0", "build_number": 0,
+                                          "subdir": subdir, "depends": [], "license": "Apache-2.0"}, {})
+    if only_big:
+        index_channel(channel)
+        return
+    python = work / "python-3.11.2"
+    (python / "bin").mkdir(parents=True)
+    (python / "lib/python3.11").mkdir(parents=True)
+    (python / "lib/python3.11/os.py").write_text("# the stand-in's landmark\n")
+    (python / "bin/python3.11").write_text('#!/bin/sh\necho "stand-in python $*"\n')
+    (python / "bin/python3.11").chmod(0o755)
+    _package(python, channel / subdir, {"name": "python", "version": "3.11.2", "build": "h0_0_cpython", "build_number": 0,
+                                        "subdir": subdir, "depends": [], "license": "PSF-2.0"}, {})
+    pylib = work / "rtest-pylib"
+    (pylib / "site-packages/rtest_pylib").mkdir(parents=True)
+    (pylib / "site-packages/rtest_pylib/__init__.py").write_text("def main():\n    print('rtest-pylib')\n")
+    (pylib / "info").mkdir()
+    (pylib / "info/link.json").write_text(json.dumps({"noarch": {"type": "python", "entry_points": ["rtest-py = rtest_pylib:main"]},
+                                                      "package_metadata_version": 1}))
+    _package(pylib, channel / "noarch", {"name": "rtest-pylib", "version": "1.0", "build": "pyh0_0", "build_number": 0,
+                                         "subdir": "noarch", "noarch": "python", "depends": ["python >=3.11,<3.12"],
+                                         "license": "Apache-2.0"}, {})
+    index_channel(channel)
+
+
 def index_channel(channel: Path) -> None:
     from rattler.index import index_fs
 
@@ -143,6 +195,16 @@ oses:
 axes:
   cuda: ["cpu"]
   os: [debian12]
+"""
+# The same, with the packages add_layered_packages makes: an env of five layers.
+TEST_ENV_LAYERED = """flavour: conda
+channels: [rtest]
+pin: []          # python comes from the spec here: the stand-in, not the variant's line
+requirements:
+  - rtest-hello 1.0.*
+  - rtest-big
+  - rtest-twin
+  - rtest-pylib
 """
 TEST_ENV = """flavour: conda
 channels: [rtest]

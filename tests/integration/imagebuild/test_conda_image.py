@@ -5,11 +5,19 @@ call), with a test variants file (a conda variant on debian12, so the locally bo
 work) and a channel of real `.conda` packages served on 127.0.0.1. The builder reaches it with
 `--network host` (the build option for mirrors on the build machine). The mirror URL carries
 credentials, which must reach neither the lock, the image, its history nor the build log.
+
+The env is planned in layers as a pip env is (two packages over the group limit alone, the small
+ones grouped by kind, the env's history last): each layer installed and packed by conda-pack in its
+own stage, relocated on its own, a copy of a lower layer's file linked down; then one package is
+patched and only its layer's stages run again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
+import re
 import shutil
 from dataclasses import replace
 import subprocess
@@ -19,7 +27,8 @@ import pytest
 
 from support.channel_server import serve
 from support.commands import invoke
-from support.local_channel import DATA_TEXT, PLACEHOLDER, TEST_ENV, TEST_VARIANTS, build_channel
+from support.local_channel import (DATA_TEXT, PLACEHOLDER, SHARED, TEST_ENV_LAYERED, TEST_VARIANTS,
+                                   add_layered_packages, build_channel)
 
 from support.commands import ROOT  # noqa: E402
 
@@ -29,16 +38,38 @@ from rapidship.lock.conda import lock_conda  # noqa: E402
 from rapidship.lock.pip import load_env_spec  # noqa: E402
 from rapidship.config.matrix import Arch, load_matrix  # noqa: E402
 from rapidship.render.dockerfile import BUILD_PREFIX, PREFIX, render  # noqa: E402
-from rapidship.image import exported_members as iter_export  # noqa: E402
+from rapidship.image import exported_members as iter_export, saved_image  # noqa: E402
+from rapidship.imagebuild.normalise import layer_steps  # noqa: E402
 from rapidship.imagebuild.size_report import report  # noqa: E402
 
 pytestmark = pytest.mark.docker
 USER, PASSWORD = "mirror-robot", "pw-7f3a9c1e"
 
 
+def _project(work: Path, name: str):
+    (work / "variants.yaml").write_text(TEST_VARIANTS.format(image=name))
+    (work / "envs").mkdir()
+    (work / "envs/rtest.yaml").write_text(TEST_ENV_LAYERED)
+    (work / "locks").mkdir()
+    shutil.copy(ROOT / "locks/tools.txt", work / "locks/tools.txt")
+    matrix = load_matrix(work / "variants.yaml")
+    return matrix, matrix.get("cpu-debian12")
+
+
+def _lock_and_build(work: Path, channel: Path, matrix, variant, log: Path, port: int):
+    mirror = f"http://{USER}:{PASSWORD}@127.0.0.1:{port}/rtest"
+    [lock] = lock_conda(load_env_spec("rtest", work / "envs"), matrix, [mirror], work / "locks")
+    rendered = render(variant, out_root=work / "build", locks=work / "locks")
+    secrets = BuildSecrets.from_flags(None, None, [mirror])
+    plan = plan_build(variant, Arch.amd64, rendered, secrets, network="host", epoch=1796000000)
+    # the bases this run made, as `invoke build` takes them (its base records, not a shared name)
+    plan = replace(plan, base_args=local_base_args(variant, Arch.amd64, Workspace(ROOT / "build")))
+    return build(plan, secrets, variant, log), lock.read_text(), Path(rendered.dockerfile).read_text()
+
+
 @pytest.fixture(scope="module")
-def conda_image(engine, tmp_path_factory):
-    """Build the test conda variant once; yield (BuiltImage, build log text, lock text)."""
+def conda_project(engine, tmp_path_factory):
+    """The test conda variant's project, channel and server; the image's name is removed at the end."""
     import uuid
 
     invoke("base", "--os", "debian12")
@@ -47,25 +78,22 @@ def conda_image(engine, tmp_path_factory):
     channel = work / "channel"
     build_channel(channel / "rtest", work / "pkgwork")
     name = f"rapidship-test-{uuid.uuid4().hex[:10]}/conda"
-    (work / "variants.yaml").write_text(TEST_VARIANTS.format(image=name))
-    (work / "envs").mkdir()
-    (work / "envs/rtest.yaml").write_text(TEST_ENV)
-    (work / "locks").mkdir()
-    shutil.copy(ROOT / "locks/tools.txt", work / "locks/tools.txt")
-    matrix = load_matrix(work / "variants.yaml")
-    variant = matrix.get("cpu-debian12")
+    add_layered_packages(channel / "rtest", work / "pkgwork", seed=name)
+    matrix, variant = _project(work, name)
     with serve(channel, user=USER, password=PASSWORD) as (port, seen):
-        mirror = f"http://{USER}:{PASSWORD}@127.0.0.1:{port}/rtest"
-        [lock] = lock_conda(load_env_spec("rtest", work / "envs"), matrix, [mirror], work / "locks")
-        rendered = render(variant, out_root=work / "build", locks=work / "locks")
-        secrets = BuildSecrets.from_flags(None, None, [mirror])
-        plan = plan_build(variant, Arch.amd64, rendered, secrets, network="host", epoch=1796000000)
-        # the bases this run made, as `invoke build` takes them (its base records, not a shared name)
-        plan = replace(plan, base_args=local_base_args(variant, Arch.amd64, Workspace(ROOT / "build")))
-        built = build(plan, secrets, variant, work / "build.log")
+        yield work, channel, matrix, variant, port, seen
+    for ref in subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}", name], capture_output=True,
+                              text=True, check=False).stdout.split():
+        subprocess.run(["docker", "rmi", "-f", ref], capture_output=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def conda_image(conda_project):
+    """Build the test conda variant once; yield (BuiltImage, build log text, lock text, Dockerfile)."""
+    work, channel, matrix, variant, port, seen = conda_project
+    built, lock, dockerfile = _lock_and_build(work, channel, matrix, variant, work / "build.log", port)
     assert any(p.endswith(".conda") for p in seen), "the builder did not fetch from the mirror"
-    yield built, (work / "build.log").read_text(), lock.read_text(), Path(rendered.dockerfile).read_text()
-    subprocess.run(["docker", "rmi", "-f", built.ref], capture_output=True, check=False)
+    return built, (work / "build.log").read_text(), lock, dockerfile
 
 
 def _run(ref: str, *args: str, user: str | None = None) -> subprocess.CompletedProcess:
@@ -132,3 +160,95 @@ def test_size_report_reads_the_trims_the_builder_measured(conda_image):
     assert rep.trims["patterns"]["*.a"] == 8 + 4096
     assert any(p.path == "/opt/rapids/bin/rtest-hello" for p in rep.largest_files)
     assert [p.bytes for p in rep.largest_files] == sorted((p.bytes for p in rep.largest_files), reverse=True)
+
+
+def _env_layers(ref: str) -> dict[str, str]:
+    """Each env layer's diff_id, by the planned layer its COPY names (the history the delta-cost
+    table and the normaliser read)."""
+    config = next(json.load(stream) for kind, _, stream in saved_image(ref) if kind == "config")
+    named = [re.search(r"/out/layers/(\S+?)/ /opt/rapids/", step) for step in layer_steps(config)]
+    return {m.group(1): diff_id for m, diff_id in zip(named, config["rootfs"]["diff_ids"]) if m}
+
+
+def _plan(conda_project) -> dict:
+    work, _, _, variant, _, _ = conda_project
+    return json.loads((work / "build" / variant.id / "builder" / "layer-plan.json").read_text())
+
+
+def test_the_env_is_planned_per_package_and_each_layer_is_its_own_image_layer(conda_image, conda_project):
+    built = conda_image[0]
+    plan = _plan(conda_project)
+    layers = {layer["name"]: sorted(d["name"] for d in layer["distributions"]) for layer in plan["layers"]}
+    assert layers == {"compiled/rtest-big": ["rtest-big"], "compiled/rtest-twin": ["rtest-twin"],
+                      "compiled/small_1": ["python", "rtest-hello"], "python/small_1": ["rtest-data", "rtest-pylib"],
+                      "env": []}
+    assert list(layers)[-1] == "env" and plan["rest"] == "env"
+    history = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", built.ref],
+                             capture_output=True, text=True, check=True).stdout
+    for name in layers:  # one COPY, so one image layer, per planned layer
+        assert history.count(f"/out/layers/{name}/ /opt/rapids/") == 1, name
+    held = _run(built.ref, "cat", "/opt/rapidship/layers.json")
+    kept = {layer["name"]: layer for layer in json.loads(held.stdout)["layers"]}
+    for layer in kept.values():  # every package's files counted in its own layer (conda-meta names them)
+        for d in layer["distributions"]:
+            assert d["files"] > 0, (layer["name"], d)
+    assert kept["env"]["files"] == 1   # conda-meta/history, once for the env
+
+
+def test_every_layer_is_relocated_on_its_own(conda_image):
+    """The relocation test per layer: no layer's bytes name the build prefix, each package's
+    conda-meta record lies in its layer, the noarch entry point's shebang is the env's python."""
+    built = conda_image[0]
+    metas: dict[str, list[str]] = {}
+    for kind, entry, stream in saved_image(built.ref):
+        if kind != "file" or entry is None or not entry.path.startswith("/opt/rapids/"):
+            continue
+        data = stream.read() if stream is not None else b""
+        assert BUILD_PREFIX.encode() not in data, f"{entry.path} in layer {entry.layer}"
+        if entry.path.startswith("/opt/rapids/conda-meta/") and entry.path.endswith(".json"):
+            metas.setdefault(entry.layer, []).append(json.loads(data)["name"])
+    assert sorted(sorted(names) for names in metas.values()) == [
+        ["python", "rtest-hello"], ["rtest-big"], ["rtest-data", "rtest-pylib"], ["rtest-twin"]]
+    script = _run(built.ref, "head", "-1", f"{PREFIX}/bin/rtest-py")
+    assert script.stdout == f"#!{PREFIX}/bin/python3.11\n"   # written by the installer, rewritten by conda-pack
+    ran = _run(built.ref, "rtest-py", user="4242:0")
+    assert ran.returncode == 0 and ran.stdout.startswith(f"stand-in python {PREFIX}/bin/rtest-py"), ran
+    pyc = _run(built.ref, "ls", f"{PREFIX}/lib/python3.11/site-packages/rtest_pylib/__pycache__")
+    assert pyc.stdout.split() == ["__init__.cpython-311.pyc"]   # compiled as conda compiles noarch sources
+
+
+def test_a_copy_of_a_lower_layers_file_links_down(conda_image):
+    built = conda_image[0]
+    link = _run(built.ref, "readlink", f"{PREFIX}/share/rtest-twin/shared.bin")
+    assert link.stdout.strip() == "../rtest-big/shared.bin"
+    same = _run(built.ref, "sha256sum", f"{PREFIX}/share/rtest-twin/shared.bin")
+    assert same.stdout.split()[0] == hashlib.sha256(SHARED).hexdigest()
+
+
+def test_a_patch_of_one_package_installs_and_packs_only_its_layer_again(conda_image, conda_project):
+    """rtest-big 1.0 -> 1.1 in the channel, locked again: the stages that make and link its layer run,
+    the index of large files and the records (the blob changed), and the runtime's step after the
+    COPYs; no other layer's install, pack, prune or link step, and not the runtime's apt step."""
+    first = conda_image[0]
+    work, channel, matrix, variant, port, _ = conda_project
+    add_layered_packages(channel / "rtest", work / "pkgwork-1.1", big_version="1.1", only_big=True,
+                         seed=variant.image)
+    log = work / "patch.log"
+    second, lock, _ = _lock_and_build(work, channel, matrix, variant, log, port)
+    assert '"rtest-big-1.1-h0_0.conda"' in lock
+    blob = f"{PREFIX}/share/rtest-big/blob.bin"
+    assert _run(second.image_id, "sha256sum", blob).stdout != _run(first.image_id, "sha256sum", blob).stdout
+    text = log.read_text()
+    cached = set(re.findall(r"^#(\d+) CACHED", text, re.M))
+    steps = re.findall(r"^#(\d+) \[([\w-]+) +\d+/\d+\] (.*)$", text, re.M)
+    ran = sorted({stage for n, stage, line in steps if n not in cached and line.startswith("RUN")})
+    big = next(n for n, layer in enumerate(_plan(conda_project)["layers"], 1) if layer["name"] == "compiled/rtest-big")
+    assert ran == sorted([f"env-{big}-made", f"env-{big}", "env-index", "env-records", "runtime"]), ran
+    apt = next(n for n, stage, line in steps if stage == "runtime" and "apt-get" in line)
+    assert apt in cached
+    assert second.image_id != first.image_id
+    # what a delta disc of the patch carries: of the env's layers, only the patched package's is new
+    before, after = (_env_layers(ref) for ref in (first.image_id, second.image_id))
+    assert before.keys() == after.keys()
+    assert [name for name in after if after[name] != before[name]] == ["compiled/rtest-big"]
+    assert _run(second.ref, "readlink", f"{PREFIX}/share/rtest-twin/shared.bin").stdout.strip() == "../rtest-big/shared.bin"

@@ -105,7 +105,9 @@ def online_signers(repo: "Repo", snapshot_key: str | None, timestamp_key: str | 
                           "is a TUF release, whose snapshot and timestamp must be signed too",
                           "pass --snapshot-key and --timestamp-key (the online keys invoke trust.init was given), "
                           f"or set {SNAPSHOT_KEY_ENV} and {TIMESTAMP_KEY_ENV}")
-    return open_key(snapshot_key, "--snapshot-key"), open_key(timestamp_key, "--timestamp-key")
+    signers = open_key(snapshot_key, "--snapshot-key"), open_key(timestamp_key, "--timestamp-key")
+    _online_listed(repo.load("root").signed, *signers)
+    return signers
 
 
 DISC = "tuf"  # the folder of every volume that carries the repository's metadata

@@ -48,13 +48,18 @@ def test_push_that_signs_without_the_online_keys_is_refused_before_it_pushes(rel
     shutil.copytree(first.build, build)
     (build / VARIANT / "push.json").unlink()
     env = {k: v for k, v in first.env.items() if not k.startswith("RAPIDSHIP_TUF_")}
-    proc = run(env, "push", "--variant", VARIANT, "--registry", f"{disc_registry.host}/staging", "--build-dir",
-               str(build), "--variants-file", str(first.work / "variants.yaml"), "--key",
-               str(first.work / "keys" / "cosign.key"))
+    push = ["push", "--variant", VARIANT, "--registry", f"{disc_registry.host}/staging", "--build-dir", str(build),
+            "--variants-file", str(first.work / "variants.yaml"), "--key", str(first.work / "keys" / "cosign.key")]
+    proc = run(env, *push)
     message = error_of(proc)
     assert proc.returncode != 0 and "--snapshot-key / --timestamp-key" in message, message
     assert "RAPIDSHIP_TUF_SNAPSHOT_KEY" in message and "pushed" not in proc.stderr
     assert not (build / VARIANT / "push.json").exists()
+    snapshot = str(first.work / "snapshot" / "cosign.key")  # a key root does not list for the timestamp role
+    proc = run(env | {"RAPIDSHIP_TUF_SNAPSHOT_KEY": snapshot, "RAPIDSHIP_TUF_TIMESTAMP_KEY": snapshot}, *push)
+    message = error_of(proc)
+    assert proc.returncode == 2 and "--timestamp-key" in message and "is not the timestamp key root v1 lists" in message
+    assert "pushed" not in proc.stderr and not (build / VARIANT / "push.json").exists()
 
 
 def test_rollback_to_an_older_release_disc_is_refused(releases, tmp_path):

@@ -36,6 +36,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from securesystemslib.signer import Signature, Signer, SSlibKey
+from tuf.api.exceptions import UnsignedMetadataError
 from tuf.api.metadata import (Metadata, MetaFile, Role, Root, Snapshot, TargetFile, Targets, Timestamp)
 from tuf.api.serialization.json import JSONSerializer
 
@@ -285,8 +286,6 @@ def rotate(repo: Repo, old_root: list[Signer], new_root: list[Signer] | None = N
     r.expires = expiry.of("root", now)
     new = Metadata(r)
     _sign(new, [*{keyid(s): s for s in [*old_root, *(new_root or [])]}.values()])
-    from tuf.api.exceptions import UnsignedMetadataError
-
     for judge, which in ((old, f"root v{old.signed.version}'s"), (new, f"root v{r.version}'s own")):
         try:
             judge.verify_delegate("root", new)

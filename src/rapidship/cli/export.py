@@ -96,14 +96,17 @@ def _trusted(checked, public, key, progress, work, site=None, trust_root=None, a
 
     from rapidship.export.load import plan_load
     from rapidship.export.site import trusted_tuf
-    from rapidship.export.trust import check_release_trust, skipped, verify_disc
+    from rapidship.export.trust import check_release_trust, skipped, unchecked_release, verify_disc
 
     trust = None
+    site_tuf = trusted_tuf(site, trust_root)
     if public is None:
-        console.err.print(f"[bold red]{skipped(checked)}[/]")
+        console.err.print(f"[bold red]{skipped(checked, site_tuf)}[/]")
     else:
         trust = verify_disc(checked, public, key, Path(work) if work else None)
-    site_tuf = trusted_tuf(site, trust_root)
+    if trust and not site_tuf and (said := unchecked_release(checked, site)):  # never a silent lower level
+        console.err.print(f"[bold red]WARNING: {said}[/]")
+        trust.checked.append(f"release metadata NOT checked: {said}")
     if site_tuf and public is not None:
         warn = lambda text: console.err.print(f"[bold red]{text}[/]")  # noqa: E731
         version = check_release_trust(checked, site_tuf, accept_expired, warn, Path(work) if work else None)
@@ -129,6 +132,7 @@ def _trusted(checked, public, key, progress, work, site=None, trust_root=None, a
 
 def _verification(trust, accept_expired=False) -> dict:
     tuf = next((c for c in (trust.checked if trust else []) if c.startswith("release metadata")), "")
+    accept_expired = accept_expired and not tuf.startswith("release metadata NOT")
     return {"verified_with": trust.fingerprint if trust else "", "verification": "signatures" if trust else "skipped",
             "release_metadata": tuf, "accepted_expired": bool(tuf and accept_expired)}
 

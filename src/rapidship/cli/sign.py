@@ -270,17 +270,27 @@ def _trust_init(c, root_key=None, root_threshold=2, targets_key=None, targets_th
 
 @exits_cleanly
 def _trust_rotate(c, old_root_key=None, root_key=None, root_threshold=None, targets_key=None, targets_threshold=None,
-                  build_dir="build"):
-    """Root N+1, signed by a threshold of the old root keys and the new; a targets key left out is revoked."""
+                  snapshot_key=None, timestamp_key=None, build_dir="build"):
+    """Root N+1, signed by a threshold of the old root keys and the new; each role given is held by exactly
+    the keys given (a key left out is revoked), a role not given keeps its keys."""
     from rapidship.sign import tufmeta
 
     repo = tufmeta.Repo(tufmeta.repo_dir(build_dir))
-    version = tufmeta.rotate(repo, _keys(old_root_key, "--old-root-key"), _keys(root_key, "--root-key"),
+    version = tufmeta.rotate(repo, _keys(old_root_key, "--old-root-key"),
+                             _keys(root_key, "--root-key") if root_key else None,
                              int(root_threshold) if root_threshold else None,
                              _keys(targets_key, "--targets-key") if targets_key else None,
-                             int(targets_threshold) if targets_threshold else None)
+                             int(targets_threshold) if targets_threshold else None,
+                             tufmeta.open_key(snapshot_key, "--snapshot-key") if snapshot_key else None,
+                             tufmeta.open_key(timestamp_key, "--timestamp-key") if timestamp_key else None)
     console.err.print(f"root v{version} -> {repo.meta / f'{version}.root.json'}: the next disc carries it; sites "
-                      "walk to it themselves. Sign the next release with the new targets keys.")
+                      "walk to it themselves.")
+    if targets_key:
+        console.err.print("Sign the next release with the new targets key; sites that also verify by key alone need "
+                          "its cosign.pub out of band (invoke import --key).")
+    if snapshot_key or timestamp_key:
+        console.err.print("Now run invoke trust.refresh with the new snapshot and timestamp keys: a disc exported "
+                          "after it frees every site (also one a stolen key fast-forwarded).")
 
 
 @exits_cleanly
@@ -295,20 +305,26 @@ def _trust_refresh(c, snapshot_key=None, timestamp_key=None, build_dir="build"):
 
 _ROLE_HELP = {"root-key": "a root key (repeatable; say 3, offline)", "root-threshold": "root keys that must sign (2)",
               "targets-key": "a release signer's key (repeatable)",
+              "new-root-key": "a key of the new root (repeatable; every one signs; default: the current root keys)",
+              "new-targets-key": "a release signer's key of the new root (repeatable; the ones left out are revoked)",
               "targets-threshold": "release signers that must sign",
               "snapshot-key": "the snapshot role's key", "timestamp-key": "the timestamp role's key",
+              "new-snapshot-key": "the snapshot role's new key (the old one is revoked)",
+              "new-timestamp-key": "the timestamp role's new key (the old one is revoked)",
               "old-root-key": "a current root key (repeatable: a threshold of them)",
               "build-dir": "the workspace; the repository is build/trust"}
 trust_tasks = Collection("trust")
 
 
-def _help(*names):
-    return {n: _ROLE_HELP[n] for n in names}
+def _help(*names, **renamed):
+    return {n: _ROLE_HELP[n] for n in names} | {flag: _ROLE_HELP[entry] for flag, entry in renamed.items()}
 
 
 trust_tasks.add_task(task(name="init", iterable=["root_key", "targets_key"], help=_help(
     "root-key", "root-threshold", "targets-key", "targets-threshold", "snapshot-key", "timestamp-key", "build-dir"))(
     _trust_init))
 trust_tasks.add_task(task(name="rotate", iterable=["old_root_key", "root_key", "targets_key"], help=_help(
-    "old-root-key", "root-key", "root-threshold", "targets-key", "targets-threshold", "build-dir"))(_trust_rotate))
+    "old-root-key", "root-threshold", "targets-threshold", "build-dir", **{
+        "root-key": "new-root-key", "targets-key": "new-targets-key", "snapshot-key": "new-snapshot-key",
+        "timestamp-key": "new-timestamp-key"}))(_trust_rotate))
 trust_tasks.add_task(task(name="refresh", help=_help("snapshot-key", "timestamp-key", "build-dir"))(_trust_refresh))

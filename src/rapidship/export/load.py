@@ -92,10 +92,40 @@ def _decompress(checked: Checked, stdout, on_bytes: Callable[[int], None]) -> No
         raise RapidshipError("zstd -d", f"decompression failed: {problem}", "verify the volumes: invoke export-verify")
 
 
+class _Bounded:
+    """The decompressed archive up to the size the export recorded: past it, end of file."""
+
+    def __init__(self, raw: IO[bytes], limit: int) -> None:
+        self.raw, self.left = raw, limit
+
+    def readinto(self, buffer) -> int:
+        got = self.raw.readinto(memoryview(buffer)[:self.left]) if self.left else 0
+        self.left -= got or 0
+        return got or 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(self.left if size < 0 else min(size, self.left)) if self.left else b""
+        self.left -= len(data)
+        return data
+
+
+def recorded_size(checked: Checked) -> int:
+    """archive.tar_bytes of MANIFEST.json: what the parts decompress to, the bound of every reader."""
+    size = (checked.manifest.get("archive") or {}).get("tar_bytes")
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise refusal(["MANIFEST.json records no archive size (archive.tar_bytes): the disc was made or changed by "
+                       "something other than invoke export"])
+    return size
+
+
 def decompressed(checked: Checked, consume: Callable[[IO[bytes]], T], on_bytes: Callable[[int], None]) -> T:
-    """`consume` reads the decompressed archive from a pipe that a thread fills with zstd's output."""
+    """`consume` reads the decompressed archive from a pipe that a thread fills with zstd's output,
+    never more than the size the export recorded: one byte past it refuses the disc (a zstd bomb is
+    decompressed no further, as install.sh stops at $TAR_BYTES)."""
+    size = recorded_size(checked)
     read_fd, write_fd = os.pipe()
-    reader, writer = os.fdopen(read_fd, "rb", buffering=1 << 20), os.fdopen(write_fd, "wb")
+    raw, writer = os.fdopen(read_fd, "rb", buffering=1 << 20), os.fdopen(write_fd, "wb")
+    reader = _Bounded(raw, size)
     failure: list[BaseException] = []
 
     def decompress() -> None:
@@ -114,10 +144,13 @@ def decompressed(checked: Checked, consume: Callable[[IO[bytes]], T], on_bytes: 
     try:
         try:
             result = consume(reader)
-            while reader.read(1 << 20):  # zstd's output to its end, so its exit code says all
+            while reader.read(1 << 20):  # zstd's output to the recorded size, so its exit code says all
                 pass
+            if raw.read(1):
+                raise refusal([f"the parts decompress to more than the {size:,} bytes the export recorded: changed "
+                               "after export"])
         finally:
-            reader.close()
+            raw.close()
             thread.join()
     except tarfile.TarError as err:
         said = f"; zstd: {failure[0]}" if failure else ""

@@ -211,7 +211,21 @@ def verify_disc(checked: "Checked", key: "ec.EllipticCurvePublicKey", key_path: 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def skipped(checked: "Checked") -> str:
+def unchecked_release(checked: "Checked", site: str | None) -> str:
+    """When the disc carries release metadata and this host holds no site trust root: what that lowers."""
+    from rapidship.export.site import site_dir
+    from rapidship.sign import tufmeta
+
+    files = checked.volumes[min(checked.volumes)].manifest["files"]
+    if not any(n.startswith(tufmeta.DISC + "/") for n in files):
+        return ""
+    where = site_dir(site) / tufmeta.DISC / "root.json"
+    return (f"the disc carries release metadata ({tufmeta.DISC}/), but this site holds no trust root ({where}): the "
+            "images were checked by key alone, so a release signer's key that a newer root revoked is not noticed. "
+            "Pass --trust-root root.json once (or --site / $RAPIDSHIP_SITE_DIR: the site directory that holds it)")
+
+
+def skipped(checked: "Checked", site_tuf: Path | None = None) -> str:
     """What --no-verify leaves unchecked, said plainly."""
     disc = checked.manifest.get("signing_key_fingerprint") or "no key (exported unsigned)"
     images = "\n".join(f"  {label(i)}: " + (f"signed as {str(i['signed_digest'])[:19]}, signature and attestations "
@@ -219,6 +233,7 @@ def skipped(checked: "Checked") -> str:
                        for i in checked.images)
     return ("WARNING: --no-verify: these images are loaded WITHOUT checking them against a signing key:\n"
             f"{images}\n  not checked: the key (the disc names {disc}), each image's signature, SBOM and provenance "
-            "attestations and signed names.\n"
+            "attestations and signed names" + (f", and the release metadata this site decides by ({site_tuf})"
+                                               if site_tuf else "") + ".\n"
             "  Still checked: the volumes' checksums; only the images MANIFEST.json lists are loaded, each "
             "config and layer by its hash, under the names MANIFEST.json gives.")

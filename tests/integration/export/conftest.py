@@ -7,6 +7,7 @@ import pytest
 
 from support.registry_fixtures import RegistryServer
 from support.signed_discs import ARCHES, Disc, image_id, make_disc, unique_name
+from support.tuf_discs import LATER
 
 
 @pytest.fixture(scope="package")
@@ -39,3 +40,16 @@ def absent(signed):
     signed.remove_images()
     assert signed.nothing_loaded()
     return signed
+
+
+@pytest.fixture(scope="module")
+def releases(engine, disc_registry, tmp_path_factory):
+    """Releases N and N+1 of a TUF workspace, both signed by key A under one trust repository (N by
+    `invoke sign`, N+1 by `invoke push --key`, the online keys from the environment)."""
+    name = unique_name()
+    first = make_disc(tmp_path_factory.mktemp("n"), disc_registry, name, trust=True)
+    second = make_disc(tmp_path_factory.mktemp("n1"), disc_registry, name, LATER, keys=first.work / "keys",
+                       trust_from=first.work, sign_at_push=True)
+    yield first, second
+    first.remove_images()
+    second.remove_images()

@@ -101,3 +101,25 @@ def test_install_sh_stops_at_the_most_members_the_images_can_have(signed, absent
     ok_dirs = forge(signed, with_members(signed.saved.read_bytes(), 10), tmp_path / "few")
     proc = install(signed, ok_dirs, "--key", str(signed.pub))
     assert proc.returncode == 0, proc.stderr  # a few extra members (empty or not) are read as before
+
+
+BOMB = 4 << 30  # zeros after the archive's end: a frame of ~130 kB
+
+
+def test_zeros_after_the_archive_end_are_refused_at_the_recorded_size(signed, absent, tmp_path):
+    """A zstd bomb: the genuine archive, then a second frame of 4 GiB of zeros, MANIFEST.json still
+    recording the archive's own size. import and export-verify stop reading at that size plus one
+    byte (as install.sh does) and refuse, instead of decompressing to the end and saying verified."""
+    from support.signed_discs import forge_packed
+
+    archive = signed.saved.read_bytes()
+    packed = subprocess.run(["zstd", "-q", "-c"], input=archive, capture_output=True, check=True).stdout
+    zeros = subprocess.run(f"head -c {BOMB} /dev/zero | zstd -q -c", shell=True, capture_output=True, check=True).stdout
+    dirs = forge_packed(signed, packed + zeros, len(archive), tmp_path)
+    for task in ("export-verify", "import"):
+        proc = subprocess.run(["invoke", task, *from_args(dirs), "--key", str(signed.pub), "--work", str(signed.work)],
+                              cwd=ROOT, env=signed.env, capture_output=True, text=True)
+        message = error_of(proc)
+        assert proc.returncode == 1 and (f"the parts decompress to more than the {len(archive):,} bytes the export "
+                                         "recorded") in message, message
+    assert signed.nothing_loaded()

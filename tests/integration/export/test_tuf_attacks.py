@@ -17,24 +17,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from support.signed_discs import (ARCHES, PASSWORD, VARIANT, copy_dirs, error_of, from_args, image_id, install,
-                                  make_disc, ok, reseal, run, unique_name, with_metadata)
+from support.signed_discs import (ARCHES, PASSWORD, VARIANT, copy_dirs, error_of, from_args, install, make_disc, ok,
+                                  reseal, run, with_metadata)
+from support.tuf_discs import LATEST, load, none_of, refused, root_v1, trust_copy
 
 pytestmark = pytest.mark.docker
-LATER, LATEST = "2026-12-02T00:00:00+00:00", "2026-12-03T00:00:00+00:00"
-
-
-@pytest.fixture(scope="module")
-def releases(engine, disc_registry, tmp_path_factory):
-    """Releases N and N+1, both signed by key A under one trust repository (N by `invoke sign`, N+1 by
-    `invoke push --key`, the online keys from the environment)."""
-    name = unique_name()
-    first = make_disc(tmp_path_factory.mktemp("n"), disc_registry, name, trust=True)
-    second = make_disc(tmp_path_factory.mktemp("n1"), disc_registry, name, LATER, keys=first.work / "keys",
-                       trust_from=first.work, sign_at_push=True)
-    yield first, second
-    first.remove_images()
-    second.remove_images()
 
 
 @pytest.fixture(autouse=True)
@@ -43,38 +30,6 @@ def each(releases, monkeypatch):
     for disc in releases:
         disc.remove_images()
     monkeypatch.setenv("RAPIDSHIP_SIGNING_PASSWORD", PASSWORD)  # the tests open the real keys with tufmeta
-
-
-def root_v1(disc):
-    return str(disc.build / "trust" / "metadata" / "1.root.json")
-
-
-def load(disc, dirs, site, *flags, key=None):
-    return run(disc.env | {"RAPIDSHIP_SITE_DIR": str(site)}, "import", *from_args(dirs), "--key",
-               str(key or disc.pub), "--trust-root", root_v1(disc), "--json", *flags)
-
-
-def refused(proc, *said):
-    message = error_of(proc)
-    assert proc.returncode == 1 and "nothing was loaded" in message, message
-    for text in said:
-        assert text in message, message
-    return message
-
-
-def none_of(disc) -> bool:
-    return all(image_id(i) is None for i in disc.ids.values())
-
-
-def trust_copy(disc, to, keys=None):
-    """A copy of the disc's workspace trust repository (to/trust), and the signers of the online keys
-    (made under `keys`, default the disc's work folder)."""
-    from rapidship.sign import tufmeta
-
-    shutil.copytree(disc.build / "trust", to / "trust")
-    online = [tufmeta.open_key(str((keys or disc.work) / role / "cosign.key"), role)
-              for role in ("snapshot", "timestamp")]
-    return tufmeta.Repo(tufmeta.repo_dir(to)), online
 
 
 def test_push_that_signs_in_a_trust_workspace_writes_the_next_tuf_release(releases):
@@ -93,13 +48,18 @@ def test_push_that_signs_without_the_online_keys_is_refused_before_it_pushes(rel
     shutil.copytree(first.build, build)
     (build / VARIANT / "push.json").unlink()
     env = {k: v for k, v in first.env.items() if not k.startswith("RAPIDSHIP_TUF_")}
-    proc = run(env, "push", "--variant", VARIANT, "--registry", f"{disc_registry.host}/staging", "--build-dir",
-               str(build), "--variants-file", str(first.work / "variants.yaml"), "--key",
-               str(first.work / "keys" / "cosign.key"))
+    push = ["push", "--variant", VARIANT, "--registry", f"{disc_registry.host}/staging", "--build-dir", str(build),
+            "--variants-file", str(first.work / "variants.yaml"), "--key", str(first.work / "keys" / "cosign.key")]
+    proc = run(env, *push)
     message = error_of(proc)
     assert proc.returncode != 0 and "--snapshot-key / --timestamp-key" in message, message
     assert "RAPIDSHIP_TUF_SNAPSHOT_KEY" in message and "pushed" not in proc.stderr
     assert not (build / VARIANT / "push.json").exists()
+    snapshot = str(first.work / "snapshot" / "cosign.key")  # a key root does not list for the timestamp role
+    proc = run(env | {"RAPIDSHIP_TUF_SNAPSHOT_KEY": snapshot, "RAPIDSHIP_TUF_TIMESTAMP_KEY": snapshot}, *push)
+    message = error_of(proc)
+    assert proc.returncode == 2 and "--timestamp-key" in message and "is not the timestamp key root v1 lists" in message
+    assert "pushed" not in proc.stderr and not (build / VARIANT / "push.json").exists()
 
 
 def test_rollback_to_an_older_release_disc_is_refused(releases, tmp_path):
@@ -169,7 +129,10 @@ def test_images_of_one_release_under_another_releases_metadata_are_refused(relea
     repo, _ = trust_copy(second, tmp_path / "b", first.work)  # N+1's snapshot and timestamp, N's targets, on N's disc
     shutil.copyfile(first.build / "trust" / "metadata" / "targets.json", repo.meta / "targets.json")
     dirs = with_metadata(first, tmp_path / "b", tmp_path / "mixed-metadata")
-    refused(load(first, dirs, tmp_path / "site2"), "metadata of two releases mixed on one disc")
+    versions = {r: json.loads((second.build / "trust" / "metadata" / f"{r}.json").read_text())["signed"]["version"]
+                for r in ("snapshot", "targets")}
+    refused(load(first, dirs, tmp_path / "site2"), f"the disc's targets.json (version {versions['targets'] - 1}) is not "
+            f"the targets v{versions['targets']} that snapshot v{versions['snapshot']} binds by sha256 and length")
     assert none_of(first)
 
 

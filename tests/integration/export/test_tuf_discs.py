@@ -53,5 +53,31 @@ def test_changed_release_metadata_is_refused(tuf_disc, tmp_path):
     proc = run(disc.env | {"RAPIDSHIP_SITE_DIR": str(tmp_path / "site")}, "import", *from_args(dirs), "--key",
                str(disc.pub), "--trust-root", str(disc.build / "trust" / "metadata" / "1.root.json"))
     message = error_of(proc)
-    assert proc.returncode == 1 and "the disc's release metadata is not trusted" in message, message
+    said = "the disc's targets.json (version 2) is not the targets v2 that snapshot v2 binds by sha256 and length"
+    assert proc.returncode == 1 and said in message, message
     assert disc.nothing_loaded()
+
+
+def test_a_disc_with_release_metadata_on_a_site_without_a_trust_root_says_it_was_checked_by_key_alone(tuf_disc,
+                                                                                                      tmp_path):
+    """Another account's $HOME, no --site: no trust root found. The import still checks by key, but
+    says on the terminal and in its result that the release metadata went unchecked; --no-verify
+    on a site that decides by TUF says that it skips the release metadata too."""
+    disc = tuf_disc
+    disc.remove_images()
+    bare = tmp_path / "no-root-site"
+    for task in ("export-verify", "import"):
+        proc = ok(run(disc.env | {"RAPIDSHIP_SITE_DIR": str(bare)}, task, *from_args(disc.dirs), "--key", str(disc.pub),
+                      "--json"))
+        said = (f"the disc carries release metadata (tuf/), but this site holds no trust root ({bare}/tuf/root.json): "
+                "the images were checked by key alone")
+        assert "WARNING: " + said in " ".join(proc.stderr.split()), proc.stderr
+        out = json.loads(proc.stdout)
+        assert out["release_metadata"].startswith("release metadata NOT checked: " + said), out
+        assert out["accepted_expired"] is False
+    disc.remove_images()
+    site = {"RAPIDSHIP_SITE_DIR": str(tmp_path / "tuf-site")}
+    root = disc.build / "trust" / "metadata" / "1.root.json"
+    proc = ok(run(disc.env | site, "import", *from_args(disc.dirs), "--no-verify", "--trust-root", str(root)))
+    assert f"and the release metadata this site decides by ({tmp_path / 'tuf-site' / 'tuf'})" in " ".join(
+        proc.stderr.split()), proc.stderr

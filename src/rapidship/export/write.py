@@ -32,6 +32,7 @@ from typing import IO, Callable, Iterable
 from rapidship import __version__
 from rapidship.engine import ENGINE
 from rapidship.config.matrix import run_id
+from rapidship.diskspace import is_full, no_room, require_room, sized
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.export.carry import disc_bytes, disc_files, find_signed
 from rapidship.export.delta import Delta, write_archive
@@ -407,7 +408,12 @@ def save_compressed(refs: list[str], writer: PartWriter, on_tar: Callable[[int],
             on_tar(n)
         return moved
 
-    moved = compressed(splice, writer, on_out)
+    try:
+        moved = compressed(splice, writer, on_out)
+    except BaseException:
+        save.kill()  # it would wait forever on a pipe nobody reads
+        save.wait()
+        raise
     save_err = save.stderr.read().decode(errors="replace").strip()
     if save.wait() != 0:
         raise RapidshipError("docker save", f"failed: {save_err or 'no message'}", "check the engine and the image names")
@@ -439,9 +445,17 @@ def compressed(feed: Callable[[IO[bytes]], int], writer: PartWriter, on_out: Cal
         while n := zstd.stdout.readinto(buf):
             writer.write(view[:n])
             on_out(n)
-    finally:
         writer.close()
+    except BaseException:
+        # nobody reads zstd's output any more: end zstd, so the feed's next write fails (EPIPE) and its
+        # thread ends, rather than both waiting on full pipes forever (a full disk hung export so)
+        zstd.kill()
+        with contextlib.suppress(OSError):
+            writer.close()
         thread.join()
+        zstd.wait()
+        raise
+    thread.join()
     zstd_err = zstd.stderr.read().decode(errors="replace").strip()
     if failure and isinstance(failure[0], RapidshipError):
         raise failure[0]
@@ -573,16 +587,57 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     # name (MANIFEST.json's ref), which is what import gives it, whatever the archive says
     refs = list(dict.fromkeys(i.image_id for i in images))
 
+    try:
+        _write(record, refs, layout, out, keep_dirs, progress, signatures, delta)
+    except BaseException as exc:
+        _remove_partial(out)  # nothing half-written stays for a later step to take as an export
+        if is_full(exc):
+            raise no_room("--out", out, f"more than {sized(getattr(exc, 'written', 0))}", "nothing was published "
+                          "(the partial volumes were removed)",
+                          "free space there, or pass --out on a larger file system: the export needs the compressed "
+                          "images about twice (parts, then ISOs)") from None
+        raise
+    save(out / "export.json", record_json(record))
+    record_location(ws, out, record.export_id)
+    signed = sum(1 for i in images if i.signed_digest)
+    if delta:
+        err.print(f"a delta disc: extends export {delta.extends['export_id'][:12]} ({delta.extends['created']}); "
+                  f"{len(delta.extends['layers'])} layer(s) are taken from the host's copy of that release")
+    err.print(f"exported {len(images)} image(s) into {record.volume_count} volume(s) of {media.name}: "
+              f"{record.tar_bytes / 1e6:.0f} MB -> {record.archive_bytes / 1e6:.0f} MB zstd; "
+              + (f"{signed} signed with {key_fingerprint[:19]}" if signed else "none signed")
+              + (f", {len(images) - signed} UNSIGNED" if signed < len(images) else ""))
+    return record
+
+
+def _remove_partial(out: Path) -> None:
+    for path in [*out.glob("volume-*"), *out.glob("rapidship-*.iso"), out / SUMS]:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _write(record: ExportRecord, refs: list[str], layout: Layout, out: Path, keep_dirs: bool, progress,
+           signatures: dict[str, bytes], delta: "Delta | None") -> None:
+    """save | zstd | split into the volume folders, then the volume files, ISOs and their checksums."""
+    from rapidship.console import err
+
+    images, media = record.images, record.media
     start = time.monotonic()
     estimate = sum(i.size_bytes for i in images)  # upper bound: shared layers are counted per image
     saving = progress.add_task("save | zstd | split", total=estimate)
     writer = PartWriter(layout, out)
-    if delta is None:
-        record.tar_bytes = save_compressed(refs, writer, lambda n: progress.advance(saving, n), lambda n: None)
-    else:  # a delta disc: only what the release the sites hold lacks
-        record.tar_bytes = compressed(lambda sink: write_archive(refs, delta.held, sink, out,
-                                                                 lambda n: progress.advance(saving, n), err.print),
-                                      writer, lambda n: None)
+    try:
+        if delta is None:
+            record.tar_bytes = save_compressed(refs, writer, lambda n: progress.advance(saving, n), lambda n: None)
+        else:  # a delta disc: only what the release the sites hold lacks
+            record.tar_bytes = compressed(lambda sink: write_archive(refs, delta.held, sink, out,
+                                                                     lambda n: progress.advance(saving, n), err.print),
+                                          writer, lambda n: None)
+    except OSError as exc:
+        exc.written = writer.total  # what the full disk took before it refused more: the least the export needs
+        raise
     progress.update(saving, total=record.tar_bytes, completed=record.tar_bytes)
     record.parts, record.archive_bytes, record.archive_sha256 = writer.parts, writer.total, writer.whole.hexdigest()
     record.seconds["save_compress_split"] = round(time.monotonic() - start, 2)
@@ -593,6 +648,10 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     write_volume_files(record, out, signatures)
     count = record.volume_count
     total = sum(volume_bytes(volume_dir(out, v)) for v in range(1, count + 1))
+    require_room("--out", out, total + count * ISO_RESERVE, f"{count} ISO(s) of the {sized(total)} written",
+                 "nothing was published (the partial volumes were removed)",
+                 "free space there, or pass --out on a larger file system: the export needs the compressed images "
+                 "about twice (parts, then ISOs)")
     isos = progress.add_task(f"ISO x{count}", total=total)
     for volume in range(1, count + 1):
         folder = volume_dir(out, volume)
@@ -617,17 +676,6 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     if not keep_dirs:
         for volume in range(1, count + 1):
             shutil.rmtree(volume_dir(out, volume))
-    save(out / "export.json", record_json(record))
-    record_location(ws, out, record.export_id)
-    signed = sum(1 for i in images if i.signed_digest)
-    if delta:
-        err.print(f"a delta disc: extends export {delta.extends['export_id'][:12]} ({delta.extends['created']}); "
-                  f"{len(delta.extends['layers'])} layer(s) are taken from the host's copy of that release")
-    err.print(f"exported {len(images)} image(s) into {count} volume(s) of {media.name}: "
-              f"{record.tar_bytes / 1e6:.0f} MB -> {record.archive_bytes / 1e6:.0f} MB zstd; "
-              + (f"{signed} signed with {key_fingerprint[:19]}" if signed else "none signed")
-              + (f", {len(images) - signed} UNSIGNED" if signed < len(images) else ""))
-    return record
 
 
 def record_location(ws: Workspace, out: Path, export_id: str) -> Path:

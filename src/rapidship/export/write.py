@@ -255,7 +255,7 @@ Volume {volume} of {count}, made {record.created} by rapidship {record.tool_vers
 Images:
 {images}
 
-Install on a host with Docker, sha256sum, zstd, openssl and tar (no network needed):
+Install on a host with Docker, sha256sum, zstd, openssl, tar and flock (no network needed):
   1. Copy every volume into its own directory, or mount them all:
        mkdir -p /var/tmp/rapidship/vol1 && cp -r /media/cdrom/. /var/tmp/rapidship/vol1/   (repeat per disc)
   2. sh /var/tmp/rapidship/vol1/install.sh --key cosign.pub /var/tmp/rapidship/vol*

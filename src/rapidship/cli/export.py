@@ -158,12 +158,14 @@ def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, wo
     """Check every volume, verify every image against --key, then load the images and compare their ids.
     With --registry, credentials come from RAPIDSHIP_REGISTRY_USER / _PASSWORD or the docker auth file."""
     from rapidship.export.load import docker_load, registry_push
+    from rapidship.export.scratch import remove_leftovers, term_ends_cleanly
     from rapidship.export.site import Ledger, site_lock
     from rapidship.export.trust import require_key
 
     public = require_key(key, no_verify)
     warn = lambda text: console.err.print(f"[bold red]{text}[/]")  # noqa: E731
-    with _progress() as progress:
+    remove_leftovers(Path(work) if work else None, console.err.print)
+    with term_ends_cleanly(), _progress() as progress:
         checked = _checked_volumes(from_, progress)
         trust, plan = _trusted(checked, public, key, progress, work, site, trust_root, accept_expired,
                                for_docker=not registry)

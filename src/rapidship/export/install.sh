@@ -139,8 +139,21 @@ $bad"
   i=$((i + 1))
 done
 
+# The work folder: removed on every exit; its .owner stays locked (flock) while this run lives, so a
+# folder whose .owner is not locked was left by a run that was killed, and is removed here, named.
+for old in "$TMP_ROOT"/rapidship-install.* "$TMP_ROOT"/rapidship-import-* "$TMP_ROOT"/rapidship-trust-* \
+           "$TMP_ROOT"/rapidship-tuf-*; do
+  [ -d "$old" ] && [ -f "$old/.owner" ] || continue
+  flock -n "$old/.owner" true 2>/dev/null || continue  # a run still going
+  size=$(du -sk "$old" 2>/dev/null | cut -f1)
+  rm -rf "$old" && echo "install.sh: removed $old (${size:-?} KiB): the work folder of an earlier import that did not end (killed)" >&2
+done
 WORK=$(mktemp -d "$TMP_ROOT/rapidship-install.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT INT TERM
+trap 'rm -rf "$WORK"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+exec 8> "$WORK/.owner"
+flock -n 8 || die "$WORK was taken by another run at once; nothing was loaded: run install.sh again"
 if [ -n "$REGISTRY" ]; then  # skopeo's view of the site registry: its CA, and a credential file only this user reads
   if [ -n "$CA_CERT" ]; then mkdir "$WORK/certs" && cp "$CA_CERT" "$WORK/certs/ca.crt"; fi
   if [ -n "${RAPIDSHIP_REGISTRY_USER:-}" ] && [ -n "${RAPIDSHIP_REGISTRY_PASSWORD:-}" ]; then

@@ -34,6 +34,7 @@ from rapidship import oci_json
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.export import hostlayers, repack
+from rapidship.export.scratch import work_folder
 from rapidship.export.site import Ledger
 from rapidship.export.trust import label, refusal
 from rapidship.export.verify import Checked
@@ -367,8 +368,7 @@ def registry_push(checked: Checked, plan: repack.Plan, registry: str, tls_verify
         raise ConfigError("--registry", "pushing to a registry needs skopeo", "apt-get install skopeo, or leave out --registry")
     tls = f"--dest-tls-verify={str(tls_verify).lower()}"
     verify = f"--tls-verify={str(tls_verify).lower()}"
-    with tempfile.TemporaryDirectory(prefix="rapidship-import-", dir=work) as tmp:
-        Path(tmp).chmod(0o700)
+    with work_folder("rapidship-import-", work) as tmp:
         copy_access, inspect_access = _skopeo_access(Path(tmp), registry.split("/", 1)[0], ca_cert)
         where = {tag: registry_path(tag, registry) for image in plan.images for tag in image.tags}
         moved = check_downgrades(plan, lambda tag: registry_current(where[tag], [verify, *inspect_access]),

@@ -6,13 +6,15 @@ where, how much and what was (not) done, in one message.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from support.commands import ROOT
-from support.signed_discs import image_id, load_image, unique_name
+from support.signed_discs import from_args, load_image, unique_name
 from support.small_fs import fill, run_bounded, small_fs
 
 pytestmark = pytest.mark.docker
@@ -62,3 +64,66 @@ def test_export_checks_room_for_the_isos_before_writing_them(image_of, tmp_path)
         assert proc.returncode != 0 and "ISO(s) of the 3.0 MB written" in message, message
         assert "needed" in message and "free" in message and "nothing was published" in message, message
         assert sorted(p.name for p in out.iterdir()) == ["filler"], "partial volumes left behind"
+
+
+# ---- a killed run's work folder: removed on every exit, and by the next run when killed -------------
+
+def _killed_when(cmd: list[str], env: dict, appears, grace: float = 60) -> tuple[Path, int]:
+    """Start `cmd`; SIGKILL its whole process group the moment `appears()` names a folder. Returns it."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.monotonic() + grace
+    while (found := appears()) is None:
+        assert proc.poll() is None, f"it ended before the moment to kill it came: {proc.stderr.read().decode()}"
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return found, proc.returncode
+
+
+def _first(where: Path, pattern: str, inside: str = ""):
+    return next((d for d in where.glob(pattern) if not inside or (d / inside).exists()), None)
+
+
+def test_a_killed_install_leaves_its_work_folder_and_the_next_run_removes_it_naming_it(absent, tmp_path):
+    disc = absent
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    cmd = ["sh", str(disc.dirs[0] / "install.sh"), "--key", str(disc.pub), "--tmp", str(tmp), *map(str, disc.dirs)]
+    env = dict(os.environ, RAPIDSHIP_SITE_DIR=str(tmp_path / "site"))
+    left, code = _killed_when(cmd, env, lambda: _first(tmp, "rapidship-install.*", "blobs"))
+    assert code == -signal.SIGKILL and left.is_dir()  # nothing can clean up after SIGKILL itself
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"removed {left} (" in proc.stderr and "earlier import that did not end (killed)" in proc.stderr
+    assert list(tmp.iterdir()) == []  # the killed run's folder and the rerun's own
+
+
+def test_a_stopped_install_removes_its_work_folder(absent, tmp_path):
+    """SIGTERM (kill PID, a service stop) and SIGINT end the run through its exit trap."""
+    disc = absent
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    cmd = ["sh", str(disc.dirs[0] / "install.sh"), "--key", str(disc.pub), "--tmp", str(tmp), *map(str, disc.dirs)]
+    proc = subprocess.Popen(cmd, env=dict(os.environ, RAPIDSHIP_SITE_DIR=str(tmp_path / "site")),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    while _first(tmp, "rapidship-install.*", "blobs") is None:
+        assert proc.poll() is None, proc.stderr.read().decode()
+        time.sleep(0.002)
+    proc.terminate()
+    assert proc.wait(60) == 143
+    assert list(tmp.iterdir()) == []
+
+
+def test_a_killed_import_leaves_its_work_folder_and_the_next_run_removes_it_naming_it(absent, tmp_path):
+    disc = absent
+    work = tmp_path / "work"
+    work.mkdir()
+    cmd = ["invoke", "import", *from_args(disc.isos), "--key", str(disc.pub), "--work", str(work)]
+    left, _ = _killed_when(cmd, disc.env, lambda: _first(work, "rapidship-trust-*", "signatures"))
+    assert left.is_dir()
+    proc = subprocess.run(cmd, cwd=ROOT, env=disc.env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"removed {left} (" in " ".join(proc.stderr.split()), proc.stderr
+    assert list(work.iterdir()) == []

@@ -148,8 +148,26 @@ for old in "$TMP_ROOT"/rapidship-install.* "$TMP_ROOT"/rapidship-import-* "$TMP_
   size=$(du -sk "$old" 2>/dev/null | cut -f1)
   rm -rf "$old" && echo "install.sh: removed $old (${size:-?} KiB): the work folder of an earlier import that did not end (killed)" >&2
 done
-WORK=$(mktemp -d "$TMP_ROOT/rapidship-install.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+# Room under --tmp: the archive's members unpacked (TAR_BYTES at most), and with --registry the
+# archive written again for skopeo; a little for the small files. Checked before anything is written.
+free_kb() { df -Pk "$1" 2>/dev/null | awk 'NR == 2 { print $4 }'; }
+copies=1; [ -z "$REGISTRY" ] || copies=2
+NEED_KB=$(( TAR_BYTES / 1024 * copies + 256 ))
+FULL="free space there, or pass --tmp DIR on a larger file system"
+free=$(free_kb "$TMP_ROOT")
+[ -z "$free" ] || [ "$free" -ge "$NEED_KB" ] \
+  || die "no space left on --tmp $TMP_ROOT: $((NEED_KB / 1024)) MiB ($NEED_KB KiB) needed for the images unpacked, $free KiB free; nothing was loaded ($FULL)"
+LOADED=""
+on_exit() {  # a run that fails on a --tmp that filled up anyway says so (a full disk's own message is terse)
+  status=$?
+  free=$(free_kb "$TMP_ROOT")
+  if [ "$status" -ne 0 ] && [ -n "$free" ] && [ "$free" -lt 256 ]; then
+    echo "install.sh: no space left on --tmp $TMP_ROOT: about $NEED_KB KiB needed, $free KiB free; ${LOADED:-nothing was loaded} ($FULL)" >&2
+  fi
+  rm -rf "$WORK"
+}
+WORK=$(mktemp -d "$TMP_ROOT/rapidship-install.XXXXXX") || die "cannot make a work folder under --tmp $TMP_ROOT; nothing was loaded"
+trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 exec 8> "$WORK/.owner"
@@ -413,6 +431,7 @@ while read -r ref want _digest; do
 done < "$WORK/images"
 
 # 7. The archive written here (and nothing of the disc's own) goes to docker load or skopeo.
+LOADED="the load had begun: check the names it reports, then run install.sh again"
 if [ -z "$REGISTRY" ]; then
   echo "loading into docker" >&2
   (cd "$WORK/image" && tar -cf - blobs manifest.json) | docker load > "$WORK/load.log" \

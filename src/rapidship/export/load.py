@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Callable, Iterator, TypeVar
 
 from rapidship import oci_json
+from rapidship.diskspace import is_full, no_room, require_room, sized
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.export import hostlayers, repack
@@ -374,12 +375,21 @@ def registry_push(checked: Checked, plan: repack.Plan, registry: str, tls_verify
         moved = check_downgrades(plan, lambda tag: registry_current(where[tag], [verify, *inspect_access]),
                                  allow_downgrade, warn, signed or {}, ledger)
         archive = Path(tmp) / "images.tar"
-        with open(archive, "wb") as fh:
-            try:
+        # the archive skopeo pushes from: every planned member, a tar header and padding each
+        needed = plan.layer_bytes + 1024 * (len(plan.sizes) + len(plan.held_sizes) + len(plan.from_store)) + 65536
+        full = f"nothing was loaded (the push had not begun; {tmp} was removed)"
+        require_room("--work", tmp.parent, needed, "the images' archive for skopeo", full)
+        try:
+            with open(archive, "wb") as fh:
                 decompressed(checked, lambda r: repack.write(r, plan, fh, on_bytes, held_archive(plan),
                                                                  stored_layers(plan)), lambda _: None)
-            except repack.Changed as err:
-                raise _changed(err) from None
+        except repack.Changed as err:
+            raise _changed(err) from None
+        except OSError as err:
+            if is_full(err):
+                archive.unlink(missing_ok=True)  # the room it took counts as free in the message
+                raise no_room("--work", tmp.parent, sized(needed), full) from None
+            raise
         _ids_before_push(checked, archive)
         loaded = []
         for image in checked.images:

@@ -127,3 +127,62 @@ def test_a_killed_import_leaves_its_work_folder_and_the_next_run_removes_it_nami
     assert proc.returncode == 0, proc.stderr
     assert f"removed {left} (" in " ".join(proc.stderr.split()), proc.stderr
     assert list(work.iterdir()) == []
+
+
+# ---- a full work space on the importing side: said before anything is written or loaded ------------
+
+def test_install_on_a_full_tmp_says_where_how_much_and_that_nothing_was_loaded(absent, tmp_path):
+    disc = absent
+    env = dict(os.environ, RAPIDSHIP_SITE_DIR=str(tmp_path / "site"))
+    with small_fs("256k", tmp_path) as tmp:
+        proc = run_bounded(["sh", str(disc.dirs[0] / "install.sh"), "--key", str(disc.pub), "--tmp", str(tmp),
+                            *map(str, disc.dirs)], 60, env=env)
+        last = proc.stderr.strip().splitlines()[-1]
+        assert proc.returncode == 1, proc.stderr
+        assert f"no space left on --tmp {tmp}:" in last and "KiB) needed" in last and "KiB free" in last, proc.stderr
+        assert "nothing was loaded" in last and "--tmp DIR on a larger file system" in last
+        assert list(tmp.iterdir()) == [] and disc.nothing_loaded()
+    with small_fs("2m", tmp_path) as tmp:  # room enough: the same disc loads
+        proc = run_bounded(["sh", str(disc.dirs[0] / "install.sh"), "--key", str(disc.pub), "--tmp", str(tmp),
+                            *map(str, disc.dirs)], 60, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert list(tmp.iterdir()) == []
+
+
+def test_import_to_a_registry_with_a_full_work_folder_says_so_before_pushing(absent, tmp_path):
+    from rapidship.export.load import scratch_registry
+
+    disc = absent
+    with scratch_registry(tmp_path) as registry, small_fs("256k", tmp_path) as work:
+        cmd = ["invoke", "import", *from_args(disc.isos), "--key", str(disc.pub), "--registry", registry,
+               "--insecure", "--work", str(work)]
+        proc = run_bounded(cmd, 60, cwd=ROOT, env=disc.env)
+        message = " ".join(_one_error(proc.stderr).split())
+        assert proc.returncode == 2, proc.stderr
+        assert f"--work: no space left on {work}:" in message, message
+        assert "(the images' archive for skopeo) needed" in message and "free; nothing was loaded" in message, message
+        assert list(work.iterdir()) == []
+        unknown = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false",
+                                  f"docker://{registry}/{disc.refs['amd64']}"], capture_output=True, text=True)
+        assert unknown.returncode != 0  # nothing pushed
+
+
+def test_install_whose_tmp_fills_up_while_it_runs_says_so_last(absent, tmp_path):
+    """Room enough at the start; something else fills --tmp while install.sh is paused in its work."""
+    disc = absent
+    env = dict(os.environ, RAPIDSHIP_SITE_DIR=str(tmp_path / "site"))
+    with small_fs("2m", tmp_path) as tmp:
+        proc = subprocess.Popen(["sh", str(disc.dirs[0] / "install.sh"), "--key", str(disc.pub), "--tmp", str(tmp),
+                                 *map(str, disc.dirs)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        while _first(tmp, "rapidship-install.*") is None:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.001)
+        os.killpg(proc.pid, signal.SIGSTOP)
+        fill(tmp)
+        os.killpg(proc.pid, signal.SIGCONT)
+        _, err = proc.communicate(timeout=60)
+        last = err.strip().splitlines()[-1]
+        assert proc.returncode != 0 and f"no space left on --tmp {tmp}: about" in last, err
+        assert "KiB needed, " in last and "nothing was loaded" in last, err
+        assert sorted(p.name for p in tmp.iterdir()) == ["filler"] and disc.nothing_loaded()

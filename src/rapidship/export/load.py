@@ -39,6 +39,7 @@ from rapidship.export.scratch import work_folder
 from rapidship.export.site import Ledger
 from rapidship.export.trust import label, refusal
 from rapidship.export.verify import Checked
+from rapidship.publish.retrying import RetryPolicy, copy_deadline
 from rapidship.sign import release
 from rapidship.sign.release import Release
 
@@ -396,7 +397,7 @@ def registry_push(checked: Checked, plan: repack.Plan, registry: str, tls_verify
             dest = where[image["ref"]]
             on_image(dest)
             _skopeo(["copy", "--quiet", tls, *copy_access, f"docker-archive:{archive}:{image['ref']}",
-                     f"docker://{dest}"], dest)
+                     f"docker://{dest}"], dest, archive.stat().st_size)
             raw = _skopeo(["inspect", "--raw", verify, *inspect_access, f"docker://{dest}"], dest)
             config = _skopeo(["inspect", "--config", "--raw", verify, *inspect_access, f"docker://{dest}"], dest)
             served = json.loads(raw)["config"]["digest"]
@@ -440,8 +441,8 @@ _ABSENT = ("manifest unknown", "name unknown", "not found", "NOT_FOUND")
 
 def registry_current(dest: str, flags: list[str]) -> tuple[str, dict | None]:
     """What `dest` (HOST/REPO:TAG) serves now: (image id, config) for this host's platform, or ('', None)."""
-    proc = subprocess.run(["skopeo", "--insecure-policy", "inspect", "--config", "--raw", *flags, f"docker://{dest}"],
-                          capture_output=True, check=False)
+    proc = _deadlined(["skopeo", "--insecure-policy", "inspect", "--config", "--raw", *flags, f"docker://{dest}"],
+                      f"skopeo inspect {dest}")
     if proc.returncode != 0:
         said = proc.stderr.decode(errors="replace")
         if any(word in said for word in _ABSENT):
@@ -470,12 +471,23 @@ def _ids_before_push(checked: Checked, archive: Path) -> None:
                           "report the export id")
 
 
-def _skopeo(args: list[str], what: str) -> bytes:
-    proc = subprocess.run(["skopeo", "--insecure-policy", *args], capture_output=True, check=False)
+def _skopeo(args: list[str], what: str, size: int = 0) -> bytes:
+    """skopeo ARGS, within copy_deadline of its `size` bytes: a registry that stops answering is named."""
+    proc = _deadlined(["skopeo", "--insecure-policy", *args], f"skopeo {args[0]} {what}", size)
     if proc.returncode != 0:
         raise RapidshipError(f"skopeo {args[0]} {what}", proc.stderr.decode(errors="replace").strip()[-800:],
                              "check that the registry is up and reachable")
     return proc.stdout
+
+
+def _deadlined(cmd: list[str], what: str, size: int = 0) -> subprocess.CompletedProcess:
+    deadline = copy_deadline(RetryPolicy.from_env(), size)
+    try:
+        return subprocess.run(cmd, capture_output=True, check=False, timeout=deadline)
+    except subprocess.TimeoutExpired:  # run() has killed it
+        raise RapidshipError(what, f"no answer from the registry within {deadline:.0f} s; nothing more was pushed",
+                             "check that the registry is up and answers, then import again (RAPIDSHIP_RETRY_TIMEOUT: "
+                             "the seconds each wait may take, plus 1 s per MB copied)") from None
 
 
 def _checked(loaded: list[Loaded]) -> list[Loaded]:

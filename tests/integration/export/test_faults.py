@@ -186,3 +186,27 @@ def test_install_whose_tmp_fills_up_while_it_runs_says_so_last(absent, tmp_path)
         assert proc.returncode != 0 and f"no space left on --tmp {tmp}: about" in last, err
         assert "KiB needed, " in last and "nothing was loaded" in last, err
         assert sorted(p.name for p in tmp.iterdir()) == ["filler"] and disc.nothing_loaded()
+
+
+def test_import_to_a_frozen_registry_gives_up_at_its_deadline_naming_it(absent, tmp_path):
+    """The site registry accepts connections and never answers (SIGSTOP): import's first wait, the
+    name's current release, ends at RAPIDSHIP_RETRY_TIMEOUT, nothing pushed."""
+    from support.registry_fixtures import RegistryServer
+
+    disc = absent
+    (tmp_path / "registry").mkdir()
+    server = RegistryServer(tmp_path / "registry").start()
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        env = dict(disc.env, RAPIDSHIP_REGISTRY_USER=server.user, RAPIDSHIP_REGISTRY_PASSWORD=server.password,
+                   RAPIDSHIP_RETRY_TIMEOUT="3")
+        proc = run_bounded(["invoke", "import", *from_args(disc.isos), "--key", str(disc.pub), "--registry",
+                            f"{server.host}/site", "--ca-cert", str(server.ca), "--work", str(tmp_path)], 60,
+                           cwd=ROOT, env=env)
+        message = " ".join(_one_error(proc.stderr).split())
+        assert proc.returncode == 2 and f"skopeo inspect {server.host}/site/" in message, message
+        assert "no answer from the registry within 3 s; nothing more was pushed" in message, message
+        assert not list(tmp_path.glob("rapidship-import-*"))
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+        server.stop()

@@ -156,7 +156,7 @@ NEED_KB=$(( TAR_BYTES / 1024 * copies + 256 ))
 FULL="free space there, or pass --tmp DIR on a larger file system"
 free=$(free_kb "$TMP_ROOT")
 [ -z "$free" ] || [ "$free" -ge "$NEED_KB" ] \
-  || die "no space left on --tmp $TMP_ROOT: $((NEED_KB / 1024)) MiB ($NEED_KB KiB) needed for the images unpacked, $free KiB free; nothing was loaded ($FULL)"
+  || die "no space left on --tmp $TMP_ROOT: $(( (NEED_KB + 1023) / 1024 )) MiB ($NEED_KB KiB) needed for the images unpacked, $free KiB free; nothing was loaded ($FULL)"
 LOADED=""
 on_exit() {  # a run that fails on a --tmp that filled up anyway says so (a full disk's own message is terse)
   status=$?

@@ -587,12 +587,13 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     # name (MANIFEST.json's ref), which is what import gives it, whatever the archive says
     refs = list(dict.fromkeys(i.image_id for i in images))
 
+    writer = PartWriter(layout, out)
     try:
-        _write(record, refs, layout, out, keep_dirs, progress, signatures, delta)
+        _write(record, refs, writer, out, keep_dirs, progress, signatures, delta)
     except BaseException as exc:
         _remove_partial(out)  # nothing half-written stays for a later step to take as an export
-        if is_full(exc):
-            raise no_room("--out", out, f"more than {sized(getattr(exc, 'written', 0))}", "nothing was published "
+        if is_full(exc):  # what the disk took before it refused more is the least the export needs
+            raise no_room("--out", out, f"more than {sized(writer.total)}", "nothing was published "
                           "(the partial volumes were removed)",
                           "free space there, or pass --out on a larger file system: the export needs the compressed "
                           "images about twice (parts, then ISOs)") from None
@@ -618,7 +619,7 @@ def _remove_partial(out: Path) -> None:
             path.unlink(missing_ok=True)
 
 
-def _write(record: ExportRecord, refs: list[str], layout: Layout, out: Path, keep_dirs: bool, progress,
+def _write(record: ExportRecord, refs: list[str], writer: PartWriter, out: Path, keep_dirs: bool, progress,
            signatures: dict[str, bytes], delta: "Delta | None") -> None:
     """save | zstd | split into the volume folders, then the volume files, ISOs and their checksums."""
     from rapidship.console import err
@@ -627,17 +628,12 @@ def _write(record: ExportRecord, refs: list[str], layout: Layout, out: Path, kee
     start = time.monotonic()
     estimate = sum(i.size_bytes for i in images)  # upper bound: shared layers are counted per image
     saving = progress.add_task("save | zstd | split", total=estimate)
-    writer = PartWriter(layout, out)
-    try:
-        if delta is None:
-            record.tar_bytes = save_compressed(refs, writer, lambda n: progress.advance(saving, n), lambda n: None)
-        else:  # a delta disc: only what the release the sites hold lacks
-            record.tar_bytes = compressed(lambda sink: write_archive(refs, delta.held, sink, out,
-                                                                     lambda n: progress.advance(saving, n), err.print),
-                                          writer, lambda n: None)
-    except OSError as exc:
-        exc.written = writer.total  # what the full disk took before it refused more: the least the export needs
-        raise
+    if delta is None:
+        record.tar_bytes = save_compressed(refs, writer, lambda n: progress.advance(saving, n), lambda n: None)
+    else:  # a delta disc: only what the release the sites hold lacks
+        record.tar_bytes = compressed(lambda sink: write_archive(refs, delta.held, sink, out,
+                                                                 lambda n: progress.advance(saving, n), err.print),
+                                      writer, lambda n: None)
     progress.update(saving, total=record.tar_bytes, completed=record.tar_bytes)
     record.parts, record.archive_bytes, record.archive_sha256 = writer.parts, writer.total, writer.whole.hexdigest()
     record.seconds["save_compress_split"] = round(time.monotonic() - start, 2)

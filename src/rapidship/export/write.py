@@ -576,6 +576,9 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     images, key_fingerprint, signatures = sign_images(images, ws, unsigned, err.print)
     layout = plan_layout(media, disc_bytes(signatures) if signatures else 0)
     layout = Layout(layout.media, layout.payload_bytes, min(part_max, PART_MAX))
+    if delta is None and (need := known_need(images, ws)):
+        require_room("--out", out, need, "the images zstd-compressed as their build records measured them, twice: "
+                     "the parts, then the ISOs", "nothing was written")
     out.mkdir(parents=True, exist_ok=True)
     if any(out.glob("volume-*")) or any(out.glob("rapidship-*.iso")):
         raise ConfigError("--out", f"{out} already holds an export", "pass an empty or new --out directory")
@@ -609,6 +612,22 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
               + (f"{signed} signed with {key_fingerprint[:19]}" if signed else "none signed")
               + (f", {len(images) - signed} UNSIGNED" if signed < len(images) else ""))
     return record
+
+
+def known_need(images: list[ImageRecord], ws: Workspace) -> int | None:
+    """Bytes an export of `images` needs under --out, by each build record's `zstd -3` figure of the
+    image (the parts, then the ISOs beside them); None when an image has no build record of its id."""
+    from rapidship.imagebuild.buildkit import read_record
+
+    total = 0
+    for image in images:
+        if not image.variant or not ws.build(image.variant, image.arch).is_file():
+            return None
+        built = read_record(ws, image.variant, image.arch)
+        if built.image_id != image.image_id:
+            return None
+        total += built.zstd_bytes
+    return 2 * total + len(images) * (ISO_RESERVE + METADATA_RESERVE)
 
 
 def _remove_partial(out: Path) -> None:

@@ -5,7 +5,9 @@ where, how much and what was (not) done, in one message.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -210,3 +212,25 @@ def test_import_to_a_frozen_registry_gives_up_at_its_deadline_naming_it(absent, 
     finally:
         os.kill(server.proc.pid, signal.SIGCONT)
         server.stop()
+
+
+def test_export_of_built_images_checks_the_room_their_build_records_measured_first(present, tmp_path):
+    """A build record states each image's `zstd -3` size: the export knows its need before it starts."""
+    disc = present
+    build = Path(shutil.copytree(disc.build, tmp_path / "build"))
+    for record in build.glob("cpu-debian12/build-*.json"):  # the real figure, as invoke build measures it
+        doc = json.loads(record.read_text())
+        doc["zstd_bytes"] = len(subprocess.run(["sh", "-c", f"docker save {doc['image_id']} | zstd -3 -q -c"],
+                                               capture_output=True, check=True).stdout)
+        record.write_text(json.dumps(doc))
+    cmd = ["invoke", "export", "--variant", "cpu-debian12", "--variants-file", str(disc.work / "variants.yaml"),
+           "--build-dir", str(build), "--media", "dvd"]
+    with small_fs("1m", tmp_path) as out:
+        proc = run_bounded([*cmd, "--out", str(out / "disc")], 60, cwd=ROOT, env=disc.env)
+        message = " ".join(_one_error(proc.stderr).split())
+        assert proc.returncode == 2 and f"--out: no space left on {out}/disc: " in message, message
+        assert "(the images zstd-compressed as their build records measured them, twice" in message, message
+        assert "free; nothing was written" in message and list(out.iterdir()) == [], message
+    with small_fs("8m", tmp_path) as out:  # room enough: the same export is made
+        proc = run_bounded([*cmd, "--out", str(out / "disc")], 60, cwd=ROOT, env=disc.env)
+        assert proc.returncode == 0, proc.stderr

@@ -6,6 +6,7 @@ so bad input never ends in a traceback.
 
 from __future__ import annotations
 
+import errno
 import functools
 from typing import Callable, TypeVar
 
@@ -57,6 +58,10 @@ def exits_cleanly(fn: F) -> F:
                        "  fix: check the files the flags name (reports, configs) and their encoding", code=2) from None
         except OSError as err:  # a path the user named (or build/) cannot be read or written
             where = err.filename or "a file"
+            if err.errno in (errno.ENOSPC, errno.EDQUOT):  # a stage that sizes its writes says more (diskspace.py)
+                raise Exit(f"error: {where}: no space left on the file system; this step was not finished\n"
+                           "  fix: free space there, or point the flag that names it (--out, --work, --tmp, "
+                           "--build-dir) at a larger file system, and run it again", code=2) from None
             what = {IsADirectoryError: "is a directory where a file is expected",
                     NotADirectoryError: "is (inside) a file where a directory is expected",
                     FileExistsError: "is in the way (a file where a directory goes, or the reverse)",

@@ -162,25 +162,28 @@ def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, wo
     """Check every volume, verify every image against --key, then load the images and compare their ids.
     With --registry, credentials come from RAPIDSHIP_REGISTRY_USER / _PASSWORD or the docker auth file."""
     from rapidship.export.load import docker_load, registry_push
-    from rapidship.export.site import Ledger
+    from rapidship.export.scratch import remove_leftovers, term_ends_cleanly
+    from rapidship.export.site import Ledger, site_lock
     from rapidship.export.trust import require_key
 
     public = require_key(key, no_verify)
     warn = lambda text: console.err.print(f"[bold red]{text}[/]")  # noqa: E731
-    with _progress() as progress:
+    remove_leftovers(Path(work) if work else None, console.err.print)
+    with term_ends_cleanly(), _progress() as progress:
         checked = _checked_volumes(from_, progress)
         trust, plan = _trusted(checked, public, key, progress, work, site, trust_root, accept_expired,
                                for_docker=not registry)
         signed, ledger = (trust.releases if trust else {}), Ledger.at(site)
         loading = progress.add_task("push" if registry else "docker load", total=plan.layer_bytes)
-        if registry:
-            loaded = registry_push(checked, plan, registry, not insecure, Path(work) if work else None,
-                                   lambda n: progress.advance(loading, n),
-                                   ca_cert=ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"),
-                                   allow_downgrade=allow_downgrade, warn=warn, signed=signed, ledger=ledger)
-        else:
-            loaded = docker_load(checked, plan, lambda n: progress.advance(loading, n), allow_downgrade, warn,
-                                 signed, ledger)
+        with site_lock(site, console.err.print):  # decide (downgrade check), load and record: one import at a time
+            if registry:
+                loaded = registry_push(checked, plan, registry, not insecure, Path(work) if work else None,
+                                       lambda n: progress.advance(loading, n),
+                                       ca_cert=ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"),
+                                       allow_downgrade=allow_downgrade, warn=warn, signed=signed, ledger=ledger)
+            else:
+                loaded = docker_load(checked, plan, lambda n: progress.advance(loading, n), allow_downgrade, warn,
+                                     signed, ledger)
     console.table(f"export {checked.export_id}", ["image", "id"],
                   [(x.where, x.image_id + (f" (DOWNGRADE from {x.downgraded_from})" if x.downgraded_from else ""))
                    for x in loaded])

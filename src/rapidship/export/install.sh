@@ -20,7 +20,7 @@
 # compared with the serial the site recorded when it loaded the current image (--site DIR, default
 # $RAPIDSHIP_SITE_DIR or ~/.local/state/rapidship, the file `releases`, shared with invoke import).
 # Every image id is then compared with the one recorded at export time. --no-verify skips the key and
-# signature checks (and says so). Needs: sh, sha256sum, zstd, GNU tar, openssl (with --key), and docker
+# signature checks (and says so). Needs: sh, sha256sum, zstd, GNU tar, flock, openssl (with --key), and docker
 # (or skopeo with --registry); free space under --tmp (default $TMPDIR or /var/tmp) for the images.
 # --registry: --ca-cert (default $RAPIDSHIP_REGISTRY_CA) is the PEM CA that signs its certificate; the
 # credential comes from RAPIDSHIP_REGISTRY_USER / _PASSWORD (into a 0600 file of --tmp, never on a
@@ -39,6 +39,7 @@ KEY=""
 NO_VERIFY=""
 ALLOW_DOWNGRADE=""
 SITE="${RAPIDSHIP_SITE_DIR:-${HOME:-/root}/.local/state/rapidship}"
+LOCK_WAIT="${RAPIDSHIP_SITE_LOCK_WAIT:-600}"  # seconds to wait for another import of the site
 
 die() { echo "install.sh: $*" >&2; exit 1; }
 usage() { echo "install.sh: $*" >&2; exit 2; }
@@ -83,6 +84,8 @@ if [ -n "$REGISTRY" ] && [ -n "$CA_CERT" ]; then
 fi
 
 need sha256sum "install coreutils"
+need flock "install util-linux: one import of a site at a time takes its lock"
+case "$LOCK_WAIT" in ''|*[!0-9]*) usage "RAPIDSHIP_SITE_LOCK_WAIT=$LOCK_WAIT: pass a whole number of seconds" ;; esac
 need zstd "install the zstd package (Debian/Ubuntu: apt-get install zstd; RPM: dnf install zstd)"
 need tar "install GNU tar: it reads the archive by content"
 tar --version 2>/dev/null | grep -q 'GNU tar' || die "tar is not GNU tar (its --to-command reads the archive by content): install GNU tar"
@@ -136,8 +139,39 @@ $bad"
   i=$((i + 1))
 done
 
-WORK=$(mktemp -d "$TMP_ROOT/rapidship-install.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT INT TERM
+# The work folder: removed on every exit; its .owner stays locked (flock) while this run lives, so a
+# folder whose .owner is not locked was left by a run that was killed, and is removed here, named.
+for old in "$TMP_ROOT"/rapidship-install.* "$TMP_ROOT"/rapidship-import-* "$TMP_ROOT"/rapidship-trust-* \
+           "$TMP_ROOT"/rapidship-tuf-*; do
+  [ -d "$old" ] && [ -f "$old/.owner" ] || continue
+  flock -n "$old/.owner" true 2>/dev/null || continue  # a run still going
+  size=$(du -sk "$old" 2>/dev/null | cut -f1)
+  rm -rf "$old" && echo "install.sh: removed $old (${size:-?} KiB): the work folder of an earlier import that did not end (killed)" >&2
+done
+# Room under --tmp: the archive's members unpacked (TAR_BYTES at most), and with --registry the
+# archive written again for skopeo; a little for the small files. Checked before anything is written.
+free_kb() { df -Pk "$1" 2>/dev/null | awk 'NR == 2 { print $4 }'; }
+copies=1; [ -z "$REGISTRY" ] || copies=2
+NEED_KB=$(( TAR_BYTES / 1024 * copies + 256 ))
+FULL="free space there, or pass --tmp DIR on a larger file system"
+free=$(free_kb "$TMP_ROOT")
+[ -z "$free" ] || [ "$free" -ge "$NEED_KB" ] \
+  || die "no space left on --tmp $TMP_ROOT: $(( (NEED_KB + 1023) / 1024 )) MiB ($NEED_KB KiB) needed for the images unpacked, $free KiB free; nothing was loaded ($FULL)"
+LOADED=""
+on_exit() {  # a run that fails on a --tmp that filled up anyway says so (a full disk's own message is terse)
+  status=$?
+  free=$(free_kb "$TMP_ROOT")
+  if [ "$status" -ne 0 ] && [ -n "$free" ] && [ "$free" -lt 256 ]; then
+    echo "install.sh: no space left on --tmp $TMP_ROOT: about $NEED_KB KiB needed, $free KiB free; ${LOADED:-nothing was loaded} ($FULL)" >&2
+  fi
+  rm -rf "$WORK"
+}
+WORK=$(mktemp -d "$TMP_ROOT/rapidship-install.XXXXXX") || die "cannot make a work folder under --tmp $TMP_ROOT; nothing was loaded"
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+exec 8> "$WORK/.owner"
+flock -n 8 || die "$WORK was taken by another run at once; nothing was loaded: run install.sh again"
 if [ -n "$REGISTRY" ]; then  # skopeo's view of the site registry: its CA, and a credential file only this user reads
   if [ -n "$CA_CERT" ]; then mkdir "$WORK/certs" && cp "$CA_CERT" "$WORK/certs/ca.crt"; fi
   if [ -n "${RAPIDSHIP_REGISTRY_USER:-}" ] && [ -n "${RAPIDSHIP_REGISTRY_PASSWORD:-}" ]; then
@@ -330,7 +364,18 @@ printf ']' >> "$WORK/image/manifest.json"
 rm -rf "$WORK/blobs"
 [ -n "$NO_VERIFY" ] || echo "verified $(wc -l < "$WORK/signed.ids" | tr -d ' ') image(s) with key $fp" >&2
 
-# 6. No name moves to an older release than the one it points at now (unless --allow-downgrade).
+# 6. One import of the site at a time from here to its record (9): the lock invoke import takes too
+# (flock on $SITE/import.lock); a killed holder's lock ends with it. Then no name moves to an older
+# release than the one it points at now (unless --allow-downgrade).
+LOCK="$SITE/import.lock"
+{ mkdir -p "$SITE" && : >> "$LOCK"; } 2>/dev/null \
+  || die "$LOCK cannot be written (the site's import lock): pass --site DIR, a directory this user can write; nothing was loaded"
+exec 9>> "$LOCK"
+if ! flock -n 9; then
+  echo "install.sh: another import of this site holds $LOCK ($(cat "$LOCK")); waiting up to $LOCK_WAIT s for it" >&2
+  flock -w "$LOCK_WAIT" 9 || die "another import of this site ($(cat "$LOCK")) still holds $LOCK after $LOCK_WAIT s; nothing was loaded (let it finish and run install.sh again; RAPIDSHIP_SITE_LOCK_WAIT=SECONDS waits longer)"
+fi
+printf 'pid %s, install.sh, since %s\n' "$$" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$LOCK"
 current_created() {  # REF -> "ID CREATED" of what the name points at now, or nothing
   if [ -z "$REGISTRY" ]; then
     docker image inspect --format '{{.Id}} {{index .Config.Labels "org.opencontainers.image.created"}}' "$1" 2>/dev/null || true
@@ -386,6 +431,7 @@ while read -r ref want _digest; do
 done < "$WORK/images"
 
 # 7. The archive written here (and nothing of the disc's own) goes to docker load or skopeo.
+LOADED="the load had begun: check the names it reports, then run install.sh again"
 if [ -z "$REGISTRY" ]; then
   echo "loading into docker" >&2
   (cd "$WORK/image" && tar -cf - blobs manifest.json) | docker load > "$WORK/load.log" \

@@ -31,12 +31,15 @@ from pathlib import Path
 from typing import IO, Callable, Iterator, TypeVar
 
 from rapidship import oci_json
+from rapidship.diskspace import is_full, no_room, require_room, sized
 from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.export import hostlayers, repack
+from rapidship.export.scratch import work_folder
 from rapidship.export.site import Ledger
 from rapidship.export.trust import label, refusal
 from rapidship.export.verify import Checked
+from rapidship.publish.retrying import RetryPolicy, copy_deadline
 from rapidship.sign import release
 from rapidship.sign.release import Release
 
@@ -400,26 +403,34 @@ def registry_push(checked: Checked, plan: repack.Plan, registry: str, tls_verify
         raise ConfigError("--registry", "pushing to a registry needs skopeo", "apt-get install skopeo, or leave out --registry")
     tls = f"--dest-tls-verify={str(tls_verify).lower()}"
     verify = f"--tls-verify={str(tls_verify).lower()}"
-    with tempfile.TemporaryDirectory(prefix="rapidship-import-", dir=work) as tmp:
-        Path(tmp).chmod(0o700)
+    with work_folder("rapidship-import-", work) as tmp:
         copy_access, inspect_access = _skopeo_access(Path(tmp), registry.split("/", 1)[0], ca_cert)
         where = {tag: registry_path(tag, registry) for image in plan.images for tag in image.tags}
         moved = check_downgrades(plan, lambda tag: registry_current(where[tag], [verify, *inspect_access]),
                                  allow_downgrade, warn, signed or {}, ledger)
         archive = Path(tmp) / "images.tar"
-        with open(archive, "wb") as fh:
-            try:
+        # the archive skopeo pushes from: every planned member, a tar header and padding each
+        needed = plan.layer_bytes + 1024 * (len(plan.sizes) + len(plan.held_sizes) + len(plan.from_store)) + 65536
+        full = f"nothing was loaded (the push had not begun; {tmp} was removed)"
+        require_room("--work", tmp.parent, needed, "the images' archive for skopeo", full)
+        try:
+            with open(archive, "wb") as fh:
                 decompressed(checked, lambda r: repack.write(r, plan, fh, on_bytes, held_archive(plan),
                                                                  stored_layers(plan)), lambda _: None)
-            except repack.Changed as err:
-                raise _changed(err) from None
+        except repack.Changed as err:
+            raise _changed(err) from None
+        except OSError as err:
+            if is_full(err):
+                archive.unlink(missing_ok=True)  # the room it took counts as free in the message
+                raise no_room("--work", tmp.parent, sized(needed), full) from None
+            raise
         _ids_before_push(checked, archive)
         loaded = []
         for image in checked.images:
             dest = where[image["ref"]]
             on_image(dest)
             _skopeo(["copy", "--quiet", tls, *copy_access, f"docker-archive:{archive}:{image['ref']}",
-                     f"docker://{dest}"], dest)
+                     f"docker://{dest}"], dest, archive.stat().st_size)
             raw = _skopeo(["inspect", "--raw", verify, *inspect_access, f"docker://{dest}"], dest)
             config = _skopeo(["inspect", "--config", "--raw", verify, *inspect_access, f"docker://{dest}"], dest)
             served = json.loads(raw)["config"]["digest"]
@@ -463,8 +474,8 @@ _ABSENT = ("manifest unknown", "name unknown", "not found", "NOT_FOUND")
 
 def registry_current(dest: str, flags: list[str]) -> tuple[str, dict | None]:
     """What `dest` (HOST/REPO:TAG) serves now: (image id, config) for this host's platform, or ('', None)."""
-    proc = subprocess.run(["skopeo", "--insecure-policy", "inspect", "--config", "--raw", *flags, f"docker://{dest}"],
-                          capture_output=True, check=False)
+    proc = _deadlined(["skopeo", "--insecure-policy", "inspect", "--config", "--raw", *flags, f"docker://{dest}"],
+                      f"skopeo inspect {dest}")
     if proc.returncode != 0:
         said = proc.stderr.decode(errors="replace")
         if any(word in said for word in _ABSENT):
@@ -493,12 +504,23 @@ def _ids_before_push(checked: Checked, archive: Path) -> None:
                           "report the export id")
 
 
-def _skopeo(args: list[str], what: str) -> bytes:
-    proc = subprocess.run(["skopeo", "--insecure-policy", *args], capture_output=True, check=False)
+def _skopeo(args: list[str], what: str, size: int = 0) -> bytes:
+    """skopeo ARGS, within copy_deadline of its `size` bytes: a registry that stops answering is named."""
+    proc = _deadlined(["skopeo", "--insecure-policy", *args], f"skopeo {args[0]} {what}", size)
     if proc.returncode != 0:
         raise RapidshipError(f"skopeo {args[0]} {what}", proc.stderr.decode(errors="replace").strip()[-800:],
                              "check that the registry is up and reachable")
     return proc.stdout
+
+
+def _deadlined(cmd: list[str], what: str, size: int = 0) -> subprocess.CompletedProcess:
+    deadline = copy_deadline(RetryPolicy.from_env(), size)
+    try:
+        return subprocess.run(cmd, capture_output=True, check=False, timeout=deadline)
+    except subprocess.TimeoutExpired:  # run() has killed it
+        raise RapidshipError(what, f"no answer from the registry within {deadline:.0f} s; nothing more was pushed",
+                             "check that the registry is up and answers, then import again (RAPIDSHIP_RETRY_TIMEOUT: "
+                             "the seconds each wait may take, plus 1 s per MB copied)") from None
 
 
 def _checked(loaded: list[Loaded]) -> list[Loaded]:

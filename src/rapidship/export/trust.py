@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rapidship.errors import ConfigError, GateFailure
 from rapidship.export.carry import PAYLOAD, PAYLOAD_SIG, SIGNATURES, flat_payload
+from rapidship.export.scratch import work_folder
 from rapidship.sign import formats as f
 from rapidship.sign.release import Release
 
@@ -109,8 +109,6 @@ def check_release_trust(checked: "Checked", site_tuf: Path, accept_expired: bool
     """The disc's tuf/ folder (every volume the same, each file checked against its manifest) read by
     python-tuf's client from the site's trusted metadata: each image's name resolves to its signed
     digest (sign/tufmeta.resolve). Returns the targets version accepted."""
-    import tempfile
-
     from rapidship.export.verify import read_slice
     from rapidship.sign import tufmeta
 
@@ -124,8 +122,7 @@ def check_release_trust(checked: "Checked", site_tuf: Path, accept_expired: bool
     if not mine:
         raise refusal([f"the disc carries no release metadata ({prefix}), and this site decides by it: ask the sender "
                        "for a disc exported from a workspace with a trust repository (invoke trust.init)"])
-    tmp = Path(tempfile.mkdtemp(prefix="rapidship-tuf-", dir=work))
-    try:
+    with work_folder("rapidship-tuf-", work) as tmp:
         for name, digest in mine.items():
             data = read_slice(ref.files[name])
             if hashlib.sha256(data).hexdigest() != digest or "/" in name[len(prefix):]:
@@ -133,8 +130,6 @@ def check_release_trust(checked: "Checked", site_tuf: Path, accept_expired: bool
             (tmp / name[len(prefix):]).write_bytes(data)
         images = {str(i.get("ref")): str(i.get("signed_digest") or "") for i in checked.images}
         return tufmeta.resolve(tmp, site_tuf, images, accept_expired, warn)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def check_signatures(checked: "Checked", key: "ec.EllipticCurvePublicKey", key_path: str, root: Path) -> Trust:
@@ -202,13 +197,8 @@ def _flat_problem(src, root: Path, digest: str) -> str:
 
 def verify_disc(checked: "Checked", key: "ec.EllipticCurvePublicKey", key_path: str, work: Path | None = None) -> Trust:
     """Steps 1 and 2; raises one GateFailure naming every refused image. Nothing is loaded here."""
-    import tempfile
-
-    tmp = Path(tempfile.mkdtemp(prefix="rapidship-trust-", dir=work))
-    try:
+    with work_folder("rapidship-trust-", work) as tmp:
         return check_signatures(checked, key, key_path, materialize(checked, tmp))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def unchecked_release(checked: "Checked", site: str | None) -> str:

@@ -32,6 +32,7 @@ from typing import IO, Callable, Iterable
 from rapidship import __version__
 from rapidship.engine import ENGINE
 from rapidship.config.matrix import run_id
+from rapidship.diskspace import is_full, no_room, require_room, sized
 from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.export.carry import disc_bytes, disc_files, find_signed
 from rapidship.export.delta import Delta, write_archive
@@ -254,7 +255,7 @@ Volume {volume} of {count}, made {record.created} by rapidship {record.tool_vers
 Images:
 {images}
 
-Install on a host with Docker, sha256sum, zstd, openssl and tar (no network needed):
+Install on a host with Docker, sha256sum, zstd, openssl, tar and flock (no network needed):
   1. Copy every volume into its own directory, or mount them all:
        mkdir -p /var/tmp/rapidship/vol1 && cp -r /media/cdrom/. /var/tmp/rapidship/vol1/   (repeat per disc)
   2. sh /var/tmp/rapidship/vol1/install.sh --key cosign.pub /var/tmp/rapidship/vol*
@@ -407,7 +408,12 @@ def save_compressed(refs: list[str], writer: PartWriter, on_tar: Callable[[int],
             on_tar(n)
         return moved
 
-    moved = compressed(splice, writer, on_out)
+    try:
+        moved = compressed(splice, writer, on_out)
+    except BaseException:
+        save.kill()  # it would wait forever on a pipe nobody reads
+        save.wait()
+        raise
     save_err = save.stderr.read().decode(errors="replace").strip()
     if save.wait() != 0:
         raise RapidshipError("docker save", f"failed: {save_err or 'no message'}", "check the engine and the image names")
@@ -439,9 +445,17 @@ def compressed(feed: Callable[[IO[bytes]], int], writer: PartWriter, on_out: Cal
         while n := zstd.stdout.readinto(buf):
             writer.write(view[:n])
             on_out(n)
-    finally:
         writer.close()
+    except BaseException:
+        # nobody reads zstd's output any more: end zstd, so the feed's next write fails (EPIPE) and its
+        # thread ends, rather than both waiting on full pipes forever (a full disk hung export so)
+        zstd.kill()
+        with contextlib.suppress(OSError):
+            writer.close()
         thread.join()
+        zstd.wait()
+        raise
+    thread.join()
     zstd_err = zstd.stderr.read().decode(errors="replace").strip()
     if failure and isinstance(failure[0], RapidshipError):
         raise failure[0]
@@ -562,6 +576,9 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     images, key_fingerprint, signatures = sign_images(images, ws, unsigned, err.print)
     layout = plan_layout(media, disc_bytes(signatures) if signatures else 0)
     layout = Layout(layout.media, layout.payload_bytes, min(part_max, PART_MAX))
+    if delta is None and (need := known_need(images, ws)):
+        require_room("--out", out, need, "the images zstd-compressed as their build records measured them, twice: "
+                     "the parts, then the ISOs", "nothing was written")
     out.mkdir(parents=True, exist_ok=True)
     if any(out.glob("volume-*")) or any(out.glob("rapidship-*.iso")):
         raise ConfigError("--out", f"{out} already holds an export", "pass an empty or new --out directory")
@@ -573,10 +590,63 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     # name (MANIFEST.json's ref), which is what import gives it, whatever the archive says
     refs = list(dict.fromkeys(i.image_id for i in images))
 
+    writer = PartWriter(layout, out)
+    try:
+        _write(record, refs, writer, out, keep_dirs, progress, signatures, delta)
+    except BaseException as exc:
+        _remove_partial(out)  # nothing half-written stays for a later step to take as an export
+        if is_full(exc):  # what the disk took before it refused more is the least the export needs
+            raise no_room("--out", out, f"more than {sized(writer.total)}", "nothing was published "
+                          "(the partial volumes were removed)",
+                          "free space there, or pass --out on a larger file system: the export needs the compressed "
+                          "images about twice (parts, then ISOs)") from None
+        raise
+    save(out / "export.json", record_json(record))
+    record_location(ws, out, record.export_id)
+    signed = sum(1 for i in images if i.signed_digest)
+    if delta:
+        err.print(f"a delta disc: extends export {delta.extends['export_id'][:12]} ({delta.extends['created']}); "
+                  f"{len(delta.extends['layers'])} layer(s) are taken from the host's copy of that release")
+    err.print(f"exported {len(images)} image(s) into {record.volume_count} volume(s) of {media.name}: "
+              f"{record.tar_bytes / 1e6:.0f} MB -> {record.archive_bytes / 1e6:.0f} MB zstd; "
+              + (f"{signed} signed with {key_fingerprint[:19]}" if signed else "none signed")
+              + (f", {len(images) - signed} UNSIGNED" if signed < len(images) else ""))
+    return record
+
+
+def known_need(images: list[ImageRecord], ws: Workspace) -> int | None:
+    """Bytes an export of `images` needs under --out, by each build record's `zstd -3` figure of the
+    image (the parts, then the ISOs beside them); None when an image has no build record of its id."""
+    from rapidship.imagebuild.buildkit import read_record
+
+    total = 0
+    for image in images:
+        if not image.variant or not ws.build(image.variant, image.arch).is_file():
+            return None
+        built = read_record(ws, image.variant, image.arch)
+        if built.image_id != image.image_id:
+            return None
+        total += built.zstd_bytes
+    return 2 * total + len(images) * (ISO_RESERVE + METADATA_RESERVE)
+
+
+def _remove_partial(out: Path) -> None:
+    for path in [*out.glob("volume-*"), *out.glob("rapidship-*.iso"), out / SUMS]:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _write(record: ExportRecord, refs: list[str], writer: PartWriter, out: Path, keep_dirs: bool, progress,
+           signatures: dict[str, bytes], delta: "Delta | None") -> None:
+    """save | zstd | split into the volume folders, then the volume files, ISOs and their checksums."""
+    from rapidship.console import err
+
+    images, media = record.images, record.media
     start = time.monotonic()
     estimate = sum(i.size_bytes for i in images)  # upper bound: shared layers are counted per image
     saving = progress.add_task("save | zstd | split", total=estimate)
-    writer = PartWriter(layout, out)
     if delta is None:
         record.tar_bytes = save_compressed(refs, writer, lambda n: progress.advance(saving, n), lambda n: None)
     else:  # a delta disc: only what the release the sites hold lacks
@@ -593,6 +663,10 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     write_volume_files(record, out, signatures)
     count = record.volume_count
     total = sum(volume_bytes(volume_dir(out, v)) for v in range(1, count + 1))
+    require_room("--out", out, total + count * ISO_RESERVE, f"{count} ISO(s) of the {sized(total)} written",
+                 "nothing was published (the partial volumes were removed)",
+                 "free space there, or pass --out on a larger file system: the export needs the compressed images "
+                 "about twice (parts, then ISOs)")
     isos = progress.add_task(f"ISO x{count}", total=total)
     for volume in range(1, count + 1):
         folder = volume_dir(out, volume)
@@ -617,17 +691,6 @@ def export(images: list[ImageRecord], media: Media, out: Path, keep_dirs: bool =
     if not keep_dirs:
         for volume in range(1, count + 1):
             shutil.rmtree(volume_dir(out, volume))
-    save(out / "export.json", record_json(record))
-    record_location(ws, out, record.export_id)
-    signed = sum(1 for i in images if i.signed_digest)
-    if delta:
-        err.print(f"a delta disc: extends export {delta.extends['export_id'][:12]} ({delta.extends['created']}); "
-                  f"{len(delta.extends['layers'])} layer(s) are taken from the host's copy of that release")
-    err.print(f"exported {len(images)} image(s) into {count} volume(s) of {media.name}: "
-              f"{record.tar_bytes / 1e6:.0f} MB -> {record.archive_bytes / 1e6:.0f} MB zstd; "
-              + (f"{signed} signed with {key_fingerprint[:19]}" if signed else "none signed")
-              + (f", {len(images) - signed} UNSIGNED" if signed < len(images) else ""))
-    return record
 
 
 def record_location(ws: Workspace, out: Path, export_id: str) -> Path:

@@ -36,7 +36,7 @@ from rapidship.errors import ConfigError, GateFailure, RapidshipError
 from rapidship.config.matrix import Variant
 from rapidship.publish.oci import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, Credentials, Registry, split_repository
 from rapidship.records import ArchImage, PromoteRecord, PushRecord, Workspace, gated_problems
-from rapidship.publish.retrying import RetryPolicy, backoff, nothing_listens, refused_on_loopback
+from rapidship.publish.retrying import RetryPolicy, backoff, copy_deadline, nothing_listens, refused_on_loopback
 from rapidship.sign import release
 from rapidship.sign.release import Release
 
@@ -130,10 +130,12 @@ def daemon_host_flags() -> list[str]:
 
 
 def skopeo_push(ref: str, dest: str, host: str, creds: Credentials | None, ca_bundle: str | None,
-                policy: RetryPolicy, retries: RetryCounter) -> str:
-    """Copy one engine image to the registry; returns its manifest digest."""
+                policy: RetryPolicy, retries: RetryCounter, size: int = 0) -> str:
+    """Copy one engine image (`size` bytes) to the registry, each attempt within copy_deadline;
+    returns its manifest digest."""
     if shutil.which("skopeo") is None:
         raise ConfigError("skopeo", "not installed", "apt-get install skopeo")
+    start, deadline = time.monotonic(), copy_deadline(policy, size)
     with tempfile.TemporaryDirectory(prefix="rapidship-push-") as tmp_name:
         tmp = Path(tmp_name)
         tmp.chmod(0o700)
@@ -142,10 +144,15 @@ def skopeo_push(ref: str, dest: str, host: str, creds: Credentials | None, ca_bu
                *_auth_file(tmp, host, creds), *_cert_dir(tmp, ca_bundle), *daemon_host_flags(),
                "--digestfile", str(digest_file), f"docker-daemon:{ref}", f"docker://{dest}"]
         for attempt in range(1, policy.attempts + 1):
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            if proc.returncode == 0:
-                return digest_file.read_text().strip()
-            err = _skopeo_error(proc.stderr) or f"exit {proc.returncode}"
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=deadline)
+            except subprocess.TimeoutExpired:  # run() has killed it
+                err = (f"no answer from {host} within {deadline:.0f} s (the copy of {size / 1e6:.1f} MB; "
+                       f"RAPIDSHIP_RETRY_TIMEOUT={policy.timeout:g} s + 1 s per MB)")
+            else:
+                if proc.returncode == 0:
+                    return digest_file.read_text().strip()
+                err = _skopeo_error(proc.stderr) or f"exit {proc.returncode}"
             if any(m in err for m in _NO_ENGINE):
                 raise RapidshipError(f"push {dest}", f"skopeo cannot read the image from the engine: {err}",
                                      "push reads the engine DOCKER_HOST names, as build did; check that it runs "
@@ -155,7 +162,8 @@ def skopeo_push(ref: str, dest: str, host: str, creds: Credentials | None, ca_bu
             if any(p in err.lower() for p in _PERMANENT) or attempt == policy.attempts:
                 hint = ("the registry or the network is failing persistently: check it, then run again"
                         if attempt == policy.attempts else "check the credentials, the CA and the image")
-                raise RapidshipError(f"push {dest}", f"skopeo copy failed after {attempt} attempt(s): {err}", hint)
+                raise RapidshipError(f"push {dest}", f"skopeo copy failed after {attempt} attempt(s) in "
+                                     f"{time.monotonic() - start:.0f} s: {err}", hint)
             delay = backoff(policy, attempt)
             retries(attempt, f"skopeo copy: {err}", delay)
             time.sleep(delay)
@@ -217,7 +225,8 @@ def push(variant: Variant, target: str, ws: Workspace, creds: Credentials | None
         tag = variant.tag(arch)
         log(f"pushing {variant.id} {arch.value} ({ids[arch.value][:19]}) -> {host}/{repo}:{tag}")
         # by id, not by tag: the image whose records were just checked, even if the tag moves meanwhile
-        digest = skopeo_push(ids[arch.value], f"{host}/{repo}:{tag}", host, creds, ca_bundle, policy, retries)
+        size = int((ENGINE.try_inspect(ids[arch.value]) or {}).get("Size", 0))
+        digest = skopeo_push(ids[arch.value], f"{host}/{repo}:{tag}", host, creds, ca_bundle, policy, retries, size)
         child = arch_image(reg, repo, arch.value, tag, digest)
         if child.image_id != ids[arch.value]:
             raise RapidshipError(f"push {variant.id} {arch.value}", f"the registry holds image {child.image_id[:19]} "

@@ -6,7 +6,9 @@ a plain-HTTP answer to HTTPS, and a refused connection on this machine (nothing 
 each one error at once, naming the cause). A request that is not idempotent
 (a POST that creates something) is only retried when the server said it did not take it (429,
 503); a dropped connection could hide a success, so it ends with an error instead of a duplicate.
-`Retry-After` is honoured up to `max_delay`. The last fault ends as ONE RapidshipError.
+`Retry-After` is honoured up to `max_delay`. Every wait has a deadline (`timeout` per connect and
+per read: a registry that accepts connections and says nothing, as a frozen one does, is a fault
+like any other). The last fault ends as ONE RapidshipError with the attempts and the time they took.
 """
 
 from __future__ import annotations
@@ -54,18 +56,28 @@ class RetryPolicy:
 
     @classmethod
     def from_env(cls) -> "RetryPolicy":
-        """RAPIDSHIP_RETRY_ATTEMPTS / RAPIDSHIP_RETRY_BASE_DELAY tune it for slow or flaky sites."""
+        """RAPIDSHIP_RETRY_ATTEMPTS / RAPIDSHIP_RETRY_BASE_DELAY / RAPIDSHIP_RETRY_TIMEOUT tune it for
+        slow or flaky sites."""
         import os
 
         try:
             return cls(attempts=max(1, int(os.environ.get("RAPIDSHIP_RETRY_ATTEMPTS", cls.attempts))),
-                       base_delay=max(0.0, float(os.environ.get("RAPIDSHIP_RETRY_BASE_DELAY", cls.base_delay))))
+                       base_delay=max(0.0, float(os.environ.get("RAPIDSHIP_RETRY_BASE_DELAY", cls.base_delay))),
+                       timeout=max(0.1, float(os.environ.get("RAPIDSHIP_RETRY_TIMEOUT", cls.timeout))))
         except ValueError:
-            raise RapidshipError("RAPIDSHIP_RETRY_ATTEMPTS / RAPIDSHIP_RETRY_BASE_DELAY", "not a number",
-                                 "set an integer count and a delay in seconds") from None
+            raise RapidshipError("RAPIDSHIP_RETRY_ATTEMPTS / RAPIDSHIP_RETRY_BASE_DELAY / RAPIDSHIP_RETRY_TIMEOUT",
+                                 "not a number", "set an integer count and a delay and a timeout in seconds") from None
 
 
 OnRetry = Callable[[int, str, float], None]
+# the slowest transfer a skopeo copy is given: N bytes have policy.timeout + N / MIN_RATE seconds
+MIN_RATE = 1_000_000
+
+
+def copy_deadline(policy: RetryPolicy, size: int) -> float:
+    """Pure: seconds one skopeo copy of `size` bytes may take (skopeo's own HTTP client waits on a
+    silent registry forever once connected)."""
+    return policy.timeout + size / MIN_RATE
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -93,6 +105,7 @@ def send(session: requests.Session, method: str, url: str, *, policy: RetryPolic
     """Send, retrying transient faults; return the first response that is not one."""
     path = urlsplit(url).path  # never the query: upload URLs carry session state
     fault = ""
+    start = time.monotonic()
     for attempt in range(1, policy.attempts + 1):
         retry_after = None
         try:
@@ -114,7 +127,8 @@ def send(session: requests.Session, method: str, url: str, *, policy: RetryPolic
                 raise RapidshipError(what, f"no such host: {host_of(url)} does not resolve",
                                      "check the registry's name (the flag, harbor/harbor.yaml, or the variable "
                                      "that sets it) and the machine's DNS") from None
-            fault = f"connection failed ({err.__class__.__name__})"
+            fault = (f"no answer from {host_of(url)} within {policy.timeout:g} s ({err.__class__.__name__})"
+                     if isinstance(err, requests.Timeout) else f"connection failed ({err.__class__.__name__})")
             if not idempotent:
                 raise RapidshipError(what, f"{method} {path}: {fault}; not retried because it may have "
                                      "been applied", "check the state and run again") from None
@@ -130,5 +144,6 @@ def send(session: requests.Session, method: str, url: str, *, policy: RetryPolic
         if on_retry:
             on_retry(attempt, f"{fault} on {method} {path}", delay)
         time.sleep(delay)
-    raise RapidshipError(what, f"gave up after {policy.attempts} attempts; last fault: {fault} on {method} {path}",
+    raise RapidshipError(what, f"gave up after {policy.attempts} attempts in {time.monotonic() - start:.0f} s; last "
+                         f"fault: {fault} on {method} {path}",
                          "the registry or the network is failing persistently: check it, then run again")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import base64
 import json
 import socket
@@ -173,9 +175,18 @@ def test_a_response_slower_than_the_timeout_is_retried():
         assert send(requests.Session(), "GET", s.url, policy=policy, what="t").status_code == 200 and s.hits == 2
 
 
+def test_a_server_that_never_answers_is_given_up_on_naming_the_wait_and_the_time():
+    with Script(["slow"] * 3) as s:
+        policy = RetryPolicy(attempts=2, base_delay=0.01, timeout=0.3)
+        with pytest.raises(RapidshipError) as raised:
+            send(requests.Session(), "GET", s.url, policy=policy, what="t")
+        assert re.search(r"gave up after 2 attempts in [01] s; last fault: no answer from 127\.0\.0\.1:\d+ within "
+                         r"0\.3 s \(ReadTimeout\) on GET /v2/x", raised.value.message), raised.value.message
+
+
 def test_send_gives_up_with_one_message_and_never_retries_4xx():
     with Script([503] * 10) as s:
-        with pytest.raises(RapidshipError, match="gave up after 4 attempts; last fault: HTTP 503 on GET /v2/x"):
+        with pytest.raises(RapidshipError, match=r"gave up after 4 attempts in \d+ s; last fault: HTTP 503 on GET /v2/x"):
             send(requests.Session(), "GET", s.url, policy=FAST, what="t")
         assert s.hits == 4
     with Script([404]) as s:

@@ -56,12 +56,14 @@ def _project(work: Path, name: str):
     return matrix, matrix.get("cpu-debian12")
 
 
-def _lock_and_build(work: Path, channel: Path, matrix, variant, log: Path, port: int):
+def _lock_and_build(work: Path, channel: Path, matrix, variant, log: Path, port: int, no_cache: bool = False,
+                    relock: bool = True):
     mirror = f"http://{USER}:{PASSWORD}@127.0.0.1:{port}/rtest"
-    [lock] = lock_conda(load_env_spec("rtest", work / "envs"), matrix, [mirror], work / "locks")
+    [lock] = lock_conda(load_env_spec("rtest", work / "envs"), matrix, [mirror], work / "locks") if relock else \
+        [work / "locks/rtest/py3.11-cpu/conda-amd64.lock"]
     rendered = render(variant, out_root=work / "build", locks=work / "locks")
     secrets = BuildSecrets.from_flags(None, None, [mirror])
-    plan = plan_build(variant, Arch.amd64, rendered, secrets, network="host", epoch=1796000000)
+    plan = plan_build(variant, Arch.amd64, rendered, secrets, network="host", epoch=1796000000, no_cache=no_cache)
     # the bases this run made, as `invoke build` takes them (its base records, not a shared name)
     plan = replace(plan, base_args=local_base_args(variant, Arch.amd64, Workspace(ROOT / "build")))
     return build(plan, secrets, variant, log), lock.read_text(), Path(rendered.dockerfile).read_text()
@@ -223,6 +225,17 @@ def test_a_copy_of_a_lower_layers_file_links_down(conda_image):
     assert link.stdout.strip() == "../rtest-big/shared.bin"
     same = _run(built.ref, "sha256sum", f"{PREFIX}/share/rtest-twin/shared.bin")
     assert same.stdout.split()[0] == hashlib.sha256(SHARED).hexdigest()
+
+
+def test_a_rebuild_without_the_cache_gives_the_same_image(conda_image, conda_project):
+    """Every layer installed, packed and compiled again from nothing: the same id (what `invoke
+    reproduce` checks), so a conda image's digest is a claim anyone can rebuild."""
+    work, channel, matrix, variant, port, _ = conda_project
+    again, _, _ = _lock_and_build(work, channel, matrix, variant, work / "again.log", port, no_cache=True,
+                               relock=False)
+    assert "CACHED" not in "".join(line for line in (work / "again.log").read_text().splitlines(keepends=True)
+                                   if "pack_layer" in line)
+    assert again.image_id == conda_image[0].image_id
 
 
 def test_a_patch_of_one_package_installs_and_packs_only_its_layer_again(conda_image, conda_project):

@@ -114,10 +114,11 @@ def _export_verify(rel: Release, c) -> Ran:
 
     out = disc_out(rel)
     start = time.monotonic()
-    shown = json.loads(_task(export_verify, c, from_=[str(out)], key=rel.public_key, json=True))
     disc = read_export(out)
+    hashes = current.iso_hashes_now(out, disc)  # the ISOs verified: the record is bound to these bytes
+    shown = json.loads(_task(export_verify, c, from_=[str(out)], key=rel.public_key, json=True))
     rel.ws.save(rel.ws.export_verify(rel.variant.id), ExportVerified(
-        export_id=shown["export_id"], iso_sha256=current.iso_hashes(disc), verified_with=shown["verified_with"],
+        export_id=shown["export_id"], iso_sha256=hashes, verified_with=shown["verified_with"],
         images={x["expected_id"]: x["image_id"] for x in shown["verified"]}, seconds=round(time.monotonic() - start, 2)))
     return Ran(sum(v.iso_bytes for v in disc.volumes), _sizes(rel.ws.export_verify(rel.variant.id)))
 

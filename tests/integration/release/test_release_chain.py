@@ -13,6 +13,7 @@ relabels (its own commit) and normalises.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -49,7 +50,12 @@ def project(engine, cpu_image, registry, tmp_path_factory):
     git(folder, "init", "-q")
     git(folder, "add", "-A")
     git(folder, "commit", "-q", "-m", "release chain test")
-    run_id = os.environ["RAPIDSHIP_RUN_ID"] + "rel"  # its own engine names: cpu_image keeps its tag
+    suite_run = os.environ["RAPIDSHIP_RUN_ID"]
+    run_id = suite_run + "rel"  # its own engine names: cpu_image keeps its tag
+    bases = folder / "build" / "bases"  # the bases cpu_image was built on, as this run's records
+    bases.mkdir(parents=True)
+    for made in (ROOT / "build" / "bases").glob(f"*-{suite_run}.json"):
+        shutil.copy2(made, bases / (made.name.removesuffix(f"-{suite_run}.json") + f"-{run_id}.json"))
     docker_config = folder / "docker-config"
     docker_config.mkdir()
     env = dict(os.environ, RAPIDSHIP_RUN_ID=run_id, RAPIDSHIP_REGISTRY=registry.host,
@@ -194,3 +200,80 @@ def test_the_report_page_shows_the_release_timeline(first, project):
     shown = dict(rows)
     for s in record["stages"][:-1]:
         assert shown[s["name"]] == s["verdict"]
+
+
+def registry_call(registry, method: str, path: str) -> int:
+    """One request to the test's registry (its CA, its user): the status code."""
+    import requests
+
+    resp = requests.request(method, f"https://{registry.host}{path}", auth=(registry.user, registry.password),
+                            verify=str(registry.ca), headers={"Accept": "application/vnd.oci.image.manifest.v1+json, "
+                                                                        "application/vnd.oci.image.index.v1+json"})
+    return resp.status_code
+
+
+def verify(project) -> subprocess.CompletedProcess:
+    folder, env = project
+    return run(folder, env, "verify", "--variant", CPU_VARIANT, "--key", "keys/cosign.pub")
+
+
+def test_a_release_into_a_fresh_repository_pushes_and_signs_there(first, project, registry):
+    """A push that runs again lands the same index digest (pushes are reproducible): sign is current
+    only where that registry serves the signatures, so it signs there too, and verify passes."""
+    proc, record, _ = release(project, "--registry", f"{registry.host}/fresh")
+    ok(proc)
+    assert verdicts(record)["push"] == "pass" and verdicts(record)["sign"] == "pass", proc.stderr
+    assert "signed in" in record["stages"][STAGES.index("sign")]["why"], record["stages"][STAGES.index("sign")]
+    ok(verify(project))
+
+
+def test_a_signature_the_registry_lost_is_signed_again(first, project, registry):
+    folder = project[0]
+    ok(release(project, "--registry", f"{registry.host}/fresh")[0])
+    signed = json.loads((folder / "build" / CPU_VARIANT / "sign.json").read_text())
+    repo = signed["repository"]
+    assert registry_call(registry, "DELETE", f"/v2/{repo}/manifests/{signed['arches'][ARCH]['signature']}") == 202
+    assert registry_call(registry, "DELETE", f"/v2/{repo}/manifests/{signed['arches'][ARCH]['attestations']}") == 202
+    assert verify(project).returncode != 0  # the registry lost them: verify fails closed
+    proc, record, _ = release(project, "--registry", f"{registry.host}/fresh")
+    ok(proc)
+    assert verdicts(record)["push"] == "skipped" and verdicts(record)["sign"] == "pass", proc.stderr
+    assert " serves no sig of " + ARCH in record["stages"][STAGES.index("sign")]["why"]
+    ok(verify(project))
+
+
+def test_an_index_the_registry_lost_is_pushed_again(first, project, registry):
+    folder = project[0]
+    ok(release(project, "--registry", f"{registry.host}/fresh")[0])
+    pushed = json.loads((folder / "build" / CPU_VARIANT / "push.json").read_text())
+    assert registry_call(registry, "DELETE",
+                         f"/v2/{pushed['repository']}/manifests/{pushed['index_digest']}") == 202
+    proc, record, _ = release(project, "--registry", f"{registry.host}/fresh")
+    ok(proc)
+    assert verdicts(record)["push"] == "pass", proc.stderr
+    assert "the registry serves nothing under" in record["stages"][STAGES.index("push")]["why"]
+    ok(verify(project))
+
+
+def test_a_flipped_byte_in_the_disc_is_exported_again(first, project):
+    """A disc whose ISO no longer hashes to export.json is not current, though its size is."""
+    folder = project[0]
+    proc, record, _ = release(project)
+    ok(proc)
+    disc = folder / record["stages"][STAGES.index("export")]["record"]
+    volume = json.loads(disc.read_text())["volumes"][0]
+    iso = disc.parent / volume["iso"]
+    with open(iso, "r+b") as fh:
+        fh.seek(volume["iso_bytes"] // 2)
+        byte = fh.read(1)
+        fh.seek(-1, 1)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    proc, record, _ = release(project)
+    ok(proc)
+    assert verdicts(record)["export"] == "pass", proc.stderr
+    assert "damaged or changed" in record["stages"][STAGES.index("export")]["why"]
+    assert verdicts(record)["export-verify"] == "pass"  # bound to the hashes of the disc written now
+    written = json.loads(disc.read_text())["volumes"][0]
+    verified = json.loads((folder / "build" / CPU_VARIANT / "export-verify.json").read_text())
+    assert verified["iso_sha256"] == {written["iso"]: written["iso_sha256"]}
+    assert hashlib.sha256((disc.parent / written["iso"]).read_bytes()).hexdigest() == written["iso_sha256"]

@@ -31,6 +31,7 @@ def report(c, out="build/report", build_dir="build", export=None, strict=False, 
 
     from rapidship.report.collect import export_dirs, recorded_exports
     from rapidship.report.model import LABELS
+    from rapidship.report.verdict import verdict
     from rapidship.report.write import report as write_report
 
     variants = list(load_matrix(variants_file).variants.values())
@@ -55,12 +56,10 @@ def report(c, out="build/report", build_dir="build", export=None, strict=False, 
     if s.missing:
         kinds = ", ".join(f"{n} {what}" for what, n in sorted(Counter(r.what for r in s.missing).items()))
         console.err.print(f"[yellow]not run[/] (no record, shown as NOT RUN): {kinds}", soft_wrap=True)
-    if s.site_checks:
-        console.err.print(f"only a site runs: {', '.join(s.site_checks)}", soft_wrap=True)
     counts = ", ".join(f"{s.count(k)} {LABELS[k]}" for k in ("pass", "fail", "corrupt", "stale", "missing", "site"))
-    verdict = {"pass": "[green]RELEASABLE[/]", "site": "[yellow]READY FOR THE SITE[/] (not releasable before its checks)"
-               }.get(s.status, "[bold red]NOT RELEASABLE[/]")
-    console.err.print(f"{verdict}: {counts} -> {written.index} ({written.page_bytes:,} bytes), "
+    said = verdict(s)
+    said_verdict(said)
+    console.err.print(f"{counts} -> {written.index} ({written.page_bytes:,} bytes), "
                       f"{len(written.pngs)} PNG charts, {written.summary_json.name}; {written.seconds}s", soft_wrap=True)
     if strict and s.status != "pass":
         raise GateFailure("report", f"not every check passed ({counts})", f"see {written.index}")
@@ -76,3 +75,15 @@ def _not_passed(row) -> str:
         if names:
             parts.append(f"{LABELS[status]}: {', '.join(names)}")
     return "; ".join(parts) or "-"
+
+
+def said_verdict(said, what: str = "release") -> None:
+    """The verdict's words as the page says them, then each check left to a GPU runner or a site, with its command."""
+    from rich.markup import escape
+
+    colour = {"released": "green", "released pending": "yellow"}.get(said.status, "bold red")
+    console.err.print(f"{escape(what)}: [{colour}]{escape(said.words)}[/]", soft_wrap=True)
+    for p in said.pending:
+        console.err.print(f"  pending: {escape(p.text())}", soft_wrap=True)
+    for p in said.site:
+        console.err.print(f"  only a site or its Harbor can run: {escape(p.text())}", soft_wrap=True)

@@ -8,6 +8,8 @@ trusts a record the next stage would refuse:
   push, sign and export ask), the scan under the policy's rules as they read now;
 - push: the push record is of these image ids, into this registry, and the registry still serves
   its index under the tag;
+- smoke: a spill smoke of the built image id passed (the report's rule); a CUDA image's is pending
+  on a GPU runner;
 - sign: the sign record signed that index and those image ids, with this key, in the repository the
   push went to, and that repository serves each signature and attestation it attached (a HEAD each);
 - export: export.json carries those image ids under the signed digests, with this key, extending
@@ -170,6 +172,27 @@ def _push(rel: Release) -> Check:
     return Check(str(path), stale, {"index": rec.index_digest, **ids})
 
 
+def _smoke(rel: Release) -> Check:
+    """A spill smoke of the built image passed, by the report's own rule (report/summary.smoke_cell);
+    a CUDA image's smoke runs on a GPU runner: pending there, named with its job and command."""
+    from rapidship.report.collect import collect
+    from rapidship.report.model import LABELS, PASS, SITE
+    from rapidship.report.summary import smoke_cell, smoke_runs
+    from rapidship.report.verdict import gpu_smoke
+
+    vid, ids = rel.variant.id, image_ids(rel)
+    records = collect(rel.ws, [rel.variant], [])
+    runs, stale, elsewhere = smoke_runs(records), [], []
+    for a in rel.arches:
+        mine = [r for r in runs if (r.variant, r.arch) == (vid, a)]
+        cell = smoke_cell(mine, records.images[(vid, a)].build, gpu=bool(rel.variant.cuda))
+        if cell.status != PASS:
+            stale.append(f"{a}: {LABELS[cell.status]}: {cell.detail or cell.note}")
+        if cell.status == SITE:
+            elsewhere.append(gpu_smoke(vid, a).text())
+    return Check(str(rel.ws.smoke_dir()), stale, ids, "; ".join(elsewhere) if len(elsewhere) == len(stale) else "")
+
+
 def _sign(rel: Release) -> Check:
     from rapidship.cli.sign import registry_for
     from rapidship.publish.push import read_push_record
@@ -309,8 +332,8 @@ def _report(rel: Release) -> Check:
     return Check(str(path), [], bound)
 
 
-RULES = {"build": _build, "gates": _gates, "scan": _scan, "push": _push, "sign": _sign, "export": _export,
-         "export-verify": _export_verify, "report": _report}
+RULES = {"build": _build, "gates": _gates, "scan": _scan, "push": _push, "smoke": _smoke, "sign": _sign,
+         "export": _export, "export-verify": _export_verify, "report": _report}
 
 
 # ---- shared facts ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from rapidship.records import ExportVerified, ReleaseRecord, write_atomic
 from rapidship.release import current
 from rapidship.release.current import REPORT_BINDING, Release, disc_out, read_export
 from rapidship.release.plan import STAGES, Ran, StageFailed, fresh, timeline_line, walk
+from rapidship.report.verdict import gpu_smoke
 
 
 def release(rel: Release, c) -> ReleaseRecord:
@@ -90,6 +91,18 @@ def _push(rel: Release, c) -> Ran:
     return Ran(_image_bytes(rel), _sizes(rel.ws.push(rel.variant.id)))
 
 
+def _smoke(rel: Release, c) -> Ran:
+    """The spill smoke of a CPU image runs here, as `invoke smoke` does (a CUDA image's is pending, never run here)."""
+    from rapidship.cli.smoke import smoke
+
+    if rel.variant.cuda:
+        raise StageFailed(f"smoke {rel.variant.id}: a smoke of this CUDA image failed, and it runs on a GPU runner, "
+                          f"not here: {', '.join(gpu_smoke(rel.variant.id, a).text() for a in rel.arches)}")
+    for a in rel.arches:
+        _task(smoke, c, variant=rel.variant.id, arch=a, out=str(rel.ws.smoke_dir()), variants_file=rel.variants_file)
+    return Ran(_image_bytes(rel), _sizes(*rel.ws.smoke_dir().glob(f"{rel.variant.id}-*.json")))
+
+
 def _sign(rel: Release, c) -> Ran:
     from rapidship.cli.sign import sign
 
@@ -135,8 +148,8 @@ def _report(rel: Release, c) -> Ran:
     return Ran(sum(len(b) for b in inputs.values() if b), _sizes(rel.report_out))
 
 
-STEPS = {"build": _build, "gates": _gates, "scan": _scan, "push": _push, "sign": _sign, "export": _export,
-         "export-verify": _export_verify, "report": _report}
+STEPS = {"build": _build, "gates": _gates, "scan": _scan, "push": _push, "smoke": _smoke, "sign": _sign,
+         "export": _export, "export-verify": _export_verify, "report": _report}
 
 
 def _image_bytes(rel: Release) -> int:

@@ -31,3 +31,6 @@ def up(folder: str, above: tuple[str, ...]) -> dict[str, set[str]]:
 def test_nothing_under_src_imports_tasks_py():
     assert up(".", ("tasks",)) == {}
 
+
+def test_the_release_and_the_stages_import_no_task():
+    assert up("release", ("rapidship.cli",)) == {} and up("stages", ("rapidship.cli", "rapidship.release")) == {}

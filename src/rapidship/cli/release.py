@@ -49,7 +49,7 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
         raise ConfigError("--key", "no signing key", "pass --key cosign.key or set RAPIDSHIP_SIGNING_KEY")
     public_key = public_key or os.environ.get("RAPIDSHIP_SIGNING_PUBLIC_KEY") or _beside(key)
     _usable(key, public_key)
-    from rapidship.cli.sign import online_for
+    from rapidship.stages.publish import online_for
 
     online_for(Workspace(), snapshot_key, timestamp_key)  # a trust repository's online keys open before any stage
     from rapidship.gates.policy import load_policy
@@ -62,7 +62,7 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
                   report_out=Path(report_out), media=media, variants_file=variants_file,
                   scan_flags={"cache_dir": cache_dir, "skip_db_update": skip_db_update, "offline_scan": offline_scan,
                               "trivy": trivy}, online_keys={"snapshot_key": snapshot_key, "timestamp_key": timestamp_key})
-    record = run_release(rel, c)
+    record = run_release(rel)
     path = rel.ws.release(v.id)
     console.table(f"release {v.id} {', '.join(arches)}: {record.seconds:.1f} s", ["stage", "verdict", "seconds", "read",
                   "written", "why"], rows(record))
@@ -71,7 +71,7 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
         raise GateFailure(f"release {v.id}: stage {stage.name}", f"said no (its record: {stage.record or 'none'}):\n  "
                           f"{stage.why}", f"fix what it names and run invoke release again: the stages before it "
                           f"are current and are skipped, it resumes at {stage.name} (chain record: {path})")
-    from rapidship.cli.report import said_verdict
+    from rapidship.stages.report import said_verdict
     from rapidship.release.current import disc_out
     from rapidship.report.verdict import verdict
     from rapidship.report.write import summary_of
@@ -95,7 +95,7 @@ def _beside(key: str) -> str:
 
 def _usable(key: str, public_key: str) -> None:
     """The key opens (its password is right) and --public-key is its public half: checked before any stage."""
-    from rapidship.cli.sign import signer_for
+    from rapidship.stages.publish import signer_for
     from rapidship.sign.keys import fingerprint, load_public
 
     signer, public = signer_for(key), load_public(public_key, "--public-key")

@@ -147,7 +147,7 @@ def db_too_old(db: dict, max_days: int | None, today: date | None = None) -> str
 
 
 def _push(rel: Release) -> Check:
-    from rapidship.cli.sign import registry_for
+    from rapidship.stages.publish import registry_for
     from rapidship.publish.oci import split_repository
     from rapidship.publish.push import read_push_record
     from rapidship.redact import redact
@@ -194,7 +194,7 @@ def _smoke(rel: Release) -> Check:
 
 
 def _sign(rel: Release) -> Check:
-    from rapidship.cli.sign import registry_for
+    from rapidship.stages.publish import registry_for
     from rapidship.publish.push import read_push_record
     from rapidship.redact import redact
 

@@ -27,4 +27,4 @@ ns.add_collection(ci.ci_tasks)
 ns.add_collection(sign.keys_tasks)
 ns.add_collection(sign.trust_tasks)
 ns.add_collection(registry.registry_tasks)
-ns.add_collection(docs.docs_tasks)
+ns.add_collection(docs.docs_tasks(ns))  # the generator reads this collection: handed in, not imported back

@@ -114,3 +114,8 @@ def last_line(path) -> str:
     except OSError:
         return ""
     return lines[-1].strip()[:150] if lines else ""
+
+
+def on_retry(attempt, fault, delay):
+    """Registry and Harbor clients report each retry here (one yellow line)."""
+    err.print(f"[yellow]retry {attempt} in {delay:.1f}s: {fault}[/]")

@@ -9,7 +9,8 @@ from invoke import Collection
 from rapidship.cli.options import task
 
 from rapidship import console
-from rapidship.cli.options import int_flag, on_retry
+from rapidship.cli.options import int_flag
+from rapidship.console import on_retry
 from rapidship.errors import GateFailure, exits_cleanly
 from rapidship.records import Workspace, save
 

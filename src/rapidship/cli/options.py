@@ -91,13 +91,6 @@ def int_flag(flag, value):
         raise ConfigError(flag, f"{value!r} is not a whole number", f"e.g. {flag} 2") from None
 
 
-def on_retry(attempt, fault, delay):
-    """Registry and Harbor clients report each retry here (one yellow line)."""
-    from rapidship import console
-
-    console.err.print(f"[yellow]retry {attempt} in {delay:.1f}s: {fault}[/]")
-
-
 def bad_flags_exit_2(project_root=None) -> None:
     """invoke answers a flag it cannot parse (unknown, missing value, not an int) with exit 1; the
     tasks promise 2 for bad input and 1 for a gate that said no. invoke parses a task's flags only

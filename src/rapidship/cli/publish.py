@@ -8,17 +8,8 @@ from rapidship.cli.options import task
 from rapidship import console
 from rapidship.cli.options import VARIANTS_HELP
 from rapidship.cli.sign import ONLINE_KEYS_HELP, TRUST_HELP, tuf_gate
-from rapidship.config.matrix import load_matrix
 from rapidship.errors import exits_cleanly
 from rapidship.records import Workspace
-
-
-def _registry_defaults(config_dir, project_key):
-    """HOST/PROJECT from harbor/: the instance host and the staging or release project."""
-    from rapidship.publish.harbor.config import load_harbor
-
-    cfg = load_harbor(config_dir)
-    return f"{cfg.instance.host}/{project_key}"
 
 
 @task(help={"variant": "variant id", "registry": "HOST[:PORT]/PROJECT to push to (default: the staging project "
@@ -35,46 +26,11 @@ def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="b
     """Push every arch of a variant, then one manifest list under its tag, then sign it when a key is configured.
 
     Credentials: RAPIDSHIP_REGISTRY_USER / RAPIDSHIP_REGISTRY_PASSWORD, else docker config."""
-    import os
+    from rapidship.cli.options import arch_flag
+    from rapidship.stages.publish import push as push_stage
 
-    from rapidship.cli.sign import online_for, sign_pushed, signer_for
-    from rapidship.sign.keys import KEY_ENV, configured_key
-
-    from rapidship.publish.oci import credentials_for, split_repository
-    from rapidship.publish.push import push as push_variant, write_record
-    from rapidship.publish.retrying import RetryPolicy
-
-    v = load_matrix(variants_file).get(variant)
-    if arch:  # narrowed on purpose: the index then names only these arches, and says so
-        from rapidship.cli.options import arch_flag
-
-        wanted = [arch_flag(a) for a in arch]
-        unknown = [a.value for a in wanted if a not in v.arches]
-        if unknown:
-            from rapidship.errors import ConfigError
-            raise ConfigError("--arch", f"{', '.join(unknown)} is not an arch of {variant} "
-                              f"({', '.join(a.value for a in v.arches)})", "pass one of the variant's arches")
-        v = v.model_copy(update={"arches": tuple(a for a in v.arches if a in wanted)})
-        console.err.print(f"[yellow]note: --arch: the index of {variant} lists only "
-                          f"{', '.join(a.value for a in v.arches)}[/]")
-    target = registry or _registry_defaults(harbor_config, "staging")
-    host, _ = split_repository(target)
-    ws = Workspace(build_dir)
-    key = key or configured_key()
-    signer = signer_for(key) if key and not no_sign else None  # a wrong password stops before anything is pushed
-    online = online_for(ws, snapshot_key, timestamp_key) if signer else None  # so do missing online keys
-    record = push_variant(v, target, ws, credentials_for(host),
-                          ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"), skip_gates, RetryPolicy.from_env(),
-                          log=console.err.print)
-    path = write_record(ws, record)
-    console.err.print(f"pushed {host}/{record.repository}:{record.tag}@{record.index_digest} "
-                      f"({len(record.arches)} arches, {record.retries} retries, {record.seconds}s) -> {path}")
-    if signer is None:
-        why = "--no-sign" if no_sign else f"no signing key configured ({KEY_ENV} or --key)"
-        console.err.print(f"[bold red]WARNING: NOT SIGNED: {why}. promote, Harbor's cosign enforcement and the "
-                          f"disc import refuse unsigned digests: run invoke sign --variant {variant}.[/]")
-        return
-    sign_pushed(ws, record, signer, ca_cert, online)
+    push_stage(variant, registry, ca_cert, skip_gates, build_dir, harbor_config, key, no_sign,
+               [arch_flag(a) for a in arch] if arch else None, variants_file, snapshot_key, timestamp_key)
 
 
 @task(help={"variant": "variant id", "to": "HOST/PROJECT to release into (default: the release project of "
@@ -90,7 +46,7 @@ def promote(c, variant, to=None, ca_cert=None, key=None, no_verify=False, build_
     """Verify the staged index of a variant, then copy it with its signatures into the release project by digest."""
     import os
 
-    from rapidship.cli.sign import registry_for
+    from rapidship.stages.publish import registry_defaults, registry_for
     from rapidship.errors import ConfigError, GateFailure
     from rapidship.publish.oci import credentials_for, split_repository
     from rapidship.publish.push import gated_records, promote as promote_record, read_push_record, write_record
@@ -100,7 +56,7 @@ def promote(c, variant, to=None, ca_cert=None, key=None, no_verify=False, build_
 
     ws = Workspace(build_dir)
     record = read_push_record(ws, variant)
-    target = to or f"{record.registry}/{_registry_defaults(harbor_config, 'release').split('/', 1)[1]}"
+    target = to or f"{record.registry}/{registry_defaults(harbor_config, 'release').split('/', 1)[1]}"
     host, _ = split_repository(target)
     key = key or os.environ.get("RAPIDSHIP_SIGNING_PUBLIC_KEY")
     if not key and not no_verify:

@@ -30,8 +30,9 @@ from rapidship.records import Workspace
 def release(c, variant, arch=None, since=None, out=None, registry=None, key=None, public_key=None,
             policy="policy/trivy.yaml", media="dvd", cache_dir=None, skip_db_update=False, offline_scan=False,
             trivy=None, report_out="build/report", variants_file="variants.yaml", snapshot_key=None, timestamp_key=None):
-    """Build, gates, scan, push, sign, export, export-verify, report: each stage skipped when its record is
-    current, the first that says no stops the chain (run it again to resume there); writes build/<variant>/release.json."""
+    """Build, gates, scan, push, smoke, sign, export, export-verify, report: each stage skipped while what its record
+    says still holds, the first that says no stops the chain (run it again to resume there); then the release's one
+    verdict, the report page's words; writes build/<variant>/release.json."""
     from rapidship.release.current import Release
     from rapidship.release.plan import rows
     from rapidship.release.run import release as run_release
@@ -48,7 +49,7 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
         raise ConfigError("--key", "no signing key", "pass --key cosign.key or set RAPIDSHIP_SIGNING_KEY")
     public_key = public_key or os.environ.get("RAPIDSHIP_SIGNING_PUBLIC_KEY") or _beside(key)
     _usable(key, public_key)
-    from rapidship.cli.sign import online_for
+    from rapidship.stages.publish import online_for
 
     online_for(Workspace(), snapshot_key, timestamp_key)  # a trust repository's online keys open before any stage
     from rapidship.gates.policy import load_policy
@@ -61,7 +62,7 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
                   report_out=Path(report_out), media=media, variants_file=variants_file,
                   scan_flags={"cache_dir": cache_dir, "skip_db_update": skip_db_update, "offline_scan": offline_scan,
                               "trivy": trivy}, online_keys={"snapshot_key": snapshot_key, "timestamp_key": timestamp_key})
-    record = run_release(rel, c)
+    record = run_release(rel)
     path = rel.ws.release(v.id)
     console.table(f"release {v.id} {', '.join(arches)}: {record.seconds:.1f} s", ["stage", "verdict", "seconds", "read",
                   "written", "why"], rows(record))
@@ -70,7 +71,18 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
         raise GateFailure(f"release {v.id}: stage {stage.name}", f"said no (its record: {stage.record or 'none'}):\n  "
                           f"{stage.why}", f"fix what it names and run invoke release again: the stages before it "
                           f"are current and are skipped, it resumes at {stage.name} (chain record: {path})")
-    console.err.print(f"released {v.id} ({', '.join(arches)}) in {record.seconds:.1f} s -> {path}")
+    from rapidship.stages.report import said_verdict
+    from rapidship.release.current import disc_out
+    from rapidship.report.verdict import verdict
+    from rapidship.report.write import summary_of
+
+    # the page's verdict, by the same function from the same records (the report stage's scope and disc)
+    said = verdict(summary_of(rel.ws, list(load_matrix(variants_file).variants.values()), [disc_out(rel)],
+                              scope=([v.id], list(arches))))
+    console.err.print(f"chain record: {path} ({record.seconds:.1f} s); the page: {rel.report_out / 'index.html'}")
+    said_verdict(said, f"release {v.id} ({', '.join(arches)})")
+    if not said.released:
+        raise GateFailure(f"release {v.id}", said.words, "fix what it names and run invoke release again")
 
 
 def _beside(key: str) -> str:
@@ -83,7 +95,7 @@ def _beside(key: str) -> str:
 
 def _usable(key: str, public_key: str) -> None:
     """The key opens (its password is right) and --public-key is its public half: checked before any stage."""
-    from rapidship.cli.sign import signer_for
+    from rapidship.stages.publish import signer_for
     from rapidship.sign.keys import fingerprint, load_public
 
     signer, public = signer_for(key), load_public(public_key, "--public-key")

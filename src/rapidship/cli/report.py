@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from pathlib import Path
 
 from rapidship.cli.options import task
 
-from rapidship import console
 from rapidship.cli.options import VARIANTS_HELP
-from rapidship.config.matrix import load_matrix
-from rapidship.errors import GateFailure, exits_cleanly
-from rapidship.records import Workspace
+from rapidship.errors import exits_cleanly
 
 
 @task(name="report", iterable=["export", "variant", "arch"],
@@ -27,52 +22,6 @@ from rapidship.records import Workspace
 def report(c, out="build/report", build_dir="build", export=None, strict=False, variants_file="variants.yaml",
            variant=None, arch=None):
     """Write the release report: verdicts, sizes, bytes, scan, smoke, signatures, discs, versions (index.html)."""
-    from rich.markup import escape
+    from rapidship.stages.report import report as report_stage
 
-    from rapidship.report.collect import export_dirs, recorded_exports
-    from rapidship.report.model import LABELS
-    from rapidship.report.write import report as write_report
-
-    variants = list(load_matrix(variants_file).variants.values())
-    ws = Workspace(build_dir)
-    folders = export_dirs(list(export or [f"{build_dir}/export-*", "export/*"]))
-    if not export:  # and every export's --out, wherever it was (the pointers invoke export leaves)
-        seen = {f.resolve() for f in folders}
-        folders += [f for f in recorded_exports(ws) if f.resolve() not in seen]
-    with console.status(f"reading the records under {build_dir}"):
-        written = write_report(ws, variants, folders, Path(out), scope=(variant or None, arch or None))
-    s = written.summary
-    console.err.print(f"release scope ({s.scope.source}): {', '.join(f'{v} {a}' for v, a in s.scope.images)}",
-                      soft_wrap=True)
-    if s.scope.out_of_scope:
-        console.err.print("not in this release: " + "; ".join(f"{o.variant} {', '.join(o.arches)} ({o.why})"
-                                                               for o in s.scope.out_of_scope), soft_wrap=True)
-    console.table(f"release report of {s.commit}", ["image", "verdict", "checks not passed"],
-                  [(f"{r.variant} {r.arch}", LABELS[r.status], _not_passed(r)) for r in s.rows])
-    for r in s.corrupt:
-        console.err.print(f"[bold red]CORRUPT[/] {escape(r.path)}: {escape(r.message)}  (fix: run {escape(r.writer)})",
-                          emoji=False, soft_wrap=True)  # paths stay whole, one line each
-    if s.missing:
-        kinds = ", ".join(f"{n} {what}" for what, n in sorted(Counter(r.what for r in s.missing).items()))
-        console.err.print(f"[yellow]not run[/] (no record, shown as NOT RUN): {kinds}", soft_wrap=True)
-    if s.site_checks:
-        console.err.print(f"only a site runs: {', '.join(s.site_checks)}", soft_wrap=True)
-    counts = ", ".join(f"{s.count(k)} {LABELS[k]}" for k in ("pass", "fail", "corrupt", "stale", "missing", "site"))
-    verdict = {"pass": "[green]RELEASABLE[/]", "site": "[yellow]READY FOR THE SITE[/] (not releasable before its checks)"
-               }.get(s.status, "[bold red]NOT RELEASABLE[/]")
-    console.err.print(f"{verdict}: {counts} -> {written.index} ({written.page_bytes:,} bytes), "
-                      f"{len(written.pngs)} PNG charts, {written.summary_json.name}; {written.seconds}s", soft_wrap=True)
-    if strict and s.status != "pass":
-        raise GateFailure("report", f"not every check passed ({counts})", f"see {written.index}")
-
-
-def _not_passed(row) -> str:
-    """'FAIL: trivy; NOT RUN: harbor, signature' (worst first); '-' when every check passed."""
-    from rapidship.report.model import COLUMNS, LABELS, SEVERITY_OF_STATUS
-
-    parts = []
-    for status in SEVERITY_OF_STATUS[:-1]:
-        names = [c for c in COLUMNS if row.cells[c].status == status]
-        if names:
-            parts.append(f"{LABELS[status]}: {', '.join(names)}")
-    return "; ".join(parts) or "-"
+    report_stage(out, build_dir, export, strict, variants_file, variant, arch)

@@ -9,6 +9,7 @@ from rapidship.cli.options import task
 from rapidship import console
 from rapidship.errors import exits_cleanly
 from rapidship.records import Workspace
+from rapidship.stages.publish import registry_for, split_image
 
 TRUST_HELP = {"site": "the site directory whose trusted TUF metadata decides (default $RAPIDSHIP_SITE_DIR, else "
                       "~/.local/state/rapidship)",
@@ -43,56 +44,6 @@ keys_tasks.add_task(task(name="generate", help={"out": "directory for cosign.key
     _generate))
 
 
-def signer_for(key):
-    from rapidship.errors import ConfigError
-    from rapidship.sign.keys import KEY_ENV, configured_key, open_signer
-
-    ref = key or configured_key()
-    if not ref:
-        raise ConfigError("--key", "no signing key", f"pass --key cosign.key or set {KEY_ENV}")
-    return open_signer(ref)
-
-
-def registry_for(host, ca_cert):
-    import os
-
-    from rapidship.cli.options import on_retry
-    from rapidship.publish.oci import Registry, credentials_for
-    from rapidship.publish.retrying import RetryPolicy
-
-    return Registry(host, credentials_for(host), ca_cert or os.environ.get("RAPIDSHIP_REGISTRY_CA"),
-                    RetryPolicy.from_env(), on_retry=on_retry)
-
-
-def online_for(ws, snapshot_key=None, timestamp_key=None):
-    """The workspace's trust repository and its online signers (None without one): push opens them
-    before it pushes, as it opens the signing key."""
-    from rapidship.sign import tufmeta
-
-    repo = tufmeta.Repo(tufmeta.repo_dir(ws.root))
-    return repo, tufmeta.online_signers(repo, snapshot_key, timestamp_key)
-
-
-def sign_pushed(ws, record, signer, ca_cert, online):
-    """Sign what push recorded; writes build/<variant>/sign.json. Shared by `sign` and `push`. With
-    a trust repository in the workspace (invoke trust.init), also a TUF release of every signed name."""
-    from rapidship.sign import tufmeta
-
-    from rapidship.sign.attach import sign_variant
-
-    repo, online = online  # online_for's answer, asked before anything is signed or pushed
-    targets: dict = {}
-    done = sign_variant(ws, record, signer, registry_for(record.registry, ca_cert), log=console.err.print,
-                        on_target=lambda name, d, n, custom: targets.update({name: tufmeta.target(d, n, custom)}))
-    path = ws.save(ws.sign(record.variant), done)
-    if online:
-        version = tufmeta.release(repo, targets, [tufmeta.KeySigner(signer)], *online, keep=True)
-        console.err.print(f"TUF: targets version {version} binds {len(targets)} name(s) -> {repo.meta}")
-    console.err.print(f"signed {record.registry}/{record.repository}@{record.index_digest[:19]} and "
-                      f"{len(done.arches)} arch image(s) with {done.key_fingerprint[:19]} ({done.seconds}s) -> {path}")
-    return done
-
-
 @task(help={"variant": "variant id (signs what `invoke push` recorded for it)",
             "image": "or HOST/REPO:TAG|@DIGEST that this workspace pushed", "key": KEY_HELP,
             "ca-cert": "PEM CA bundle of the registry (default $RAPIDSHIP_REGISTRY_CA)",
@@ -101,44 +52,9 @@ def sign_pushed(ws, record, signer, ca_cert, online):
 @exits_cleanly
 def sign(c, variant=None, image=None, key=None, ca_cert=None, build_dir="build", snapshot_key=None, timestamp_key=None):
     """Sign the index and every arch of a pushed variant; attach SBOM and SLSA provenance attestations."""
-    from rapidship.errors import ConfigError
-    from rapidship.publish.push import read_push_record
+    from rapidship.stages.publish import sign as sign_stage
 
-    ws = Workspace(build_dir)
-    if bool(variant) == bool(image):
-        raise ConfigError("--variant / --image", "name exactly one", "pass --variant ID or --image HOST/REPO:TAG")
-    signer = signer_for(key)
-    record = read_push_record(ws, variant) if variant else pushed_record(ws, image, ca_cert)
-    sign_pushed(ws, record, signer, ca_cert, online_for(ws, snapshot_key, timestamp_key))
-
-
-def pushed_record(ws, image, ca_cert):
-    """The push record of the workspace that pushed `image` (the provenance is made from its records)."""
-    from rapidship.errors import ConfigError
-    from rapidship.publish.push import read_push_record
-
-    host, repo, ref = split_image(image)
-    found = registry_for(host, ca_cert).head_manifest(repo, ref)
-    if found is None:
-        raise ConfigError("--image", f"{image} is not in the registry", "push it first (invoke push)")
-    for path in sorted(ws.root.glob("*/push.json")):
-        record = read_push_record(ws, path.parent.name)
-        if (record.registry, record.repository, record.index_digest) == (host, repo, found.digest):
-            return record
-    raise ConfigError("--image", f"{image} ({found.digest[:19]}) was not pushed from {ws.root}",
-                      "sign runs on what this workspace pushed: its provenance comes from the build records")
-
-
-def split_image(image):
-    from rapidship.errors import ConfigError
-    from rapidship.publish.oci import split_repository
-
-    name, ref = (image.split("@", 1) if "@" in image else
-                 (image.rsplit(":", 1) if ":" in image.rsplit("/", 1)[-1] else (image, "")))
-    if not ref:
-        raise ConfigError("--image", f"{image} names no tag or digest", "write HOST/REPO:TAG or HOST/REPO@sha256:...")
-    host, repo = split_repository(name, "--image")
-    return host, repo, ref
+    sign_stage(variant, image, key, ca_cert, build_dir, snapshot_key, timestamp_key)
 
 
 @task(help={"image": "HOST/REPO:TAG or HOST/REPO@sha256:... to verify",

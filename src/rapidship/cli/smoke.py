@@ -11,6 +11,7 @@ from rapidship.cli.options import VARIANTS_HELP, arch_flag, int_flag
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import exits_cleanly
 from rapidship.records import Workspace
+from rapidship.stages.smoke import seconds_text
 
 
 @task(iterable=["env"],
@@ -45,9 +46,6 @@ def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_siz
           variants_file="variants.yaml", cluster=None, memory_limit=None, kill_worker=False, timeout=None,
           metrics=False, metrics_targets=None, metrics_linger=None):
     """Run rapids-smoke spill in the image with the hardened profile; fail on no spill, wrong result or OOM kill."""
-    from rapidship.imagebuild.base import host_arch
-    from dataclasses import replace
-
     if cluster not in (None, ""):
         return _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount, spill_owner, env, image,
                         out, variants_file, cluster, memory_limit, kill_worker, timeout, metrics, metrics_targets,
@@ -59,33 +57,11 @@ def smoke(c, variant="cpu-debian12", arch=None, mode="cpu", memory="1g", shm_siz
             from rapidship.errors import ConfigError
             raise ConfigError(flag, "applies to the cluster smoke only", "add --cluster N, or leave it out")
 
-    from rapidship.smoke.run import env_pairs, built_image, host_memlock, memlock_for, pick_uid, plan_smoke, raise_on_failure, smoke as run_smoke, write_record
+    from rapidship.stages.smoke import smoke as smoke_stage
 
-    v = load_matrix(variants_file).get(variant)
-    pairs = env_pairs(env)
-    args = ("--data-bytes", data) if data else ()
-    a = arch_flag(arch or host_arch()).value
-    plan = plan_smoke(v, a, mode, pick_uid(uid, v.uid), memory, shm_size, gpus,
-                      Path(out).resolve() / "spill" if spill_mount else None,
-                      int_flag("--spill-owner", spill_owner) if spill_owner not in (None, "") else None, pairs, args,
-                      image=image or built_image(Workspace(), v.id, a))
-    memlock, notes = memlock_for(mode, *host_memlock())
-    plan = replace(plan, memlock=memlock, notes=notes)
-    for note in notes:
-        console.err.print(f"[yellow]note:[/] {note}")
-    with console.status(f"smoke {plan.ref} ({mode}, uid {plan.uid}, --memory {memory})"):
-        result = run_smoke(plan)
-    record = write_record(result, Path(out))
-    report = result.report or {}
-    for stage in report.get("stages", []):
-        tiers = ", ".join(f"{t['name']} {t['keys']} keys/{t['bytes'] / 2**20:.0f} MiB" for t in stage["tiers"])
-        console.err.print(f"{stage['name']}: {stage['data_bytes'] / 2**20:.0f} MiB -> {tiers}; "
-                          f"{stage['spill_files']} spill files, {stage['spill_file_bytes'] / 2**20:.0f} MiB; "
-                          f"result {'ok' if stage['result_ok'] else ('WRONG' if not stage['error'] else 'none: ' + stage['error'][:60])}; "
-                          f"{seconds_text(stage['seconds'])}")
-    console.err.print(f"{result.verdict} in {result.seconds}s (exit {result.exit_code}, OOMKilled {result.oom_killed}) "
-                      f"-> {record}")
-    raise_on_failure(result, record)
+    smoke_stage(variant, arch_flag(arch).value if arch else None, mode, memory, shm_size, uid, gpus, data, spill_mount,
+                int_flag("--spill-owner", spill_owner) if spill_owner not in (None, "") else None, env, image, out,
+                variants_file)
 
 
 def _cluster(variant, arch, mode, memory, shm_size, uid, gpus, data, spill_mount, spill_owner, env, image, out,
@@ -157,10 +133,3 @@ def scraped_cells(m) -> list[str]:
     return [mib("rapidship_cgroup_memory_peak_bytes"), mib("rapidship_spill_dir_used_bytes"),
             "-" if files is None else f"{files:.0f}", mib('dask_worker_memory_bytes{type="spilled"}'),
             f"{m.highest[OOM_KILLS]:.0f}" if OOM_KILLS in m.highest else "-"]
-
-
-def seconds_text(seconds) -> str:
-    """{'persist': 10.97, 'total': 44.3} -> 'persist 11.0 s, total 44.3 s' (a bare number: '44.3 s')."""
-    if isinstance(seconds, dict):
-        return ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items() if isinstance(v, (int, float))) or "-"
-    return f"{seconds:.1f} s" if isinstance(seconds, (int, float)) else "-"

@@ -8,10 +8,15 @@ trusts a record the next stage would refuse:
   push, sign and export ask), the scan under the policy's rules as they read now;
 - push: the push record is of these image ids, into this registry, and the registry still serves
   its index under the tag;
-- sign: the sign record signed that index and those image ids, with this key;
+- smoke: a spill smoke of the built image id passed (the report's rule); a CUDA image's is pending
+  on a GPU runner;
+- sign: the sign record signed that index and those image ids, with this key, in the repository the
+  push went to, and that repository serves each signature and attestation it attached (a HEAD each);
 - export: export.json carries those image ids under the signed digests, with this key, extending
-  the `--since` release (or none), and its ISOs are there at their recorded sizes;
-- export-verify: its record verified that export's ISOs (by hash) with this key, every id served as shipped;
+  the `--since` release (or none), and its ISOs hash to what it lists (read in full: a byte flip
+  keeps a size and a time, not a hash);
+- export-verify: its record verified ISOs of exactly those hashes with this key, every id served as
+  shipped;
 - report: the records it read are byte for byte the ones there now.
 A record of another image is stale, never trusted. Thin edge: reads records, the engine, the registry.
 """
@@ -142,7 +147,7 @@ def db_too_old(db: dict, max_days: int | None, today: date | None = None) -> str
 
 
 def _push(rel: Release) -> Check:
-    from rapidship.cli.sign import registry_for
+    from rapidship.stages.publish import registry_for
     from rapidship.publish.oci import split_repository
     from rapidship.publish.push import read_push_record
     from rapidship.redact import redact
@@ -167,8 +172,31 @@ def _push(rel: Release) -> Check:
     return Check(str(path), stale, {"index": rec.index_digest, **ids})
 
 
+def _smoke(rel: Release) -> Check:
+    """A spill smoke of the built image passed, by the report's own rule (report/summary.smoke_cell);
+    a CUDA image's smoke runs on a GPU runner: pending there, named with its job and command."""
+    from rapidship.report.collect import collect
+    from rapidship.report.model import LABELS, PASS, SITE
+    from rapidship.report.summary import smoke_cell, smoke_runs
+    from rapidship.report.verdict import gpu_smoke
+
+    vid, ids = rel.variant.id, image_ids(rel)
+    records = collect(rel.ws, [rel.variant], [])
+    runs, stale, elsewhere = smoke_runs(records), [], []
+    for a in rel.arches:
+        mine = [r for r in runs if (r.variant, r.arch) == (vid, a)]
+        cell = smoke_cell(mine, records.images[(vid, a)].build, gpu=bool(rel.variant.cuda))
+        if cell.status != PASS:
+            stale.append(f"{a}: {LABELS[cell.status]}: {cell.detail or cell.note}")
+        if cell.status == SITE:
+            elsewhere.append(gpu_smoke(vid, a).text())
+    return Check(str(rel.ws.smoke_dir()), stale, ids, "; ".join(elsewhere) if len(elsewhere) == len(stale) else "")
+
+
 def _sign(rel: Release) -> Check:
+    from rapidship.stages.publish import registry_for
     from rapidship.publish.push import read_push_record
+    from rapidship.redact import redact
 
     path, ids = rel.ws.sign(rel.variant.id), image_ids(rel)
     try:
@@ -184,7 +212,28 @@ def _sign(rel: Release) -> Check:
         stale.append(f"signed {_ids(signed)}, this release is {_ids(ids)}")
     if rec.key_fingerprint != key_fingerprint(rel):
         stale.append(f"signed with key {rec.key_fingerprint[:19]}, this release's key is {key_fingerprint(rel)[:19]}")
+    if (rec.registry, rec.repository) != (pushed.registry, pushed.repository):
+        stale.append(redact(f"signed in {rec.registry}/{rec.repository}, pushed to {pushed.registry}/{pushed.repository}"))
+    if not stale:  # what the record attached is what the registry the push went to serves now
+        stale += unserved_signatures(registry_for(pushed.registry, None), rec)
     return Check(str(path), stale, {"index": rec.index.digest, "key": rec.key_fingerprint})
+
+
+def unserved_signatures(reg, rec) -> list[str]:
+    """Each .sig / .att object the sign record attached that its repository does not serve under its
+    tag (one HEAD each): missing, or another object there now."""
+    from rapidship.sign.formats import tag_for
+
+    missing = []
+    for what, signed in (("index", rec.index), *rec.arches.items()):
+        for suffix, attached in (("sig", signed.signature), ("att", signed.attestations)):
+            if not attached:
+                continue
+            served = reg.head_manifest(rec.repository, tag_for(signed.digest, suffix))
+            if served is None or served.digest != attached:
+                missing.append(f"{rec.repository} serves {served.digest[:19] if served else 'no'} {suffix} of {what} "
+                               f"{signed.digest[:19]}, the record attached {attached[:19]}")
+    return missing
 
 
 def disc_out(rel: Release) -> Path:
@@ -232,6 +281,8 @@ def _export(rel: Release) -> Check:
         iso = out / v.iso
         if not iso.is_file() or iso.stat().st_size != v.iso_bytes:
             stale.append(f"{iso}: missing, or not the {v.iso_bytes:,} bytes recorded")
+        elif (now := iso_sha256_now(iso)) != v.iso_sha256:
+            stale.append(f"{iso}: hashes to {now[:16]}, export.json says {v.iso_sha256[:16]} (damaged or changed)")
     return Check(str(path), stale, {"export": rec.export_id})
 
 
@@ -241,11 +292,13 @@ def _export_verify(rel: Release) -> Check:
         rec = load(path, ExportVerified, f"invoke release --variant {rel.variant.id}", "export-verify record")
     except RecordError as err:
         return Check(str(path), [err.problem])
-    disc = read_export(disc_out(rel))
+    out = disc_out(rel)
+    disc = read_export(out)
     stale = []
-    if rec.export_id != disc.export_id or rec.iso_sha256 != iso_hashes(disc):
-        stale.append(f"verified export {rec.export_id[:12]}, the disc is export {disc.export_id[:12]} (or its ISOs' "
-                     "hashes changed)")
+    if rec.export_id != disc.export_id:
+        stale.append(f"verified export {rec.export_id[:12]}, the disc is export {disc.export_id[:12]}")
+    elif rec.iso_sha256 != iso_hashes(disc) or rec.iso_sha256 != iso_hashes_now(out, disc):
+        stale.append("verified ISOs of other hashes than export.json lists or the ISOs hash to now")
     if rec.verified_with != key_fingerprint(rel):
         stale.append(f"verified with key {rec.verified_with[:19]}, this release's is {key_fingerprint(rel)[:19]}")
     if set(rec.images) != set(image_ids(rel).values()) or any(k != v for k, v in rec.images.items()):
@@ -279,8 +332,8 @@ def _report(rel: Release) -> Check:
     return Check(str(path), [], bound)
 
 
-RULES = {"build": _build, "gates": _gates, "scan": _scan, "push": _push, "sign": _sign, "export": _export,
-         "export-verify": _export_verify, "report": _report}
+RULES = {"build": _build, "gates": _gates, "scan": _scan, "push": _push, "smoke": _smoke, "sign": _sign,
+         "export": _export, "export-verify": _export_verify, "report": _report}
 
 
 # ---- shared facts ----------------------------------------------------------------------------
@@ -293,6 +346,27 @@ def key_fingerprint(rel: Release) -> str:
 
 def iso_hashes(record) -> dict[str, str]:
     return {v.iso: v.iso_sha256 for v in record.volumes}
+
+
+def iso_hashes_now(folder: Path, record) -> dict[str, str]:
+    """What each ISO export.json lists hashes to now ('' for one that is not there)."""
+    return {v.iso: iso_sha256_now(folder / v.iso) if (folder / v.iso).is_file() else "" for v in record.volumes}
+
+
+_HASHED: dict[tuple, str] = {}
+
+
+def iso_sha256_now(iso: Path) -> str:
+    """The ISO's sha256, read in full (about 1 s per 1.4 GB): a size or a time can be kept by a flipped
+    byte, a hash cannot. Kept for this process only while the file's identity, size and times stay, so
+    export and export-verify of one walk read it once."""
+    from rapidship.export.write import sha256_file
+
+    st = iso.stat()
+    key = (str(iso.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key not in _HASHED:
+        _HASHED[key] = sha256_file(iso)
+    return _HASHED[key]
 
 
 def checkout_state() -> tuple[str, bool]:

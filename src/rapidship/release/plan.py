@@ -5,7 +5,9 @@
 so, any other runs. The first stage that says no stops the walk: the stages before it keep their
 records (a re-run skips them and resumes there), the ones after it are `not run`. A stage that
 returns without an error must leave a current record behind, or it said no without saying so and
-the walk stops there too (fail closed).
+the walk stops there too (fail closed). A stage whose check cannot run here (a CUDA image's smoke
+needs a GPU) is `pending`: it names where it runs and the command, and the walk goes on; the
+release's verdict (report/verdict.py) then says what it waits for.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import Callable
 
 from rapidship.records import ReleaseRecord, ReleaseStage
 
-STAGES: tuple[str, ...] = ("build", "gates", "scan", "push", "sign", "export", "export-verify", "report")
-PASS, SKIPPED, FAIL, NOT_RUN, RUNNING = "pass", "skipped", "FAIL", "not run", "running"
+STAGES: tuple[str, ...] = ("build", "gates", "scan", "push", "smoke", "sign", "export", "export-verify", "report")
+PASS, SKIPPED, FAIL, NOT_RUN, RUNNING, PENDING = "pass", "skipped", "FAIL", "not run", "running", "pending"
 
 
 class StageFailed(Exception):
@@ -32,6 +34,7 @@ class Check:
     record: str
     stale: list[str]
     bound: dict[str, str] = field(default_factory=dict)
+    elsewhere: str = ""  # not current, and it runs elsewhere: where, and the command (the stage is pending)
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,10 @@ def walk(record: ReleaseRecord, check: Callable[[str], Check], run: Callable[[st
             before = check(stage.name)
         except StageFailed as err:  # the rule itself could not read what it needs
             return step(i, verdict=FAIL, why=str(err), started_at=at, seconds=round(clock() - t0, 2))
+        if before.stale and before.elsewhere:
+            step(i, verdict=PENDING, record=before.record, started_at=at, seconds=round(clock() - t0, 2),
+                 why=f"{before.elsewhere} ({'; '.join(before.stale)})", read_bytes=0, written_bytes=0)
+            continue
         if not before.stale:
             step(i, verdict=SKIPPED, record=before.record, bound=before.bound, started_at=at,
                  why="current: " + _bound_text(before.bound), seconds=round(clock() - t0, 2), read_bytes=0,
@@ -123,7 +130,8 @@ def rows(record: ReleaseRecord) -> list[tuple[str, str, str, str, str, str]]:
              s.why) for s in record.stages]
 
 
-MARKS = {PASS: "[green]✓[/]", SKIPPED: "[cyan]↷[/]", FAIL: "[bold red]✗[/]", RUNNING: "[yellow]▶[/]", NOT_RUN: "·"}
+MARKS = {PASS: "[green]✓[/]", SKIPPED: "[cyan]↷[/]", FAIL: "[bold red]✗[/]", RUNNING: "[yellow]▶[/]", NOT_RUN: "·",
+         PENDING: "[yellow]◇[/]"}
 
 
 def timeline_line(stage: ReleaseStage, index: int, total: int) -> str:
@@ -137,6 +145,8 @@ def timeline_line(stage: ReleaseStage, index: int, total: int) -> str:
         return f"{head}: pass in {stage.seconds:.1f} s -> {stage.record}"
     if stage.verdict == FAIL:
         return f"{head}: [bold red]FAIL[/] after {stage.seconds:.1f} s ({stage.record or 'no record'})"
+    if stage.verdict == PENDING:
+        return f"{head}: pending, {_cut(stage.why, 400)}"
     return f"{head}: not run"
 
 

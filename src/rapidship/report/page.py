@@ -15,6 +15,7 @@ from markupsafe import Markup
 
 from rapidship.report.charts import Chart
 from rapidship.report.model import COLUMNS, LABELS, MARKS, SEVERITIES, Summary
+from rapidship.report.verdict import verdict
 
 TEMPLATE = "page.html.j2"
 _TEMPLATES = Path(__file__).parent
@@ -46,5 +47,5 @@ def _count(n: int | None) -> str:
 def render(summary: Summary, charts: dict[str, Chart]) -> str:
     svgs = {name: Markup(chart.svg) for name, chart in charts.items()}  # noqa: S704 - matplotlib's output, text escaped
     template = environment().get_template(TEMPLATE)
-    return template.render(s=summary, charts=charts, svgs=svgs, columns=COLUMNS, labels=LABELS, marks=MARKS,
-                           severities=SEVERITIES)
+    return template.render(s=summary, v=verdict(summary), charts=charts, svgs=svgs, columns=COLUMNS, labels=LABELS,
+                           marks=MARKS, severities=SEVERITIES)

@@ -19,6 +19,7 @@ from rapidship.report.collect import collect
 from rapidship.report.model import Summary
 from rapidship.report.page import render
 from rapidship.report.summary import summarize
+from rapidship.report.verdict import verdict
 
 INDEX, SUMMARY = "index.html", "report.json"
 CHART_FILES = ("sizes.png", "saved.png", "scan.png", "smoke.png", "paths-*.png")
@@ -51,8 +52,10 @@ def source_commit(cwd: Path | None = None) -> str:
 def summary_json(summary: Summary, charts: list[str]) -> dict:
     """report.json: the summary, plus the verdict and counts a script would otherwise recompute."""
     counts = {s: summary.count(s) for s in ("pass", "fail", "corrupt", "stale", "missing", "site")}
-    return {"verdict": summary.status, "counts": counts, "site_checks": summary.site_checks, "charts": charts,
-            **asdict(summary)}
+    said = verdict(summary)
+    return {"verdict": summary.status, "release": said.words, "pending": [asdict(p) for p in said.pending],
+            "site_only": [asdict(p) for p in said.site], "counts": counts, "site_checks": summary.site_checks,
+            "charts": charts, **asdict(summary)}
 
 
 def write(summary: Summary, out: Path) -> tuple[Path, Path, list[Path]]:
@@ -76,9 +79,15 @@ def report(ws: Workspace, variants, export_dirs: list[Path], out: Path, today: d
            commit: str | None = None, scope: tuple[list[str] | None, list[str] | None] = (None, None)) -> Written:
     """`scope`: the --variant and --arch flags (None: from the push records, else the builds)."""
     start = time.monotonic()
-    now = datetime.now(timezone.utc).replace(microsecond=0)
-    records = collect(ws, variants, export_dirs)
-    summary = summarize(records, today=today or now.date(), generated_at=now.isoformat(),
-                        commit=commit if commit is not None else source_commit(), variants=scope[0], arches=scope[1])
+    summary = summary_of(ws, variants, export_dirs, today, commit, scope)
     index, js, pngs = write(summary, out)
     return Written(summary, index, js, pngs, index.stat().st_size, round(time.monotonic() - start, 2))
+
+
+def summary_of(ws: Workspace, variants, export_dirs: list[Path], today: date | None = None, commit: str | None = None,
+               scope: tuple[list[str] | None, list[str] | None] = (None, None)) -> Summary:
+    """The summary of the records as they are now: what the page is made from, and the verdict (report/verdict.py)."""
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    records = collect(ws, variants, export_dirs)
+    return summarize(records, today=today or now.date(), generated_at=now.isoformat(),
+                     commit=commit if commit is not None else source_commit(), variants=scope[0], arches=scope[1])

@@ -95,4 +95,8 @@ def update_referrers(reg: Registry, repo: str, digest: str, added: list[tuple[f.
         except ValueError:
             raise RapidshipError(f"{host_of(reg.host)}/{repo}:{tag}", "the referrers index is not JSON",
                                  "delete that tag; sign again rebuilds it") from None
+    if isinstance(existing, dict) and isinstance(existing.get("manifests"), list):  # the registry refuses an index
+        existing["manifests"] = [m for m in existing["manifests"]  # naming a manifest it lost: keep what it serves
+                                 if isinstance(m, dict) and str(m.get("digest", "")).startswith("sha256:")
+                                 and reg.head_manifest(repo, m["digest"]) is not None]
     reg.put_manifest(repo, tag, f.referrers_index(existing, added), f.OCI_INDEX)

@@ -50,7 +50,8 @@ def test_the_quickstart_runs_as_written(quickstart):
     assert chain["passed"] is True
     assert {s["name"]: s["verdict"] for s in chain["stages"]} == {
         **dict.fromkeys(("build", "gates", "scan", "push", "sign"), "skipped"),
-        **dict.fromkeys(("export", "export-verify", "report"), "pass")}
+        **dict.fromkeys(("smoke", "export", "export-verify", "report"), "pass")}
+    assert "release cpu-debian12 (amd64): released" in quickstart.output   # the page's words: test_release_chain
 
 
 def test_the_quickstart_says_what_the_run_printed(quickstart):

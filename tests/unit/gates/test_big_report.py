@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from rapidship import console
-from rapidship.cli.scan import MAX_LINES, _verdict
+from rapidship.stages.scan import MAX_LINES, _verdict
 from rapidship.errors import GateFailure
 from rapidship.gates.policy import Finding, ScanFacts, decide, parse_policy, resolve
 from support.commands import invoke

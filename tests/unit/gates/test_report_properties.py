@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rapidship import console
-from rapidship.cli.scan import _verdict
+from rapidship.stages.scan import _verdict
 from rapidship.errors import GateFailure, RapidshipError
 from rapidship.gates.policy import SEVERITIES, decide, findings, parse_policy, read_report, resolve, scan_facts
 from rapidship.gates.scan import gate

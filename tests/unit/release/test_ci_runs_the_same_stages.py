@@ -13,8 +13,9 @@ from support.commands import ROOT
 
 # production runners build without a daemon (rootless BuildKit or kaniko): the same stage, another task
 ALSO = {"ci.build": "build"}
-# CI runs these two side by side (each needs only the build); the release, one after the other
-SIDE_BY_SIDE = {("gates", "scan")}
+# CI runs these side by side (gates and scan each need only the build; the GPU runner's smoke and
+# sign each need only the push); the release, one after the other
+SIDE_BY_SIDE = {("gates", "scan"), ("smoke", "sign")}
 PROFILES = {"production": lambda: ci.production(), "local": lambda: ci.local("127.0.0.1:5000/staging")}
 
 

@@ -99,3 +99,28 @@ def test_a_scan_against_a_db_that_grew_too_old_is_not_current():
     assert db_too_old(db, 7, date(2026, 12, 9)) == "the DB it was decided with is 8 days old (max_db_age_days: 7)"
     assert db_too_old(db, None, date(2027, 1, 1)) == ""
     assert db_too_old({}, 7, date(2026, 12, 9)) == "the DB it was decided with states no update time"
+
+
+def test_smoke_is_current_only_for_a_passing_run_of_the_built_image(rel, tmp_path):
+    """The report's own rule over the records `invoke smoke` writes; a CUDA image's is pending on a GPU."""
+    from dataclasses import replace
+
+    from unit.report.samples import smoke
+
+    write_gated(tmp_path, VARIANT, {ARCH: ("rapidship/dask:x", IMAGE)}, lock=LOCK)
+    r = at(rel, tmp_path)
+    assert check("smoke", r).stale == [f"{ARCH}: NOT RUN: no smoke run of this image: run invoke smoke"]
+    assert check("smoke", r).elsewhere == ""
+    record = r.ws.smoke_dir() / f"{VARIANT}-{ARCH}-cpu-uid1001.json"
+    r.ws.save(record, smoke(ref=OTHER))
+    assert "STALE" in check("smoke", r).stale[0]
+    r.ws.save(record, smoke(ref=IMAGE))
+    assert check("smoke", r).stale == []
+    r.ws.save(record, smoke("FAIL", ["no spill reached disk"], ref=IMAGE))
+    assert "no spill reached disk" in check("smoke", r).stale[0]
+    record.unlink()
+    gpu = replace(r, variant=r.variant.model_copy(update={"cuda": "12.9"}))
+    pending = check("smoke", gpu)
+    assert pending.stale and pending.elsewhere == (f"smoke on a GPU (CI job smoke:{VARIANT}:{ARCH}, a runner tagged "
+                                                   f"gpu): invoke smoke --variant {VARIANT} --arch {ARCH} --mode gpu "
+                                                   "--gpus all")

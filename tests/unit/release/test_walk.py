@@ -6,7 +6,8 @@ import itertools
 
 import pytest
 
-from rapidship.release.plan import FAIL, NOT_RUN, PASS, SKIPPED, STAGES, Check, Ran, StageFailed, fresh, rows, walk
+from rapidship.release.plan import (FAIL, NOT_RUN, PASS, PENDING, SKIPPED, STAGES, Check, Ran, StageFailed, fresh, rows,
+                                   timeline_line, walk)
 
 
 def clock():
@@ -78,6 +79,23 @@ def test_the_table_has_a_row_per_stage_with_time_bytes_and_verdict():
     record, _, _ = chain(set(STAGES[:2]), fails="push")
     table = rows(record)
     assert [r[:2] for r in table] == [("build", SKIPPED), ("gates", SKIPPED), ("scan", PASS), ("push", FAIL),
-                                      ("sign", NOT_RUN), ("export", NOT_RUN), ("export-verify", NOT_RUN),
-                                      ("report", NOT_RUN)]
+                                      ("smoke", NOT_RUN), ("sign", NOT_RUN), ("export", NOT_RUN),
+                                      ("export-verify", NOT_RUN), ("report", NOT_RUN)]
     assert float(table[2][2]) > 0 and table[2][3:5] == ("10 B", "20 B") and table[4][2:5] == ("-", "-", "-")
+
+
+def test_a_stage_that_runs_elsewhere_is_pending_named_and_the_walk_goes_on():
+    """A CUDA image's smoke: not current here, and not runnable here: pending, with its job and command."""
+    ran = []
+
+    def check(stage):
+        if stage == "smoke":
+            return Check("build/smoke", ["amd64: SITE ONLY: GPU smoke"], {}, "smoke on a GPU (CI job smoke:x:amd64)")
+        return Check(f"build/x/{stage}.json", [])
+
+    record = walk(fresh("cuda12-ubuntu22", ["amd64"]), check, lambda s: ran.append(s) or Ran(), clock())
+    assert ran == [] and record.passed is True
+    smoke = record.stages[STAGES.index("smoke")]
+    assert smoke.verdict == PENDING and smoke.why.startswith("smoke on a GPU (CI job smoke:x:amd64)")
+    assert timeline_line(smoke, STAGES.index("smoke"), len(STAGES)).endswith("pending, smoke on a GPU (CI job "
+                                                                                 "smoke:x:amd64) (amd64: SITE ONLY: GPU smoke)")

@@ -82,7 +82,7 @@ def test_a_failing_gate_reads_fail_in_text_and_every_status_has_a_word(records):
     cells = re.findall(r'<td class="st (\w+)"[^>]*>.*?<b>([A-Z ]+)</b>', row, re.S)
     assert ("fail", "FAIL") in cells and ("pass", "PASS") in cells and ("site", "SITE ONLY") in cells
     assert "/usr/bin/planted has the setuid bit" in row
-    assert "NOT RELEASABLE" in html
+    assert "not released: suid FAIL (cpu-debian12 amd64)" in html
     for r in summary.rows:  # every variant x arch of the release has its row
         assert f'id="row-{r.variant}-{r.arch}"' in html
 
@@ -143,7 +143,8 @@ def test_the_page_names_the_scope_once_and_what_only_a_site_runs(records):
     scope = re.search(r'<div class="scope" id="scope">.*?</div>', html, re.S).group(0)
     assert "from the push records" in scope and "cpu-debian12 arm64" in scope and "cuda12-ubuntu22" in scope
     assert html.count("cuda12-ubuntu22") == 1  # listed once, not as a row of NOT RUN cells
-    assert "READY FOR THE SITE" in html and "only a site can run" in html
+    assert "<b>\u2713 released</b>" in html  # Harbor's scan is the site's: named with its command, never passed
+    assert "only a site or its Harbor can run: Harbor&#39;s scan" in html and "invoke harbor.gate --variant" in html
     assert re.search(r'<td class="st site"[^>]*>.*?<b>SITE ONLY</b>', html, re.S)
 
 

@@ -53,8 +53,8 @@ def test_a_stopped_chain_names_its_stage_and_escapes_its_words(tmp_path):
     chain_record(ws, fails="scan")
     _, html = page_of(tmp_path, ws)
     rows = dict(re.findall(r'<tr data-stage="([^"]+)">.*?<b>([^<]+)</b>', html, re.S))
-    assert rows == {"build": "pass", "gates": "pass", "scan": "FAIL", "push": "not run", "sign": "not run",
-                    "export": "not run", "export-verify": "not run", "report": "not run"}
+    assert rows == {"build": "pass", "gates": "pass", "scan": "FAIL", "push": "not run", "smoke": "not run",
+                    "sign": "not run", "export": "not run", "export-verify": "not run", "report": "not run"}
     assert "stopped at scan" in html
     assert "<b>policy/trivy.yaml</b>" not in html and "&lt;b&gt;policy/trivy.yaml&lt;/b&gt;" in html
 

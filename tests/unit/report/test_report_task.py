@@ -21,13 +21,16 @@ def test_the_task_writes_the_page_pngs_and_summary_and_names_what_is_broken(reco
     assert f"release scope (push records): {VARIANT} {ARCH}" in err
     assert "not in this release: " in err and "cpu-debian12 arm64 (no push record names it)" in err
     assert "9 build record" not in err
-    assert f"only a site runs: harbor ({VARIANT} {ARCH})" in err
-    assert "NOT RELEASABLE" in err and "1 FAIL" in err and str(out / "index.html") in err
+    assert (f"only a site or its Harbor can run: Harbor's scan ({VARIANT} {ARCH}, only the site's Harbor): "
+            f"invoke harbor.gate --variant {VARIANT}") in err
+    said = f"not released: user FAIL ({VARIANT} {ARCH}); trivy CORRUPT ({VARIANT} {ARCH})"
+    assert f"release: {said}" in err and "1 FAIL" in err and str(out / "index.html") in err
+    assert said in (out / "index.html").read_text()  # the page's words
     # outside a terminal one tab-separated line per row (no box folding a long cell over lines)
     assert re.search(r"^cpu-debian12 amd64\tFAIL\tFAIL: user; CORRUPT: trivy;", proc.stderr, re.M), proc.stderr
     assert proc.stdout == ""
     summary = json.loads((out / "report.json").read_text())
-    assert summary["schema_version"] == 1 and summary["verdict"] == "fail"
+    assert summary["schema_version"] == 1 and summary["verdict"] == "fail" and summary["release"] == said
     assert summary["counts"]["fail"] == 1 and summary["counts"]["corrupt"] == 1
     assert sorted(summary["charts"]) == sorted(p.name for p in out.glob("*.png"))
     row = next(r for r in summary["rows"] if (r["variant"], r["arch"]) == (VARIANT, ARCH))

@@ -182,7 +182,7 @@ def test_judge_run():
 
 
 def test_stage_seconds_print_as_words_not_a_python_dict():
-    from rapidship.cli.smoke import seconds_text
+    from rapidship.stages.smoke import seconds_text
 
     assert seconds_text({"persist": 10.97, "read_back": 33.32, "total": 44.3}) == \
         "persist 11.0 s, read_back 33.3 s, total 44.3 s"

@@ -478,15 +478,24 @@ def _extract(deb: Path, into: Path, multiarch: str) -> None:
 
 
 # Python 3.11 freezes `site` into the binary, so Debian's dist-packages layout cannot be patched in
-# site.py; the stdlib's sitecustomize (imported by site, -I included) adds conda's site-packages.
+# site.py; the stdlib's sitecustomize (imported by site, -I included) puts upstream's back.
 SITECUSTOMIZE = """\
-# <prefix>/lib/python3.11/site-packages, where conda packages put their files: Debian's python looks in
-# dist-packages (its `site` module is frozen into the interpreter), upstream CPython's in site-packages.
+# <prefix>/lib/python3.11/site-packages, where conda packages put their files. Debian's python looks
+# in dist-packages (its `site` module is frozen into the interpreter); upstream CPython's, and so
+# site.getsitepackages() here (CUDA's library finders read it), in site-packages.
 import os
 import site
 import sys
 
-site.addsitedir(os.path.join(sys.prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages"))
+
+def getsitepackages(prefixes=None):
+    return [os.path.join(prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+            for prefix in dict.fromkeys(prefixes or site.PREFIXES) if prefix]
+
+
+site.getsitepackages = getsitepackages
+for _path in getsitepackages():
+    site.addsitedir(_path)
 """
 
 

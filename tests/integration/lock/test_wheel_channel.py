@@ -151,6 +151,7 @@ def test_a_spec_locks_installs_and_the_relocated_python_runs_in_a_bare_root(chan
             shutil.copy(Path("/") / lib, root / lib)
         (root / "proc").mkdir()
         code = ("import sys, ssl, sqlite3, ctypes, lzma, bz2, zlib, json, readline, uuid, rtool, rnative, r_data;"
+                "import site; assert site.getsitepackages() == ['/opt/env/lib/python3.11/site-packages'];"
                 "print(sys.prefix, ssl.OPENSSL_VERSION.split()[0], rnative.answer(), r_data.VALUE);"
                 "print(*sys.path, sep='\\n')")
         proc = subprocess.run(["unshare", "--mount", "--pid", "--fork", f"--mount-proc={root}/proc", "chroot",

@@ -37,6 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from rapidship.errors import RapidshipError  # noqa: E402
+
 PYTHON = "3.11"
 SITE = f"lib/python{PYTHON}/site-packages"
 PYTHON_DEP = f"python >={PYTHON},<3.12.0a0"
@@ -619,7 +621,8 @@ def download_wheels(lock: Path, wheels: Path, arch: str = "amd64") -> None:
 
 def make_channel(out: Path, wheels: list[Path], debs: Path, work: Path, arch: str = "amd64",
                  level: int = 3) -> dict[str, float]:
-    """The whole channel under out/wheels: python and its libraries, every wheel; indexed."""
+    """The whole channel in `out` (its name is the channel's): python and its libraries, every
+    wheel, indexed; the seconds of each step."""
     channel = out
     seconds = {}
     start = time.monotonic()
@@ -722,9 +725,8 @@ def main(argv: list[str] | None = None) -> int:
             start = time.monotonic()
             with tempfile.TemporaryDirectory() as tmp:
                 path = lock_against(args.channel.resolve(), reqs, args.project or Path(tmp))
-                text = path.read_text()
-                print(text.splitlines()[4] if args.project is None else path)
-            print(f"solved in {time.monotonic() - start:.1f} s")
+                packages = next(line for line in path.read_text().splitlines() if line.startswith("# packages:"))
+                print(f"{path if args.project else 'lock'}: {packages[2:]}, solved in {time.monotonic() - start:.1f} s")
         else:
             sys.path.insert(0, str(ROOT / "tests"))
             from support.channel_server import serve
@@ -734,6 +736,14 @@ def main(argv: list[str] | None = None) -> int:
                 while True:
                     time.sleep(3600)
     except ChannelError as err:
+        print(f"conda_channel: {err}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as err:
+        said = (err.stderr or b"").decode(errors="replace").strip()[-500:] if isinstance(err.stderr, bytes) else ""
+        print(f"conda_channel: {' '.join(map(str, err.cmd[:4]))} ... failed (exit {err.returncode}) {said}".rstrip(),
+              file=sys.stderr)
+        return 2
+    except RapidshipError as err:
         print(f"conda_channel: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

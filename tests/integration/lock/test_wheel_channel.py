@@ -1,8 +1,9 @@
 """A conda channel made of wheels and Debian's python (bench/conda_channel.py), end to end on a small
 set: three wheels made here plus Debian 12's python3.11 packages (apt-get download). The packages'
 structure is read back, a spec is locked against the channel served on 127.0.0.1 with rapidship's
-lock_conda, the lock is installed with the builder's install_lock, and the relocated python runs in
-a chroot that holds glibc and nothing else (no /usr/lib/python3.11, no libssl, no libffi)."""
+lock_conda, the lock is installed with the builder's install_lock and packed with conda-pack
+--dest-prefix /opt/rapids, and the relocated python and the entry points run from /opt/rapids in a
+chroot that holds glibc and nothing else (no /usr/lib/python3.11, no libssl, no libffi)."""
 
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ def test_a_spec_locks_installs_and_the_relocated_python_runs_in_a_bare_root(chan
 
     root = Path(tempfile.mkdtemp(prefix="rs-root-"))   # short: the packages' placeholder is longer
     try:
-        prefix = root / "opt/env"
+        prefix = root / "build-prefix"   # the builder's prefix; conda-pack moves the env to /opt/rapids
         with serve(channel.parent) as (port, _):
             (tmp_path / "channels").write_text(f"http://127.0.0.1:{port}/{channel.name}\n")
             assert install_main(["--lock", str(lock), "--prefix", str(prefix), "--channels-secret",
@@ -145,26 +146,39 @@ def test_a_spec_locks_installs_and_the_relocated_python_runs_in_a_bare_root(chan
                            ("rnative-answer", "answer 42")):
             out = subprocess.run([str(prefix / "bin" / tool)], capture_output=True, text=True, check=True).stdout
             assert out.strip() == want
-        # a root with glibc alone: the env's own libraries and stdlib, at another path than it was installed at
+        # packed as the builder packs it, unpacked in a root that holds glibc alone
+        subprocess.run(["conda-pack", "--prefix", str(prefix), "--dest-prefix", "/opt/rapids", "--compress-level", "0",
+                        "--output", str(tmp_path / "env.tar"), "--quiet"], check=True)
+        (root / "opt/rapids").mkdir(parents=True)
+        with tarfile.open(tmp_path / "env.tar") as tar:
+            tar.extractall(root / "opt/rapids")
         for lib in ("lib/x86_64-linux-gnu/libc.so.6", "lib/x86_64-linux-gnu/libm.so.6", "lib64/ld-linux-x86-64.so.2"):
             (root / lib).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(Path("/") / lib, root / lib)
+        shutil.rmtree(prefix)
         (root / "proc").mkdir()
+
+        def in_root(*argv: str) -> subprocess.CompletedProcess:
+            return subprocess.run(["unshare", "--mount", "--pid", "--fork", f"--mount-proc={root}/proc", "chroot",
+                                   str(root), *argv], capture_output=True, text=True)
+
         code = ("import sys, ssl, sqlite3, ctypes, lzma, bz2, zlib, json, readline, uuid, rtool, rnative, r_data;"
-                "import site; assert site.getsitepackages() == ['/opt/env/lib/python3.11/site-packages'];"
+                "import site; assert site.getsitepackages() == ['/opt/rapids/lib/python3.11/site-packages'];"
                 "print(sys.prefix, ssl.OPENSSL_VERSION.split()[0], rnative.answer(), r_data.VALUE);"
                 "print(*sys.path, sep='\\n')")
-        proc = subprocess.run(["unshare", "--mount", "--pid", "--fork", f"--mount-proc={root}/proc", "chroot",
-                               str(root), "/opt/env/bin/python", "-I", "-c", code], capture_output=True, text=True)
+        proc = in_root("/opt/rapids/bin/python", "-I", "-c", code)
         assert proc.returncode == 0, proc.stderr
         first, *path = proc.stdout.split("\n")
-        assert first == "/opt/env OpenSSL 42 data"
-        assert [p for p in path if p] and all(p.startswith("/opt/env/lib/") for p in path if p)
-        assert "/opt/env/lib/python3.11/site-packages" in path
-        # the same interpreter without its libraries: the chroot really lacks them
-        (root / "opt/env/lib/libssl.so.3").unlink()
-        proc = subprocess.run(["unshare", "--mount", "--pid", "--fork", f"--mount-proc={root}/proc", "chroot",
-                               str(root), "/opt/env/bin/python", "-I", "-c", "import ssl"], capture_output=True, text=True)
+        assert first == "/opt/rapids OpenSSL 42 data"
+        assert [p for p in path if p] and all(p.startswith("/opt/rapids/lib/") for p in path if p)
+        assert "/opt/rapids/lib/python3.11/site-packages" in path
+        for tool, want in (("rtool", "rtool main /opt/rapids"), ("rtool-legacy", "rtool-legacy /opt/rapids"),
+                           ("rnative-answer", "answer 42"), ("pydoc3.11", "pydoc")):
+            proc = in_root(f"/opt/rapids/bin/{tool}")
+            assert proc.returncode == 0 and want in proc.stdout, (tool, proc.stdout, proc.stderr)
+        # the same interpreter without its library: the root really lacks one of its own
+        (root / "opt/rapids/lib/libssl.so.3").unlink()
+        proc = in_root("/opt/rapids/bin/python", "-I", "-c", "import ssl")
         assert proc.returncode != 0 and "libssl.so.3" in proc.stderr
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -562,15 +562,16 @@ def python_packages(debs: Path, channel: Path, work: Path, arch: str = "amd64", 
                      about={"summary": "Debian 12's CPython 3.11, relocated under the prefix",
                             "source_debs": [p.name for p in found.values()]})
     packages.append(python)
+    versions = {pkg.index["name"]: pkg.index["version"] for pkg in packages}
     for pkg in packages:
-        _relocate(pkg, provides)
+        _relocate(pkg, provides, versions)
     made = [write_conda(pkg, channel / subdir, level) for pkg in packages]
     for pkg in packages:
         shutil.rmtree(pkg.root)
     return made
 
 
-def _relocate(pkg: Package, provides: dict[str, str]) -> None:
+def _relocate(pkg: Package, provides: dict[str, str], versions: dict[str, str]) -> None:
     """RUNPATH of every ELF file to the prefix's lib/, its NEEDED libraries as depends; the Debian
     shebangs (#! /usr/bin/python3.11) to the prefix placeholder. A library nobody provides is an error."""
     depends = set()
@@ -592,7 +593,8 @@ def _relocate(pkg: Package, provides: dict[str, str]) -> None:
             if re.match(rb"^#! ?/usr/bin/python", data):
                 path.write_bytes(re.sub(rb"^#! ?/usr/bin/python[0-9.]*", f"#!{PLACEHOLDER}/bin/python{PYTHON}".encode(), data, count=1))
                 pkg.prefixed[rel] = "text"
-    pkg.index["depends"] = sorted(depends)
+    # at least the version it was linked against, as a run_export would say
+    pkg.index["depends"] = sorted(f"{name} >={versions[name]}" for name in depends)
 
 
 # ---- the channel ----

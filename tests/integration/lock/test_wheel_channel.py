@@ -100,7 +100,9 @@ def test_a_compiled_wheel_lies_under_the_prefix_for_linux_64(channel):
 def test_python_is_debian_s_relocated_with_its_libraries_as_packages(channel):
     info = _read(_one(channel, "linux-64/python-3.11.2-*.conda"), "info-")
     index = json.loads(info["info/index.json"])
-    assert {"openssl", "libffi", "libsqlite", "liblzma", "bzip2", "libzlib", "libexpat"} <= set(index["depends"])
+    depends = dict(d.split(" ", 1) for d in index["depends"])
+    assert {"openssl", "libffi", "libsqlite", "liblzma", "bzip2", "libzlib", "libexpat"} <= set(depends)
+    assert depends["openssl"] == ">=" + json.loads(_read(_one(channel, "linux-64/openssl-*.conda"), "info-")["info/index.json"])["version"]
     paths = {p["_path"]: p for p in json.loads(info["info/paths.json"])["paths"]}
     assert paths["bin/python"]["path_type"] == "softlink"
     assert paths["bin/pydoc3.11"]["file_mode"] == "text"

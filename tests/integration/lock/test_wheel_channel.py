@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.conda_channel import (PLACEHOLDER, ChannelError, convert_wheels, download_debs, index_channel,
-                                 lock_against, python_packages)
+from bench.conda_channel import index_channel, lock_against
+from bench.conda_package import PLACEHOLDER, ChannelError
+from bench.debian_python import DEBIAN_LIBS, download_debs, python_packages
+from bench.wheel_packages import convert_wheels
 from rapidship.builder.install_lock import main as install_main
 from rapidship.builder.install_lock import read_lock
 from support.channel_server import serve
@@ -112,8 +114,6 @@ def test_python_is_debian_s_relocated_with_its_libraries_as_packages(channel):
 
 
 def test_debian_python_without_its_openssl_package_is_refused(debs, tmp_path):
-    from bench.conda_channel import DEBIAN_LIBS
-
     libs = {k: v for k, v in DEBIAN_LIBS.items() if k != "openssl"}
     with pytest.raises(ChannelError, match=r"python: lib/python3.11/lib-dynload/_hashlib\.cpython-311-x86_64-linux-gnu\.so "
                                          r"needs libcrypto\.so\.3, which no package provides"):

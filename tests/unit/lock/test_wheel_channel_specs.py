@@ -1,4 +1,4 @@
-"""The wheel-made conda channel's translations (bench/conda_channel.py): Requires-Dist -> conda
+"""The wheel-made conda channel's translations (bench/wheel_packages.py): Requires-Dist -> conda
 depends, PEP 440 specifiers -> match specs py-rattler parses, wheel tags -> subdirs."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.conda_channel import ChannelError, conda_depends, conda_specifier, oldest_glibc, wheel_info
+from bench.conda_package import ChannelError
+from bench.wheel_packages import conda_depends, conda_specifier, oldest_glibc, wheel_info
 
 
 @pytest.mark.parametrize(("pep440", "conda"), [

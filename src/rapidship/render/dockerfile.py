@@ -74,7 +74,8 @@ PACK_EXCLUDES = tuple(Trim(p, why) for p, why in (
     ("share/doc/*", "documentation"), ("share/man/*", "manual pages"), ("share/info/*", "info pages"),
     ("share/gtk-doc/*", "documentation"), ("lib/python*/site-packages/*/tests/*", "test suites of the packages"),
     ("lib/cmake/*", "CMake package files: " + _BUILD_ONLY), ("lib/pkgconfig/*", "pkg-config files: " + _BUILD_ONLY),
-    ("share/pkgconfig/*", "pkg-config files: " + _BUILD_ONLY), ("CACHEDIR.TAG", "a cache marker")))
+    ("share/pkgconfig/*", "pkg-config files: " + _BUILD_ONLY), ("CACHEDIR.TAG", "a cache marker"),
+    ("__clobbers__/*", "copies of a path two packages of one layer both ship, which the installer set aside")))
 # The same for a pip venv, as `find PREFIX -path PATTERN` (C++ headers and CMake files of the RAPIDS
 # libraries; nvidia/*/include stays: NVRTC and numba-cuda compile against those at run time). The last
 # four are optional giants no import, kernel or UDF of cupy, numba.cuda, cudf, dask_cudf, dask_cuda, cuml

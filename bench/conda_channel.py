@@ -93,6 +93,7 @@ defaults:
   image: rapidship-bench/wheels
   env: {env}
   conda_builder: library/python:3.11-slim-bookworm
+  gpu_archs: [80, 90]
 oses:
   debian12:
     family: deb

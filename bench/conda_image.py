@@ -4,8 +4,8 @@ through the same functions `invoke build` calls, and keep what it measured:
     python3 bench/conda_channel.py lock CHANNEL --project PROJECT   # once: PROJECT/locks/wheels/...
     python3 bench/conda_image.py --channel CHANNEL --project PROJECT --json OUT [--no-cache]
 
-PROJECT holds variants.yaml (a conda variant on debian12 with the CUDA line and `gpu_archs: [80, 90]`
-this script writes when it has none), envs/wheels.yaml and the lock. The channel is served on
+PROJECT holds envs/wheels.yaml and the lock (conda_channel.py lock writes both); this script writes
+its variants.yaml again (a conda variant on debian12, CUDA 12.9, `gpu_archs: [80, 90]`). The channel is served on
 127.0.0.1 for the build's layer stages (`--network host`, as the tests' channel). The bases are the
 ones `invoke base --os debian12` and `invoke base --os debian12 --conda-builder` made in this
 checkout. Prints and writes: the image's size, its zstd size, the build's seconds, its layer count
@@ -26,32 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src"), str(ROOT / "tests")]
 
-VARIANTS = """defaults:
-  registry_prefix: harbor.example.internal/dockerhub
-  budget_bytes: 4700000000
-  uid: 1001
-  user: rapids
-  rapids: "26.10"
-  python: "3.11"
-  flavour: conda
-  image: rapidship-bench/conda-wheels
-  env: wheels
-  conda_builder: library/python:3.11-slim-bookworm
-  gpu_archs: [80, 90]
-oses:
-  debian12:
-    family: deb
-    distro: debian
-    version: "12"
-    arches: [amd64]
-    image: library/debian:bookworm-slim
-axes:
-  cuda: ["12.9"]
-  os: [debian12]
-"""
-
-
 def main(argv: list[str] | None = None) -> int:
+    from bench.conda_channel import VARIANTS
     from support.channel_server import serve
 
     from rapidship.config.matrix import Arch, load_matrix
@@ -66,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-cache", action="store_true")
     args = parser.parse_args(argv)
     project = args.project.resolve()
-    (project / "variants.yaml").write_text(VARIANTS)
+    (project / "variants.yaml").write_text(VARIANTS.format(env="wheels", cuda="12.9"))
     if not (project / "locks/tools.txt").is_file():
         shutil.copy(ROOT / "locks/tools.txt", project / "locks/tools.txt")
     matrix = load_matrix(project / "variants.yaml")

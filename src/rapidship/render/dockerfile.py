@@ -61,6 +61,7 @@ class Trim(NamedTuple):
 
     pattern: str
     why: str
+    folder: bool = False  # the pattern names a folder (find -path takes it whole; conda-pack needs `/*`)
 
 
 _BUILD_ONLY = "read only when building against the library, never by a running env"
@@ -68,11 +69,11 @@ _BUILD_ONLY = "read only when building against the library, never by a running e
 # prefix (`*` crosses `/`). *.pyc stay: the env is read-only to a random uid and runs with
 # PYTHONDONTWRITEBYTECODE, so without them every worker recompiles every module it imports
 # (docs/sizes.md has the measured cost of both choices).
-PACK_EXCLUDES = tuple(Trim(p, why) for p, why in (
-    ("*.a", "static libraries: " + _BUILD_ONLY), ("include/*", "C and C++ headers: " + _BUILD_ONLY),
+_CONDA_LAYOUT_EXCLUDES = tuple(Trim(p, why) for p, why in (
+    ("include/*", "C and C++ headers: " + _BUILD_ONLY),
     ("pkgs/*", "the package cache conda installed from"), ("conda-meta/*.json.bak", "backup copies of the conda package records"),
     ("share/doc/*", "documentation"), ("share/man/*", "manual pages"), ("share/info/*", "info pages"),
-    ("share/gtk-doc/*", "documentation"), ("lib/python*/site-packages/*/tests/*", "test suites of the packages"),
+    ("share/gtk-doc/*", "documentation"),
     ("lib/cmake/*", "CMake package files: " + _BUILD_ONLY), ("lib/pkgconfig/*", "pkg-config files: " + _BUILD_ONLY),
     ("share/pkgconfig/*", "pkg-config files: " + _BUILD_ONLY), ("CACHEDIR.TAG", "a cache marker"),
     ("__clobbers__/*", "copies of a path two packages of one layer both ship, which the installer set aside")))
@@ -81,22 +82,36 @@ PACK_EXCLUDES = tuple(Trim(p, why) for p, why in (
 # four are optional giants no import, kernel or UDF of cupy, numba.cuda, cudf, dask_cudf, dask_cuda, cuml
 # or ucxx loads or starts (traced on a GPU and in the image, docs/prune.md).
 _UNLOADED = "traced on a GPU, no import, numba kernel or cuDF UDF loads or starts it (docs/prune.md)"
-VENV_TRIMS = tuple(Trim(p, why) for p, why in (
-    ("*/site-packages/*/tests", "test suites of the packages"), ("*.a", "static libraries: " + _BUILD_ONLY),
-    ("*/site-packages/lib*/include", "the RAPIDS C++ headers: " + _BUILD_ONLY),
-    ("*/site-packages/pyarrow/include", "Arrow C++ headers: " + _BUILD_ONLY),
-    ("*/site-packages/*/lib64/cmake", "CMake package files: " + _BUILD_ONLY),
-    ("*/site-packages/*/lib/cmake", "CMake package files: " + _BUILD_ONLY),
-    ("*/site-packages/*/lib/pkgconfig", "pkg-config files: " + _BUILD_ONLY),
+VENV_TRIMS = tuple(Trim(p, why, folder) for p, why, folder in (
+    ("*/site-packages/*/tests", "test suites of the packages", True),
+    ("*.a", "static libraries: " + _BUILD_ONLY, False),
+    ("*/site-packages/lib*/include", "the RAPIDS C++ headers: " + _BUILD_ONLY, True),
+    ("*/site-packages/pyarrow/include", "Arrow C++ headers: " + _BUILD_ONLY, True),
+    ("*/site-packages/*/lib64/cmake", "CMake package files: " + _BUILD_ONLY, True),
+    ("*/site-packages/*/lib/cmake", "CMake package files: " + _BUILD_ONLY, True),
+    ("*/site-packages/*/lib/pkgconfig", "pkg-config files: " + _BUILD_ONLY, True),
     ("*/site-packages/nvidia/cuda_nvrtc/lib/*.alt.so*",
-     "the alternate build of NVRTC and its builtins (only libnvrtc.alt names them); libnvrtc.so stays: " + _UNLOADED),
+     "the alternate build of NVRTC and its builtins (only libnvrtc.alt names them); libnvrtc.so stays: " + _UNLOADED,
+     False),
     ("*/site-packages/nvidia/cuda_nvcc/bin/ptxas",
-     "the PTX assembler program; numba-cuda compiles through libnvvm and links through nvJitLink: " + _UNLOADED),
+     "the PTX assembler program; numba-cuda compiles through libnvvm and links through nvJitLink: " + _UNLOADED,
+     False),
     ("*/site-packages/nvidia/libnvcomp/bin/nvlzcat",
-     "the nvCOMP command-line decompressor; cuDF uses libnvcomp.so: " + _UNLOADED),
+     "the nvCOMP command-line decompressor; cuDF uses libnvcomp.so: " + _UNLOADED, False),
     ("*/site-packages/nvidia/nccl/lib/libnccl_device.*",
      "the bitcode and LTO-IR of the NCCL device API, for programs that compile their own kernels against "
-     "nccl_device.h; libnccl.so and the RAPIDS comms never read them (docs/prune.md)")))
+     "nccl_device.h; libnccl.so and the RAPIDS comms never read them (docs/prune.md)", False)))
+
+
+def as_pack_exclude(trim: Trim) -> Trim:
+    """A `find -path` trim as a conda-pack exclude: files only, and `*` crosses `/` in both, so a
+    pattern of site-packages reaches the same files of a conda env's site-packages."""
+    return trim._replace(pattern=trim.pattern + "/*", folder=False) if trim.folder else trim
+
+
+# A conda env's excludes: its own layout's, then the venv's, stated once in VENV_TRIMS (a package that
+# a conda channel builds from a wheel lays out its site-packages as the wheel does).
+PACK_EXCLUDES = _CONDA_LAYOUT_EXCLUDES + tuple(as_pack_exclude(t) for t in VENV_TRIMS)
 
 # glibc of each pip-flavour OS release: the highest manylinux_2_N tag its builder may install.
 GLIBC_MINOR = {("debian", "12"): 36, ("debian", "13"): 41, ("ubuntu", "22.04"): 35, ("ubuntu", "24.04"): 39}

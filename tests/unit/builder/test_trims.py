@@ -61,3 +61,22 @@ def test_every_trim_says_why_in_words_a_shell_quote_carries(trim):
 def test_measure_without_reasons_records_empty_ones(tmp_path):
     (tmp_path / "x.a").write_bytes(b"12")
     assert measure(tmp_path, ["*.a"], "find")["why"] == {"*.a": ""}
+
+
+def test_a_conda_env_of_the_same_wheels_loses_the_same_files(tmp_path):
+    """One statement of the trims: conda-pack's excludes reach a wheel-made package's site-packages as
+    the venv's find patterns do (the RAPIDS-scale conda image missed its goal by these bytes)."""
+    env = tmp_path / "env"
+    tests_dir = "cudf/tests/test_io.py"
+    headers = "libcudf/include/cudf/types.hpp"
+    extra = {tests_dir: 4_000, headers: 9_000, "pyarrow/include/arrow/api.h": 3_000,
+             "libcudf/lib64/cmake/cudf/cudf-config.cmake": 2_000, "cudf/__init__.py": 500}
+    for rel, size in {**WHEELS, **extra}.items():
+        path = env / SP / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as f:
+            f.truncate(size)
+    venv = measure(env, [t.pattern for t in VENV_TRIMS], "find")
+    conda = measure(env, [t.pattern for t in PACK_EXCLUDES], "pack")
+    gone = sum(WHEELS[rel] for rel in GONE) + sum(extra.values()) - 500
+    assert venv["trimmed_bytes"] == conda["trimmed_bytes"] == gone

@@ -66,10 +66,15 @@ def owners(prefix: Path) -> dict[Path, str]:
         text = record.read_text(encoding="utf-8", errors="surrogateescape")
         found.update(dict.fromkeys(record_paths(record.parent.parent, text), name))
     for meta in sorted(prefix.glob("conda-meta/*.json")):
-        record = json.loads(meta.read_text())
-        found.update(dict.fromkeys((Path(os.path.normpath(prefix / rel)) for rel in record.get("files", [])), record["name"]))
-        found[Path(os.path.normpath(meta))] = record["name"]  # its own record goes with it
+        found.update(conda_paths(prefix, json.loads(meta.read_text())))
     return found
+
+
+def conda_paths(prefix: Path, record: dict) -> dict[Path, str]:
+    """The files a conda-meta record names, and the record itself (it goes with them) -> its package."""
+    owned = dict.fromkeys((Path(os.path.normpath(prefix / rel)) for rel in record.get("files", [])), record["name"])
+    owned[prefix / "conda-meta" / f"{record['name']}-{record['version']}-{record['build']}.json"] = record["name"]
+    return owned
 
 
 def owner_of(path: Path, owned: dict[Path, str]) -> str | None:

@@ -25,7 +25,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rapidship.builder.layer_record import canonical, metadata_name, owner_of, record_paths
+from rapidship.builder.layer_record import canonical, conda_paths, metadata_name, owner_of, record_paths
 from rapidship.imagebuild.normalise import ZstdCount, layer_member, layer_steps, save_to
 
 GOAL_RATIO = 1.25
@@ -34,6 +34,7 @@ GOAL = f"carried <= {GOAL_RATIO} x own + {GOAL_SLACK_BYTES / 1e6:.0f} MB"
 ENV_RECORDS = frozenset(f"opt/rapidship/{name}.json" for name in ("layers", "trims", "dedupe", "prune"))
 ZSTD_LEVEL = 3  # what a disc uses (the build record's zstd_bytes: normalise.ZstdCount, export)
 _DIST_INFO = re.compile(r"^(.*/site-packages)/([^/]+\.dist-info)/(RECORD|METADATA)$")
+_CONDA_META = re.compile(r"^(.*)/conda-meta/[^/]+\.json$")
 _COPIED = re.compile(r"/out/layers/(\S+?)/? ")
 
 
@@ -95,19 +96,27 @@ def summary(rows: list[Cost], layers: list[LayerCost]) -> dict:
 # ---- edge: the image through docker save, layers and distributions through zstd -----------------
 
 def _owners(outer: tarfile.TarFile, names: list[str]) -> dict[Path, str]:
-    """Every file a RECORD in the image names -> its distribution (canonical), read from the layers."""
+    """Every file a RECORD or a conda-meta record in the image names -> its distribution (canonical),
+    read from the layers; conda-meta decides where both name a file, as the builder's reading does."""
     texts: dict[tuple[str, str], dict[str, str]] = {}
+    conda: list[tuple[str, dict]] = []
     for name in names:
         inner = tarfile.open(fileobj=outer.extractfile(layer_member(outer, name)), mode="r|")
         for member in inner:
-            found = _DIST_INFO.match(member.name.lstrip("./"))
-            if found and member.isfile():
+            path = member.name.lstrip("./")
+            found, meta = _DIST_INFO.match(path), _CONDA_META.match(path)
+            if (found or meta) and member.isfile():
                 data = inner.extractfile(member).read().decode("utf-8", "surrogateescape")  # type: ignore[union-attr]
-                texts.setdefault((found.group(1), found.group(2)), {})[found.group(3)] = data
+                if found:
+                    texts.setdefault((found.group(1), found.group(2)), {})[found.group(3)] = data
+                else:
+                    conda.append((meta.group(1), json.loads(data)))  # type: ignore[union-attr]
     owned: dict[Path, str] = {}
     for (site, folder), parts in sorted(texts.items()):
         name = canonical(metadata_name(parts.get("METADATA", ""), folder.rsplit("-", 1)[0]))
         owned.update(dict.fromkeys(record_paths(Path(site), parts.get("RECORD", "")), name))
+    for prefix, record in conda:
+        owned.update({path: canonical(name) for path, name in conda_paths(Path(prefix), record).items()})
     return owned
 
 

@@ -74,3 +74,52 @@ def test_a_tight_budget_is_kept_and_said_in_the_plan():
     assert plan.layers[-1].name == "venv"
     with pytest.raises(ValueError):
         plan_layers(from_sizes(_sizes("dask-cpu")), 4)
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_a_conda_image_names_its_files_by_conda_meta():
+    """A conda image's table: the conda-meta records name each file's package (a file a wheel-made
+    package's RECORD names too goes to the conda package, as the builder's reading decides), and each
+    record goes with its package; before, python and every conda-only file counted to nobody."""
+    import io
+    import tarfile
+
+    from rapidship.imagebuild.delta_cost import _owners
+
+    site = "opt/rapids/lib/python3.11/site-packages"
+    numpy = {"name": "numpy", "version": "2.4.5", "build": "py311h0_0",
+             "files": ["lib/python3.11/site-packages/numpy/__init__.py", "lib/libnumpy-extra.so"]}
+    python = {"name": "python", "version": "3.11.2", "build": "deb_0", "files": ["bin/python3.11"]}
+    layer1 = _tar({"opt/rapids/bin/python3.11": b"\x7fELF", "opt/rapids/conda-meta/python-3.11.2-deb_0.json":
+                   json.dumps(python).encode()})
+    layer2 = _tar({f"{site}/numpy/__init__.py": b"x = 1\n", "opt/rapids/lib/libnumpy-extra.so": b"so",
+                   f"{site}/numpy-2.4.5.dist-info/METADATA": b"Name: NumPy-Wheel\n",
+                   f"{site}/numpy-2.4.5.dist-info/RECORD": b"numpy/__init__.py,,\n",
+                   "opt/rapids/conda-meta/numpy-2.4.5-py311h0_0.json": json.dumps(numpy).encode()})
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as outer:
+        for name, data in (("1/layer.tar", layer1), ("2/layer.tar", layer2)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            outer.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    with tarfile.open(fileobj=buf) as outer:
+        owned = _owners(outer, ["1/layer.tar", "2/layer.tar"])
+    from pathlib import Path
+    assert owned[Path(f"{site}/numpy/__init__.py")] == "numpy"
+    assert owned[Path("opt/rapids/lib/libnumpy-extra.so")] == "numpy"
+    assert owned[Path("opt/rapids/conda-meta/numpy-2.4.5-py311h0_0.json")] == "numpy"
+    assert owned[Path("opt/rapids/bin/python3.11")] == "python"
+    assert owned[Path("opt/rapids/conda-meta/python-3.11.2-deb_0.json")] == "python"

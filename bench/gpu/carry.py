@@ -55,6 +55,8 @@ JOBS = {job.name: job for job in (
                    "the bench client (docs/cluster.md)", "parts"),
     Job("giants", "which large optional files (numba_cuda_mlir, libnvrtc.alt, ptxas, nvlzcat) cuDF/numba "
                   "imports and UDFs load, and the same answers with the unloaded ones hidden (docs/prune.md)", "parts"),
+    Job("alerts", "the GPU memory alerts' scrapes: a worker per RMM mode (none, pool, async) with another process "
+                  "filling the card, and near its device limit (docs/monitoring.md)", "dir"),
     Job("metrics", "a GPU worker's /metrics scraped by Prometheus under a 12 GiB cap (docs/monitoring.md)", "dir",
         (".whl/prometheus.gz", ".whl/prometheus.sha256")),
 )}

@@ -61,7 +61,7 @@ class Case:
 
 def alert(anchor: str, severity: str, w, keep, summary: str, **labels: str) -> dict:
     """An expected alert: the labels it keeps, as the worker's own scrape carries them."""
-    ident = identity(w) if isinstance(w, Worker) else w.target()
+    ident = w if isinstance(w, dict) else identity(w) if isinstance(w, Worker) else w.target()
     return {"exp_labels": {"severity": severity, **{k: ident[k] for k in keep}, **labels},
             "exp_annotations": {"summary": summary, "runbook_url": f"{BASE}#{anchor.lower()}"}}
 
@@ -213,8 +213,7 @@ def gpus() -> dict:
     c.expect("30s", "GpuMemoryFullOutsideDask")
     c.expect("2m", "GpuMemoryFullOutsideDask", alert(
         "GpuMemoryFullOutsideDask", "warning", leak, WORKER,
-        "GPU 0 of worker leak is 97.5% full by NVML (less RMM's pool) while dask's device tier is within its limit: "
-        "memory held outside dask", gpu="0"))
+        OUTSIDE.format(gpu="0", worker="leak", share="97.14%"), gpu="0"))
     return c.test(c.steady(11))
 
 
@@ -318,6 +317,42 @@ def restarted_process() -> dict:
 CASES = (memory_high, oom_kills, old_kills, restarted_worker, scrape_gap, prometheus_restart, invisible_kills,
          two_hosts_kill, spill, gpus, sizing, liveness, scheduler_down, paused, restarted_process)
 
+
+# --- GPU memory held outside dask, from scrapes recorded on a real GPU (support/recorded_gpu.py) ---
+OUTSIDE = ("GPU {gpu} of worker {worker}: {share} of what the worker's own reserve (RMM's pool or async pool, else "
+           "its device tier) leaves of the card is held outside dask (NVML), while dask's device tier is within its "
+           "limit")
+CROWDED = ("pool20-other78", "async20-other78", "none-otherfull", "pool90-otherrest")   # a fresh 1 GiB cudaMalloc failed
+
+
+def gpus_recorded() -> dict:
+    from support.recorded_gpu import RecordedWorker, recorded_cases
+
+    c = Case("recorded on an H100, every RMM mode: another process filling what the worker's pool, async pool or "
+             "device tier leaves fires; an idle 90 % async pool and workers holding data near their device limit "
+             "do not")
+    fired = []
+    for case in recorded_cases():
+        w = c.workers[case["case"]] = RecordedWorker(case["case"], case["metrics"], f"{case['case']}:8788")
+        if case["case"] in CROWDED:
+            fired.append(_outside(w))
+    c.expect("30s", "GpuMemoryFullOutsideDask")
+    c.expect("2m", "GpuMemoryFullOutsideDask", *fired)
+    return c.test(c.steady(11))
+
+
+def _outside(w) -> dict:
+    """The alert a recorded worker raises, its share computed as the rule does (float64, same order)."""
+    used, total = w.value("rapidship_gpu_memory_used_bytes"), w.value("rapidship_gpu_memory_total_bytes")
+    own = max(v for v in (w.value("rapidship_rmm_reserved_bytes"),
+                          w.value("rapidship_worker_tier_bytes", tier="device"), 0.0) if v is not None)
+    share = f"{(used - own) / (total - own) * 100:.4g}%"   # Prometheus's humanizePercentage
+    ident = w.labels("rapidship_gpu_memory_used_bytes")
+    return alert("GpuMemoryFullOutsideDask", "warning", ident, WORKER,
+                 OUTSIDE.format(gpu=ident["gpu"], worker=ident["worker"], share=share), gpu=ident["gpu"])
+
+
+CASES += (gpus_recorded,)
 
 def render() -> str:
     """The whole test file, as `promtool test rules` reads it."""

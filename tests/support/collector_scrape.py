@@ -88,7 +88,7 @@ class Worker:
 
     def _rmm(self) -> RmmView | None:
         return None if self.rmm_pool is None else RmmView(["PoolMemoryResource", "CudaMemoryResource"],
-                                                          pool_bytes=self.rmm_pool)
+                                                          pool_bytes=self.rmm_pool, reserved_bytes=self.rmm_pool)
 
     @property
     def device_buffer(self):   # dask-cuda's DeviceHostFile shape, read by the real tier_view

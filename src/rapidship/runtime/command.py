@@ -37,6 +37,8 @@ class Intent:
     device_limit: int | None = None  # device memory per worker the command asks for (--device-memory-limit)
     device_source: str = ""
     judged: bool = True             # False: a shell line that could not be read (said in `why`)
+    rmm_pool: int | None = None     # the RMM pool a dask cuda worker asks for (--rmm-pool-size; None: none, a fraction)
+    rmm_pool_source: str = ""
 
 
 _DASK_UNITS = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "ki": 2**10, "mi": 2**20, "gi": 2**30,
@@ -271,6 +273,8 @@ def intent_for(command: list[str] | None, environ: dict | None = None, gpu_count
     except ValueError:
         device = None
     device_source = f"{program} --device-memory-limit" if device else ""
+    # dask-cuda reads the pool's size as dask reads sizes; a fraction (0 < x <= 1) is of the GPU: never above it
+    pool = dask_memory_limit(_option(args, "--rmm-pool-size")) if program == "dask cuda worker" else None
     shown = shlex.join(command) if command else ""
     if len(shown) > 80:
         shown = shown[:77] + "..."
@@ -299,4 +303,4 @@ def intent_for(command: list[str] | None, environ: dict | None = None, gpu_count
         disk, why = "optional", f"`{shown}` is no dask worker and no rapids-smoke"
     ucx, rdma = ucx_wanted(program, args)
     return Intent(command, program, disk, why, limit, workers, source, error, ucx, rdma, spill, device,
-                  device_source, judged)
+                  device_source, judged, pool, f"{program} --rmm-pool-size" if pool else "")

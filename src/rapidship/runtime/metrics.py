@@ -119,6 +119,9 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
         chain = {"resource": " > ".join(used.resources)}
         out.add("rmm_pool_size_bytes", "gauge", "device memory RMM's pool holds (PoolMemoryResource)", used.pool_bytes,
                 **chain)
+        out.add("rmm_reserved_bytes", "gauge", "device memory RMM's resource holds from the GPU, handed out or not: "
+                "the pool's size (PoolMemoryResource), what the async allocator's CUDA pool has reserved now "
+                "(CudaAsyncMemoryResource, --rmm-async)", used.reserved_bytes, **chain)
         out.add("rmm_allocated_bytes", "gauge", "device memory RMM has handed out now (statistics/tracking adaptor)",
                 used.allocated_bytes, **chain)
         out.add("rmm_allocated_peak_bytes", "gauge", "the most device memory RMM has handed out at once",

@@ -320,8 +320,13 @@ def device_findings(f: Facts, d: Derived, intent: Intent) -> list[Finding]:
                            f"{name} has ({_b(total)}): the device tier never fills, so nothing spills and "
                            f"allocations fail first; give at most {_b(d.device_memory_limit)}"))
     elif intent.device_limit is not None and intent.device_limit > free:
-        out.append(Finding("WARNING", "device-limit", f"{intent.device_source} {_b(intent.device_limit)} is above the "
-                           f"{_b(free)} free on {name} now (another process holds the rest)"))
+        # said at --preflight too: the device tier cannot fill before allocations fail, so nothing spills
+        out.append(Finding("WARNING", "device-limit", f"{intent.device_source} {_b(intent.device_limit)} is "
+                           f"{intent.device_limit / max(free, 1):.1f}x the {_b(free)} free on {name} now (another "
+                           f"process holds {_b(total - free)} of {_b(total)}): allocations fail before the device "
+                           f"tier fills, so nothing spills from the device; give at most {_b(d.device_memory_limit)}",
+                           preflight=True))
+    out.extend(pool_findings(intent, d, total, free, name))
     if unified_gpu(f.gpu):
         out.append(Finding("OK", "unified-memory", f"{name} shares the machine's {_b(total)} with the CPU (no "
                            "memory of its own): spilling device -> host frees no RAM, only disk spill does; the "
@@ -338,6 +343,22 @@ def device_findings(f: Facts, d: Derived, intent: Intent) -> list[Finding]:
                            f"the rest): the device limit and RMM pool are sized to what is free "
                            f"({_b(d.device_memory_limit)})"))
     return out
+
+
+def pool_findings(intent: Intent, d: Derived, total: int, free: int, name: str) -> list[Finding]:
+    """Pure: an RMM pool (--rmm-pool-size, reserved whole at the worker's start, --rmm-async too) above
+    the GPU is FATAL; above what is free now, a WARNING the quiet --preflight prints."""
+    pool, hint = intent.rmm_pool, f"give at most {_b(d.rmm_pool_size)}" if d.rmm_pool_size else "give less"
+    if pool is None:
+        return []
+    if pool > total:
+        return [Finding("FATAL", "rmm-pool", f"{intent.rmm_pool_source} {_b(pool)} is above what {name} has "
+                        f"({_b(total)}): RMM cannot reserve it and the worker fails as it starts; {hint}")]
+    if pool > free:
+        return [Finding("WARNING", "rmm-pool", f"{intent.rmm_pool_source} {_b(pool)} is above the {_b(free)} free on "
+                        f"{name} now (another process holds {_b(total - free)} of {_b(total)}): reserving it fails "
+                        f"as the worker starts unless that memory is given back first; {hint}", preflight=True)]
+    return []
 
 
 def ucx_findings(f: Facts, intent: Intent) -> list[Finding]:

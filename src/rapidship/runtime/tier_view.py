@@ -13,6 +13,9 @@ class RmmView:
     """What RMM's current device resource chain says, when the process uses RMM."""
     resources: list[str] = field(default_factory=list)  # the chain, outermost first
     pool_bytes: int | None = None        # PoolMemoryResource.pool_size(): device memory the pool holds
+    # device memory the chain holds from the GPU whatever it hands out: the pool's size, or what the
+    # CUDA memory pool of a CudaAsyncMemoryResource (`--rmm-async`) has reserved now
+    reserved_bytes: int | None = None
     allocated_bytes: int | None = None   # statistics / tracking / limiting adaptor: bytes handed out now
     peak_bytes: int | None = None        # statistics adaptor: the most ever handed out at once
     limit_bytes: int | None = None       # limiting adaptor: its allocation limit
@@ -30,6 +33,11 @@ def rmm_view(mr, depth: int = 16) -> RmmView:
         try:
             if kind == "PoolMemoryResource":
                 got.setdefault("pool_bytes", int(mr.pool_size()))
+                got.setdefault("reserved_bytes", got["pool_bytes"])
+            elif kind == "CudaAsyncMemoryResource":
+                reserved, used = async_pool_usage(mr)
+                got.setdefault("reserved_bytes", reserved)
+                got.setdefault("allocated_bytes", used)
             elif kind == "StatisticsResourceAdaptor":
                 counts = mr.allocation_counts
                 got.setdefault("allocated_bytes", int(counts.current_bytes))
@@ -42,6 +50,30 @@ def rmm_view(mr, depth: int = 16) -> RmmView:
             pass
         mr = mr.get_upstream() if hasattr(mr, "get_upstream") else None
     return RmmView(names, **got)
+
+
+def async_pool_usage(mr, buffer=None, driver=None) -> tuple[int, int]:
+    """(reserved, used) bytes of the CUDA memory pool behind a CudaAsyncMemoryResource. RMM's Python
+    API does not give the pool's handle, but the driver says which pool a pointer came from: one
+    byte allocated from the resource names it, and the pool says what it holds (reserved: taken from
+    the GPU, handed out or not; used: handed out). `buffer` and `driver` are for tests."""
+    if driver is None:
+        from cuda.bindings import driver  # noqa: PLC0415 - rmm's own dependency
+    if buffer is None:
+        import rmm  # noqa: PLC0415 - only called when the process uses RMM
+
+        buffer = rmm.DeviceBuffer(size=1, mr=mr)
+    err, pool = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                                             buffer.ptr)
+    if int(err) != 0:
+        raise RuntimeError(f"cuPointerGetAttribute(MEMPOOL_HANDLE): {err}")
+    found = []
+    for attr in ("CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT", "CU_MEMPOOL_ATTR_USED_MEM_CURRENT"):
+        err, value = driver.cuMemPoolGetAttribute(pool, getattr(driver.CUmemPool_attribute, attr))
+        if int(err) != 0:
+            raise RuntimeError(f"cuMemPoolGetAttribute({attr}): {err}")
+        found.append(int(value))
+    return found[0], found[1]
 
 
 def _lru(buffer) -> tuple[int, int] | None:

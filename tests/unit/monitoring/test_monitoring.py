@@ -77,10 +77,6 @@ def test_every_alert_fires_where_it_must_and_nowhere_else():
                                     ("max by (cluster, job, cgroup) (rapidship_memory_workers_budget_bytes)",
                                      "max by (cluster, job, cgroup) (rapidship_memory_budget_bytes)"),
                                     ("unless on (cluster, job, instance, worker, cgroup)\n", "or on (cluster)\n"),
-                                    ("group_left ()\n               max by (cluster, job, instance, worker) "
-                                     "(rapidship_rmm_pool_size_bytes)",
-                                     "group_left ()\n               max by (cluster, job, instance, worker) "
-                                     "(rapidship_rmm_pool_size_bytes * 0)"),
                                     ('up{job="dask-workers"} == 0\n        for: 1m', 'up{job="dask-workers"} == 0\n        for: 9m'),
                                     ("[15m]) > 0", "[15m]) > 1")])
 def test_a_weakened_rule_fails_its_test(tmp_path, weaken):

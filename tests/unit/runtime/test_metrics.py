@@ -249,3 +249,49 @@ def test_a_cpu_worker_s_spill_buffer_gives_host_and_disk_and_no_device_limit():
     data = SimpleNamespace(fast=_LRU({"a": 10}, 100), slow={"b": 1}, spilled_total=SimpleNamespace(memory=5, disk=7))
     assert tier_view.worker_tiers(data) == {"host": (1, 10), "disk": (1, 7)}
     assert tier_view.device_limit(data) is None and tier_view.worker_tiers({}) == {}
+
+
+class _Driver:
+    """cuda.bindings.driver's shape for the two calls async_pool_usage makes, answering what a CUDA pool of
+    the recorded H100 run held (docs/measurements/gpu-alerts-2026-12-07: 76,973,867,008 reserved)."""
+
+    CUpointer_attribute = type("A", (), {"CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE": "mempool"})
+    CUmemPool_attribute = type("P", (), {"CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT": "reserved",
+                                         "CU_MEMPOOL_ATTR_USED_MEM_CURRENT": "used"})
+
+    def __init__(self, pointer_err=0):
+        self.pointer_err, self.asked = pointer_err, []
+
+    def cuPointerGetAttribute(self, attr, ptr):
+        self.asked.append((attr, ptr))
+        return self.pointer_err, "pool-7"
+
+    def cuMemPoolGetAttribute(self, pool, attr):
+        assert pool == "pool-7"
+        return 0, {"reserved": 76_973_867_008, "used": 64_424_509_441}[attr]
+
+
+def test_the_async_allocators_reserve_is_read_from_the_cuda_pool_a_pointer_came_from():
+    from types import SimpleNamespace
+
+    driver = _Driver()
+    assert tier_view.async_pool_usage(None, SimpleNamespace(ptr=0x7F00), driver) == (76_973_867_008, 64_424_509_441)
+    assert driver.asked == [("mempool", 0x7F00)]   # the pool of the byte it allocated, not the device's default pool
+    with pytest.raises(RuntimeError, match="MEMPOOL_HANDLE"):   # a driver that cannot say: no figure, not a zero
+        tier_view.async_pool_usage(None, SimpleNamespace(ptr=1), _Driver(pointer_err=1))
+
+
+def test_an_async_resource_that_cannot_be_read_is_left_out(spill, v2):
+    Async = _stand_in("CudaAsyncMemoryResource")
+    view = tier_view.rmm_view(Async())    # no CUDA here: the reader fails, the figure is absent
+    assert view.resources == ["CudaAsyncMemoryResource"] and view.reserved_bytes is None
+    got = values(metrics.sample("w", spill, None, None, cg=v2, gpus=H200, rmm=view))
+    assert not any(name == "rapidship_rmm_reserved_bytes" for name, _ in got)
+
+
+def test_a_pool_exports_its_size_as_what_rmm_reserved(spill, v2):
+    Pool = _stand_in("PoolMemoryResource", pool_size=lambda self: 4 * GiB)
+    view = tier_view.rmm_view(Pool(_stand_in("CudaMemoryResource")()))
+    got = values(metrics.sample("w", spill, None, None, cg=v2, gpus=H200, rmm=view))
+    chain = (("resource", "PoolMemoryResource > CudaMemoryResource"),)
+    assert got[("rapidship_rmm_reserved_bytes", chain)] == got[("rapidship_rmm_pool_size_bytes", chain)] == 4 * GiB

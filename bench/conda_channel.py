@@ -7,11 +7,14 @@ wheels"). Usage:
                                         [--wheels DIR] [--debs DIR] [--work DIR]
     python3 bench/conda_channel.py lock CHANNEL [--require cudf-cu12 --require dask-cuda ...]
     python3 bench/conda_channel.py serve CHANNEL
+    python3 bench/conda_channel.py patch CHANNEL --pin numpy==2.4.4 --base PROJECT --project NEW
 
 `make` downloads what is missing (`pip download --no-deps --only-binary=:all: --require-hashes`
 with the lock's hashes, `apt-get download` for the Debian packages), converts, indexes and prints
 the seconds of each step. `lock` serves the channel on 127.0.0.1 and solves a conda env spec
-against it with rapidship's own `lock_conda`. Package names stay the wheels' (canonical) names:
+against it with rapidship's own `lock_conda`. `patch` makes a one-package patch, as a channel gets
+one: that version's wheel from the index joins the channel, and NEW's lock is BASE's spec plus the
+pin, solved again (it fails unless exactly that package's record changed). Package names stay the wheels' (canonical) names:
 `cudf-cu12`, not conda-forge's `cudf`.
 """
 
@@ -54,11 +57,13 @@ def download_wheels(lock: Path, wheels: Path, arch: str = "amd64") -> None:
     wheels.mkdir(parents=True, exist_ok=True)
     req = wheels / f"requirements-{arch}.txt"
     req.write_text(for_arch(lock.read_text(), arch, PYTHON, str(lock)))
-    machine = ARCHES[arch]
-    platforms = [a for p in PIP_PLATFORMS for a in ("--platform", f"{p}_{machine}")]
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--require-hashes",
-                    *platforms, "--python-version", PYTHON, "--implementation", "cp", "--abi", f"cp{PYTHON.replace('.', '')}",
-                    "-r", str(req), "-d", str(wheels), "-q"], check=True)
+    subprocess.run([*_pip_download(arch), "--require-hashes", "-r", str(req), "-d", str(wheels)], check=True)
+
+
+def _pip_download(arch: str) -> list[str]:
+    platforms = [a for p in PIP_PLATFORMS for a in ("--platform", f"{p}_{ARCHES[arch]}")]
+    return [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", *platforms,
+            "--python-version", PYTHON, "--implementation", "cp", "--abi", f"cp{PYTHON.replace('.', '')}"]
 
 
 def make_channel(out: Path, wheels: list[Path], debs: Path, work: Path, arch: str = "amd64",
@@ -132,6 +137,42 @@ def lock_against(channel: Path, requirements: list[str], project: Path, cuda: st
         return lock_conda(spec, matrix, [f"http://127.0.0.1:{port}/{channel.name}"], project / "locks")[0]
 
 
+def patch_lock(channel: Path, pin: str, base: Path, project: Path, work: Path) -> Path:
+    """A one-package patch: the pinned version's wheel joins the channel (converted, re-indexed), and
+    `project` is `base`'s spec plus the pin, locked. The channel's URL in the lock is `base`'s (the
+    server's port changes per run; the builder fetches from the mirror it is given, by channel name)."""
+    import re
+    import shutil
+
+    name, sep, version = pin.partition("==")
+    if not sep or not version:
+        raise ChannelError(f"--pin {pin!r}: give NAME==VERSION, a version the index has")
+    [base_lock] = sorted(base.glob("locks/*/*/conda-*.lock"))
+    records = {r["name"]: r for r in map(json.loads, (line for line in base_lock.read_text().splitlines()
+                                                        if line.startswith("{")))}
+    if name not in records:
+        raise ChannelError(f"--pin {pin!r}: {base_lock} locks no package {name!r}")
+    wheels = work / "wheels"
+    subprocess.run([*_pip_download("amd64"), f"{name}=={version}", "-d", str(wheels)], check=True)
+    for stale in [*channel.glob("*/repodata*"), *channel.glob("*/shards")]:
+        shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+    convert_wheels(sorted(wheels.glob("*.whl")), channel, work / "packages")
+    index_channel(channel)
+    (project / "locks").mkdir(parents=True, exist_ok=True)
+    shutil.copy(base / "locks/tools.txt", project / "locks/tools.txt")
+    spec = (base / "envs/wheels.yaml").read_text()
+    requirements = [line.strip()[2:] for line in spec.splitlines() if line.startswith("  - ")]
+    path = lock_against(channel, [r for r in requirements if not r.startswith(f"{name}==")] + [pin], project)
+    served = re.search(r"http://127\.0\.0\.1:\d+/", path.read_text()).group(0)
+    kept = re.search(r"http://127\.0\.0\.1:\d+/", base_lock.read_text()).group(0)
+    path.write_text(path.read_text().replace(served, kept))
+    new = {r["name"]: r for r in map(json.loads, (line for line in path.read_text().splitlines() if line.startswith("{")))}
+    moved = sorted(n for n in records.keys() | new.keys() if records.get(n) != new.get(n))
+    if moved != [name]:
+        raise ChannelError(f"--pin {pin!r} moved {', '.join(moved) or 'nothing'} in {path}: a patch moves one package")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -146,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     lock.add_argument("channel", type=Path)
     lock.add_argument("--require", action="append", default=None)
     lock.add_argument("--project", type=Path, default=None)
+    patch = sub.add_parser("patch", help="add one package's other version to the channel and lock a patch of --base")
+    patch.add_argument("channel", type=Path)
+    patch.add_argument("--pin", required=True, help="NAME==VERSION, a version the index has")
+    patch.add_argument("--base", type=Path, required=True, help="the project whose lock is release N")
+    patch.add_argument("--project", type=Path, required=True, help="the new project: release N+1's lock")
     serve_cmd = sub.add_parser("serve", help="serve the channel's parent folder on 127.0.0.1 until interrupted")
     serve_cmd.add_argument("channel", type=Path)
     args = parser.parse_args(argv)
@@ -170,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
                 path = lock_against(args.channel.resolve(), reqs, args.project or Path(tmp))
                 packages = next(line for line in path.read_text().splitlines() if line.startswith("# packages:"))
                 print(f"{path if args.project else 'lock'}: {packages[2:]}, solved in {time.monotonic() - start:.1f} s")
+        elif args.cmd == "patch":
+            with tempfile.TemporaryDirectory() as work:
+                print(patch_lock(args.channel.resolve(), args.pin, args.base.resolve(), args.project.resolve(), Path(work)))
         else:
             sys.path.insert(0, str(ROOT / "tests"))
             from support.channel_server import serve

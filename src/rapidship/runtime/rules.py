@@ -131,6 +131,15 @@ def smallest_device(gpu: GpuView) -> tuple[int, int, str] | None:
     return min(sizes)
 
 
+def device_sizes(total: int, usable: int | None = None) -> tuple[int, int]:
+    """Pure: (device_memory_limit, rmm_pool_size) on a device (card, MIG slice or quota) of `total`
+    bytes of which `usable` may be taken now: the doctor's sizing, and the deploy's for a GPU share."""
+    usable = total if usable is None else usable
+    device = min(int(total * DEVICE_FRACTION), usable)
+    pool = min(int(total * RMM_POOL_FRACTION), usable) // RMM_POOL_STEP * RMM_POOL_STEP
+    return device, pool
+
+
 def derive(f: Facts, n_workers: int = 1) -> Derived:
     budget, source = memory_budget(f.cgroup, f.host_total, f.declared_limit)
     room = worker = None
@@ -149,8 +158,7 @@ def derive(f: Facts, n_workers: int = 1) -> Derived:
             # allocations are not charged to the cgroup, so the device tier gets what they leave
             usable = max(0, usable - worker * max(1, n_workers))
             dev_source += ", unified memory (the machine's, less the host tiers)"
-        device = min(int(total * DEVICE_FRACTION), usable)
-        pool = min(int(total * RMM_POOL_FRACTION), usable) // RMM_POOL_STEP * RMM_POOL_STEP
+        device, pool = device_sizes(total, usable)
         if usable < total * DEVICE_FRACTION:
             dev_source += f", only {_b(free)} of {_b(total)} free"
     return Derived(budget, source, room, worker, n_workers, device, dev_source, pool)

@@ -249,3 +249,21 @@ def test_a_cpu_worker_s_spill_buffer_gives_host_and_disk_and_no_device_limit():
     data = SimpleNamespace(fast=_LRU({"a": 10}, 100), slow={"b": 1}, spilled_total=SimpleNamespace(memory=5, disk=7))
     assert tier_view.worker_tiers(data) == {"host": (1, 10), "disk": (1, 7)}
     assert tier_view.device_limit(data) is None and tier_view.worker_tiers({}) == {}
+
+
+def test_a_worker_on_a_mig_instance_or_a_quota_exports_the_share_not_the_card(v2, spill):
+    from rapidship.runtime.gpu_share import Quota, on_slice, with_quota
+
+    card = Gpu(0, "NVIDIA H100 80GB HBM3", 80 * GiB, 79 * GiB, True,
+               [{"index": 2, "total": 9856 * MiB, "free": 500 * MiB, "profile": "1g.10gb", "uuid": "MIG-x"}], 9, 0)
+    got = values(metrics.sample("w1", spill, None, None, cg=v2, gpus=GpuView(True, "", "580", "13.0", [on_slice(card, card.mig_slices[0])])))
+    gpu = (("gpu", "0"), ("name", "NVIDIA H100 80GB HBM3"))
+    share = "MIG 1g.10gb slice 0/2 of GPU 0 NVIDIA H100 80GB HBM3"
+    assert got[("rapidship_gpu_share_memory_bytes", (("enforced", "mig"), *gpu[:1], gpu[1], ("share", share)))] == 9856 * MiB
+    assert got[("rapidship_gpu_memory_used_bytes", gpu)] == 9356 * MiB     # the instance's 9.1 GiB of 9.6: full
+    quota = with_quota(Gpu(0, "A100", 40 * GiB, 40 * GiB), Quota(30 * GiB, "Volcano quota", False))
+    got = values(metrics.sample("w1", spill, None, None, cg=v2, gpus=GpuView(True, "", "580", "13.0", [quota])))
+    assert [v for (name, labels), v in got.items() if name == "rapidship_gpu_share_memory_bytes"
+            and ("enforced", "false") in labels] == [30 * GiB]
+    plain = values(metrics.sample("w1", spill, None, None, cg=v2, gpus=H200))
+    assert not [k for k in plain if k[0] == "rapidship_gpu_share_memory_bytes"]

@@ -39,6 +39,12 @@ TARGETS = ("compose", "k8s")
                                "(default monitoring/app.kubernetes.io/name=prometheus)",
             "dns-peer": "k8s: the DNS pods the cluster may ask, NAMESPACE/LABEL=VALUE[,...] "
                         "(default kube-system/k8s-app=kube-dns)",
+            "gpu-share": "k8s: each worker on part of a GPU: mig:<profile> (a MIG instance, e.g. mig:1g.10gb) or "
+                         "memory:<GiB> (a memory quota on a shared card, e.g. memory:30); device limit and RMM pool "
+                         "sized to it",
+            "scheduler": "k8s: default, or volcano (adds a Volcano Job: scheduler and workers gang-scheduled; "
+                         "a memory share asks for Volcano's vGPU)",
+            "queue": "k8s: the Volcano queue (default: default)",
             "image": "an image by digest or id instead of the push record's (repo@sha256:..., sha256:...; never a tag)",
             "out": "where the files go (default build/<variant>/deploy-<target>)",
             "json": "print the plan and the files written as JSON on stdout", **VARIANTS_HELP})
@@ -46,7 +52,8 @@ TARGETS = ("compose", "k8s")
 def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=None, gpus=None, spill_size=None,
            arch=None, uid=None, name="rapidship", pull_secret=None, image=None, out=None,
            variants_file="variants.yaml", prometheus_image=None, spill_storage_class=None,
-           tls_secret=None, cpu=None, guaranteed=False, prometheus_peer=None, dns_peer=None, json=False):
+           tls_secret=None, cpu=None, guaranteed=False, prometheus_peer=None, dns_peer=None, gpu_share=None,
+           scheduler=None, queue=None, json=False):
     """Write a Compose stack or Kubernetes manifests for a pushed variant, sized by the doctor's rules."""
     from rapidship.deploy import write
 
@@ -66,14 +73,16 @@ def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=
     for flag, value, wants in (("--prometheus-image", prometheus_image, "compose"),
                                ("--spill-storage-class", spill_storage_class, "k8s"), ("--tls-secret", tls_secret, "k8s"),
                                ("--cpu", cpu, "k8s"), ("--guaranteed", guaranteed, "k8s"),
-                               ("--prometheus-peer", prometheus_peer, "k8s"), ("--dns-peer", dns_peer, "k8s")):
+                               ("--prometheus-peer", prometheus_peer, "k8s"), ("--dns-peer", dns_peer, "k8s"),
+                               ("--gpu-share", gpu_share, "k8s"), ("--scheduler", scheduler, "k8s"),
+                               ("--queue", queue, "k8s")):
         if value and target != wants:
             raise ConfigError(flag, f"applies to --target {wants} only", f"pass --target {wants}, or leave it out")
     plan = plan_deploy(v, ref, a, workers, memory, memory_limit, gpus, spill_size,
                        int_flag("--uid", uid) if uid not in (None, "") else v.uid, name=name,
                        prometheus_image=prometheus_image, spill_storage_class=spill_storage_class,
                        tls_secret=tls_secret, cpu=cpu, guaranteed=guaranteed, prometheus_peer=prometheus_peer,
-                       dns_peer=dns_peer)
+                       dns_peer=dns_peer, gpu_share=gpu_share, scheduler=scheduler, queue=queue)
     files = write.write(plan, target, Path(out or ws.variant_dir(v.id) / f"deploy-{target}"), pull_secret)
     for path in files:
         console.err.print(f"wrote {path}")
@@ -84,6 +93,10 @@ def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=
         prom = plan.prometheus_peer
         console.err.print(f"workers request {plan.cpu} CPU (QoS {qos}); HTTP ports admitted to pods "
                           f"{','.join(f'{k}={v}' for k, v in prom.labels)} in namespace {prom.namespace}")
+        if plan.gpu_share:
+            device, pool = plan.gpu_share.sizes()
+            console.err.print(f"each worker on {plan.gpu_share.label} ({', '.join(plan.gpu_share.resources(plan.scheduler))}):"
+                              f" --device-memory-limit {device // 2**20} MiB, --rmm-pool-size {pool // 2**20} MiB")
     if json:
         console.print_json({"plan": dataclasses.asdict(plan), "files": [str(p) for p in files]})
 

@@ -81,6 +81,7 @@ def lock(c, env=None, check=False, conda_channel=None, variants_file="variants.y
     for spec in specs:
         if spec.flavour == "pip" and check:
             check_lock(spec)
+            check_pip_pins(spec, pip_lock_path(spec), load_matrix(variants_file))
             arches = sorted({a.value for v in (matrix.variants.values() if wheels else ()) if v.env == spec.name
                              for a in v.arches})
             if arches:
@@ -104,6 +105,19 @@ def lock(c, env=None, check=False, conda_channel=None, variants_file="variants.y
                 paths = lock_conda(spec, matrix, conda_channel or None)
             for path in paths:
                 console.err.print(f"locked {path}")
+
+
+def check_pip_pins(spec, path, matrix) -> None:
+    """A pip env has one lock for all its variants: it must honour every pin they make (variants.yaml pins:)."""
+    from rapidship.lock.pip import unmet_pins
+
+    for v in matrix.variants.values():
+        if v.env != spec.name or not v.pins:
+            continue
+        for name, why in unmet_pins(path.read_text(), v.pins):
+            raise ConfigError(v.pins_at[name], f"{v.id}'s pin is not honoured by {path}: {why}",
+                              f"add the constraint to envs/{spec.name}.yaml and run `invoke lock --env {spec.name}`, "
+                              "or fix the pin")
 
 
 @task(name="lock-sizes", iterable=["env"],

@@ -109,6 +109,8 @@ class OsEntry(StrictConfig):
     image: str
     registry_prefix: str | None = None  # e.g. the internal Kylin registry instead of the proxy cache
     python: str | None = None  # the OS's own python3: the pip flavour's venv runs on it
+    # packages pinned for every variant on this OS (a vendor kernel's need): {name: version constraint}
+    pins: Any = None
 
     _python = field_validator("python")(lambda v: v if v is None else _pattern(v, _PYTHON_RE, '"3.11"'))
 
@@ -161,6 +163,7 @@ class Override(StrictConfig):
     layer_budget: int | None = None
     base: StageBasesOverride | None = None
     gpu_archs: Any = None  # a list of compute capabilities, or "all"; checked by gpu_archs_from
+    pins: Any = None       # {name: version constraint}, over the OS's; checked by pins_from
 
     _rapids = field_validator("rapids")(lambda v: v if v is None else _pattern(v, _RAPIDS_RE, '"26.10"'))
     _python = field_validator("python")(lambda v: v if v is None else _pattern(v, _PYTHON_RE, '"3.11"'))
@@ -224,6 +227,10 @@ class Variant(BaseModel):
     # A fleet per arch (`gpu_archs: {amd64: [80, 90], arm64: [90, 121]}`): each arch's list; empty
     # when one list serves every arch (then gpu_archs holds it).
     gpu_archs_by_arch: dict[str, tuple[int, ...]] = Field(default_factory=dict)
+    # Packages pinned for this variant (its OS's pins, then its override's), sorted: (name, constraint).
+    # The conda lock solves them in (a lock of its own); a pip env's one lock must satisfy them.
+    pins: tuple[tuple[str, str], ...] = ()
+    pins_at: dict[str, str] = Field(default_factory=dict)   # name -> the yaml path that pinned it
 
     def gpu_archs_for(self, arch: "Arch | str") -> tuple[int, ...] | None:
         """The compute capabilities whose device code `arch`'s image keeps (None: all of it)."""
@@ -473,11 +480,40 @@ def _variant(spec: VariantsFile, cuda: str, os_key: str, source: str) -> Variant
                                   f"add {arch.value}: [...] to the mapping")
         by_arch = {a.value: gpu_archs[a.value] for a in arches}
         gpu_archs = None
+    os_pins, own_pins = pins_from(os_entry.pins, f"{source}: oses.{os_key}.pins"), pins_from(o.pins, f"{where}.pins")
+    pins = {**os_pins, **own_pins}
+    pins_at = {n: f"{where}.pins.{n}" if n in own_pins else f"{source}: oses.{os_key}.pins.{n}" for n in pins}
     return Variant(
         id=vid, rapids=o.rapids or d.rapids, cuda=None if cuda == CPU else cuda, python=python,
         os=os_key, distro=os_entry.distro, os_version=os_entry.version, family=os_entry.family, arches=arches,
         flavour=flavour, env=o.env or d.env, image=image, bases=bases,
         budget_bytes=o.budget_bytes or d.budget_bytes, uid=d.uid, user=d.user,
         layer_budget=o.layer_budget or d.layer_budget,
-        gpu_archs=None if cuda == CPU else gpu_archs, gpu_archs_by_arch=by_arch,
+        gpu_archs=None if cuda == CPU else gpu_archs, gpu_archs_by_arch=by_arch, pins=tuple(sorted(pins.items())),
+        pins_at=pins_at,
     )
+
+
+_PIN_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_PIN_ONE = r"(?:==|!=|<=|>=|<|>|~=|=)?[0-9][0-9a-z.*+!_-]*"
+_PIN_SPEC = re.compile(rf"^{_PIN_ONE}(?:,{_PIN_ONE})*$")
+
+
+def pins_from(value: Any, where: str) -> dict[str, str]:
+    """Pure: a `pins:` mapping {package: version constraint} checked, each refusal naming its yaml path."""
+    if value is None:
+        return {}
+    example = 'pins: {nvidia-ml-py: "<12.560"}'
+    if not isinstance(value, dict) or not value:
+        raise ConfigError(where, f"{value!r} is not a mapping of package names to version constraints", f"write {example}")
+    out = {}
+    for name, spec in value.items():
+        if not isinstance(name, str) or not _PIN_NAME.match(name):
+            raise ConfigError(f"{where}.{name}", f"{name!r} is not a package name (lower-case letters, digits, . _ -)",
+                              f"write {example}")
+        text = str(spec).replace(" ", "") if isinstance(spec, (str, int, float)) and not isinstance(spec, bool) else ""
+        if not _PIN_SPEC.match(text):
+            raise ConfigError(f"{where}.{name}", f"{spec!r} is not a version constraint (==1.2, <12.560, >=11,<12)",
+                              f"quote it: {example}")
+        out[name] = text
+    return out

@@ -20,6 +20,8 @@ from rapidship.deploy.plan import (ROUTES_ENV, SCHEDULER_CPU, SCHEDULER_HTTP, SC
 # the releases the manifests are validated against (kubernetes-validate --strict): what sites run
 KUBERNETES_VERSIONS = tuple(f"1.{minor}.0" for minor in range(29, 36))
 OPERATOR_API = "kubernetes.dask.org/v1"
+VOLCANO_API = "batch.volcano.sh/v1alpha1"
+VOLCANO_SCHEDULER = "volcano"
 CLIENT_LABEL = "rapidship.io/dask-client"   # a pod labelled <this>: <cluster name> may use the scheduler
 OPERATOR_NAMESPACE = "dask-operator"        # where the Dask operator runs (its retire_workers calls)
 NAMESPACE_NAME = "kubernetes.io/metadata.name"   # set on every namespace by the API server, to its name
@@ -39,8 +41,10 @@ def _pod(plan: DeployPlan, role: str, pull_secret: str | None, worker_name: str 
     limits: dict = {"memory": str(cap)}   # memory: requests = limits always (the kernel kills at the cap)
     if plan.guaranteed:   # QoS Guaranteed: a CPU limit too (the static CPU manager then pins whole cores)
         limits["cpu"] = requests["cpu"]
-    if worker and plan.gpu:
-        limits["nvidia.com/gpu"] = requests["nvidia.com/gpu"] = str(plan.gpus_per_worker)   # strings (the CRD says so)
+    if worker and plan.gpu:   # strings (the CRD says so)
+        gpu = plan.gpu_share.resources(plan.scheduler) if plan.gpu_share else {"nvidia.com/gpu": str(plan.gpus_per_worker)}
+        limits.update(gpu)
+        requests.update(gpu)
     mounts = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict] = [{"name": "tmp", "emptyDir": {"sizeLimit": str(64 * 2**20)}}]
     if worker:
@@ -76,6 +80,8 @@ def _pod(plan: DeployPlan, role: str, pull_secret: str | None, worker_name: str 
                                      "seccompProfile": {"type": "RuntimeDefault"}}}
     if pull_secret:
         pod["imagePullSecrets"] = [{"name": pull_secret}]   # named, never embedded
+    if plan.scheduler == "volcano":   # its device plugin's resources mean nothing to the default scheduler
+        pod["schedulerName"] = VOLCANO_SCHEDULER
     return pod
 
 
@@ -133,6 +139,29 @@ def plain(plan: DeployPlan, pull_secret: str | None = None) -> list[dict]:
     return out + network_policies(plan, selector, workers, operator=False) + [disruption_budget(plan, workers)]
 
 
+def volcano_job(plan: DeployPlan, pull_secret: str | None = None) -> list[dict]:
+    """A Volcano Job (batch.volcano.sh/v1alpha1): the scheduler and the workers as two tasks, placed
+    together or not at all (minAvailable: all of them, so no worker waits on a card while the rest
+    hold theirs), in the site's queue; the scheduler's Service, the policies and the budget as for
+    plain Deployments."""
+    labels = {"app.kubernetes.io/name": plan.name}
+    tasks = []
+    for role, replicas in (("scheduler", 1), ("worker", plan.workers)):
+        task_labels = {**labels, "app.kubernetes.io/component": role}
+        tasks.append({"name": role, "replicas": replicas,
+                      "template": {"metadata": {"labels": task_labels},
+                                   "spec": {**_pod(plan, role, pull_secret), "restartPolicy": "OnFailure"}}})
+    job = {"apiVersion": VOLCANO_API, "kind": "Job",
+           "metadata": {"name": plan.name, "labels": {"app.kubernetes.io/part-of": "rapidship"}},
+           "spec": {"schedulerName": VOLCANO_SCHEDULER, "queue": plan.queue, "minAvailable": 1 + plan.workers,
+                    "tasks": tasks}}
+    selector = {**labels, "app.kubernetes.io/component": "scheduler"}
+    workers = {**labels, "app.kubernetes.io/component": "worker"}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{plan.name}-scheduler"},
+               "spec": _scheduler_service_spec(plan, selector)}
+    return [job, service, *network_policies(plan, selector, workers, operator=False), disruption_budget(plan, workers)]
+
+
 def _port(number: int, protocol: str = "TCP") -> dict:
     return {"protocol": protocol, "port": number}
 
@@ -177,6 +206,9 @@ def pod_specs(doc: dict) -> list[tuple[str, dict]]:
     if kind == "DaskCluster":
         return [(f"DaskCluster {name} {role}", (spec.get(role) or {}).get("spec") or {})
                 for role in ("scheduler", "worker")]
+    if kind == "Job" and str(doc.get("apiVersion", "")).startswith("batch.volcano.sh/"):
+        return [(f"Volcano Job {name} task {t.get('name')}", (t.get("template") or {}).get("spec") or {})
+                for t in spec.get("tasks") or []]
     if kind in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
         return [(f"{kind} {name}", ((spec.get("template") or {}).get("spec")) or {})]
     if kind == "Pod":

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from rapidship.config.matrix import Variant
+from rapidship.deploy.gpu_share import GpuShare, parse_scheduler, parse_share
 from rapidship.errors import ConfigError
 from rapidship.records import PushRecord
 from rapidship.runtime.rules import HEADROOM_MIN, MIN_WORKER_MEMORY, cap_for_limit, worker_limit_for
@@ -105,6 +106,9 @@ class DeployPlan:
     guaranteed: bool = False        # Kubernetes: limits = requests for CPU and memory (QoS class Guaranteed)
     prometheus_peer: Peer = parse_peer(PROMETHEUS_PEER, "--prometheus-peer")   # Kubernetes: may reach 8787, 8788
     dns_peer: Peer = parse_peer(DNS_PEER, "--dns-peer")                        # Kubernetes: the pods' DNS
+    gpu_share: GpuShare | None = None   # Kubernetes: each worker on a MIG instance or a memory quota
+    scheduler: str = "default"          # Kubernetes: "volcano" adds a Volcano Job (gang-scheduled)
+    queue: str = "default"              # the Volcano queue
 
     @property
     def scheme(self) -> str:
@@ -130,7 +134,16 @@ class DeployPlan:
         kind = ["dask", "cuda", "worker"] if self.gpu else ["dask", "worker"]
         return [*kind, f"{self.scheme}://{self.name}-scheduler:{SCHEDULER_PORT}", "--name", name, "--nworkers", "1",
                 "--nthreads", "1", "--memory-limit", str(self.memory_limit), "--local-directory", SPILL,
-                "--dashboard-address", f":{WORKER_HTTP}", "--preload", "rapids_runtime.metrics"]
+                "--dashboard-address", f":{WORKER_HTTP}", "--preload", "rapids_runtime.metrics", *self.share_args]
+
+    @property
+    def share_args(self) -> list[str]:
+        """dask-cuda's device limit and RMM pool sized to the GPU share, not the card (its own default
+        would take 80 % of what the card reports, past a slice's or quota's end)."""
+        if not self.gpu_share:
+            return []
+        device, pool = self.gpu_share.sizes()
+        return ["--device-memory-limit", str(device), "--rmm-pool-size", str(pool)]
 
     @property
     def scheduler_command(self) -> list[str]:
@@ -175,7 +188,8 @@ def image_ref(record: PushRecord | str, arch: str) -> str:
 def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, memory: str, memory_limit: str | None,
                 gpus, spill_size: str | None, uid: int, name: str = "rapidship", prometheus_image: str | None = None,
                 spill_storage_class: str | None = None, tls_secret: str | None = None, cpu: str | None = None,
-                guaranteed: bool = False, prometheus_peer: str | None = None, dns_peer: str | None = None) -> DeployPlan:
+                guaranteed: bool = False, prometheus_peer: str | None = None, dns_peer: str | None = None,
+                gpu_share: str | None = None, scheduler: str | None = None, queue: str | None = None) -> DeployPlan:
     """Flags -> plan; every refusal names its flag and what would work."""
     try:
         n = int(workers)
@@ -219,6 +233,16 @@ def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, 
     if tls_secret not in (None, "") and not _SECRET_NAME.match(str(tls_secret)):
         raise ConfigError("--tls-secret", f"{tls_secret!r} is not a Kubernetes Secret name (lower-case letters, digits, "
                           "'-' and '.', at most 253)", "pass the name of the Secret holding ca.crt, tls.crt and tls.key")
+    share = parse_share(gpu_share) if gpu_share not in (None, "") else None
+    if share and not gpu:
+        raise ConfigError("--gpu-share", f"{variant.id} is a CPU variant: it has no CUDA to use a GPU share with",
+                          "leave --gpu-share out, or deploy a CUDA variant")
+    if queue not in (None, "") and not _NAMESPACE.match(str(queue)):
+        raise ConfigError("--queue", f"{queue!r} is not a Volcano queue name (lower-case letters, digits and '-')",
+                          "pass --queue default, or the queue the site made for this team")
+    if queue not in (None, "") and (scheduler or "default") != "volcano":
+        raise ConfigError("--queue", "names a Volcano queue, and the default scheduler has none",
+                          "pass --scheduler volcano too, or leave --queue out")
     return DeployPlan(variant=variant.id, arch=arch, image=image_ref(record, arch), gpu=gpu, workers=n,
                       memory_bytes=cap, memory_limit=limit, spill_bytes=spill,
                       shm_bytes=UCX_SHM if gpu else CPU_SHM, uid=uid, name=name, gpus_per_worker=per,
@@ -226,4 +250,5 @@ def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, 
                       spill_storage_class=spill_storage_class or None, tls_secret=tls_secret or None,
                       cpu=cpu_quantity(cpu) if cpu not in (None, "") else WORKER_CPU, guaranteed=bool(guaranteed),
                       prometheus_peer=parse_peer(prometheus_peer or PROMETHEUS_PEER, "--prometheus-peer"),
-                      dns_peer=parse_peer(dns_peer or DNS_PEER, "--dns-peer"))
+                      dns_peer=parse_peer(dns_peer or DNS_PEER, "--dns-peer"), gpu_share=share,
+                      scheduler=parse_scheduler(scheduler), queue=str(queue or "default"))

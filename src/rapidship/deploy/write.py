@@ -35,8 +35,11 @@ def render(plan: DeployPlan, target: str, pull_secret: str | None = None) -> dic
             files["prometheus.yml"] = _dump([compose.prometheus_config(plan)])
             files["alerts.yml"] = (MONITORING / "alerts.yml").read_text()
         return files
-    return {"daskcluster.yaml": _dump(k8s.dask_cluster(plan, pull_secret)),
-            "plain.yaml": _dump(k8s.plain(plan, pull_secret))}
+    files = {"daskcluster.yaml": _dump(k8s.dask_cluster(plan, pull_secret)),
+             "plain.yaml": _dump(k8s.plain(plan, pull_secret))}
+    if plan.scheduler == "volcano":
+        files["volcano-job.yaml"] = _dump(k8s.volcano_job(plan, pull_secret))
+    return files
 
 
 def problems_of(name: str, text: str) -> list[str]:

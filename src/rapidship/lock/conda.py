@@ -45,6 +45,7 @@ class LockTarget:
     python: str
     cuda: str | None
     arch: Arch
+    pins: tuple[tuple[str, str], ...] = ()   # the variant's pinned packages (variants.yaml pins:)
 
     @property
     def platform(self) -> str:
@@ -52,7 +53,10 @@ class LockTarget:
 
     @property
     def line(self) -> str:
-        return f"py{self.python}-{'cuda' + self.cuda if self.cuda else 'cpu'}"
+        line = f"py{self.python}-{'cuda' + self.cuda if self.cuda else 'cpu'}"
+        if self.pins:   # a lock of its own: variants without the pins keep theirs
+            line += "-pins-" + hashlib.sha256(json.dumps(self.pins).encode()).hexdigest()[:8]
+        return line
 
 
 def lock_path(target: LockTarget, locks: Path = LOCKS) -> Path:
@@ -60,14 +64,14 @@ def lock_path(target: LockTarget, locks: Path = LOCKS) -> Path:
 
 
 def variant_target(variant: Variant, arch: Arch) -> LockTarget:
-    return LockTarget(env=variant.env, python=variant.python, cuda=variant.cuda, arch=arch)
+    return LockTarget(env=variant.env, python=variant.python, cuda=variant.cuda, arch=arch, pins=variant.pins)
 
 
 def targets_for(spec: EnvSpec, matrix: Matrix) -> list[LockTarget]:
     """Every distinct solve the matrix needs from this env spec."""
     found = {variant_target(v, a) for v in matrix.variants.values()
              if v.env == spec.name and v.flavour is Flavour.conda for a in v.arches}
-    return sorted(found, key=lambda t: (t.python, t.cuda or "", t.arch.value))
+    return sorted(found, key=lambda t: (t.python, t.cuda or "", t.arch.value, t.pins))
 
 
 def solve_specs(spec: EnvSpec, target: LockTarget) -> list[str]:
@@ -75,7 +79,7 @@ def solve_specs(spec: EnvSpec, target: LockTarget) -> list[str]:
     pins = [f"python {target.python}.*"] if "python" in spec.pin else []
     if target.cuda and "cuda-version" in spec.pin:
         pins.append(f"cuda-version {target.cuda}.*")
-    return list(spec.requirements) + pins
+    return list(spec.requirements) + pins + [f"{name} {constraint}" for name, constraint in target.pins]
 
 
 def virtual_packages(target: LockTarget) -> list[tuple[str, str, str]]:
@@ -138,7 +142,8 @@ def _noarch(rec) -> str | None:
 
 def lock_text(spec: EnvSpec, target: LockTarget, records: list[dict]) -> str:
     head = [f"# rapidship conda lock for env {spec.name} (python {target.python}, "
-            f"{'cuda ' + target.cuda if target.cuda else 'no cuda'}, {target.platform}): "
+            f"{'cuda ' + target.cuda if target.cuda else 'no cuda'}, {target.platform}"
+            f"{''.join(f', {n} {c}' for n, c in target.pins)}): "
             f"do not edit, run `invoke lock --env {spec.name}`.",
             f"# lock-format: {LOCK_FORMAT}",
             f"# platform: {target.platform}",

@@ -231,6 +231,32 @@ def locked_pins(text: str) -> list[str]:
     return pins
 
 
+def unmet_pins(text: str, pins: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    """Pure: (name, why) for each pin (variants.yaml pins:) the hashed lock does not honour. A conda
+    `=1.2` reads as PEP 440 `==1.2.*`."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
+    from packaging.utils import canonicalize_name  # noqa: PLC0415
+
+    locked: dict[str, list[str]] = {}
+    for line in locked_pins(text):
+        name, _, rest = line.partition("==")
+        locked.setdefault(canonicalize_name(name.split("[")[0].strip()), []).append(rest.split(";")[0].split()[0])
+    out = []
+    for name, constraint in pins:
+        parts = [f"=={c[1:]}.*" if c.startswith("=") and not c.startswith("==") else c for c in constraint.split(",")]
+        try:
+            wanted = SpecifierSet(",".join(parts))
+        except InvalidSpecifier:
+            out.append((name, f"{constraint!r} is no PEP 440 version constraint, which a pip lock needs"))
+            continue
+        versions = locked.get(canonicalize_name(name))
+        if not versions:
+            out.append((name, "the lock installs no such package: the pin pins nothing"))
+        elif bad := [v for v in versions if v not in wanted]:
+            out.append((name, f"the lock has {name}=={', '.join(bad)}, outside {constraint}"))
+    return out
+
+
 def wheel_gaps(lock: Path, python: str, arch: str, index_args: list[str], max_gaps: int = 50) -> list[tuple[str, str, str]]:
     """(package, version, platform tag) of each locked package with no wheel for `arch`, as uv
     resolves the lock's exact pins for that platform (markers applied). Each missing one is named

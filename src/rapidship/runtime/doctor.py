@@ -82,6 +82,8 @@ def render_table(report: dict) -> str:
             cc = f", cc {g['cc_major']}.{g['cc_minor']}" if g["cc_major"] is not None else ", cc unknown"
             add("memory (GPU)", f"GPU {g['index']} {g['name']}", f"{_b(g['free'])} free of {_b(g['total'])}"
                 + cc + (" (MIG on)" if g["mig_mode"] else ""))
+            if g["share"]:
+                add("memory (GPU)", "  given", g["share"])
             for s in g["mig_slices"]:
                 add("memory (GPU)", f"  MIG slice {s['index']}", f"{_b(s['free'])} free of {_b(s['total'])}")
     else:

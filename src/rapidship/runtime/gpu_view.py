@@ -20,13 +20,18 @@ class Gpu:
     total: int
     free: int
     mig_mode: bool = False
-    mig_slices: list[dict] = field(default_factory=list)   # [{"index", "total", "free"}]
+    # [{"index", "total", "free", "uuid" (MIG-...), "profile" (1g.10gb), "gpu_instance"}]
+    mig_slices: list[dict] = field(default_factory=list)
     cc_major: int | None = None     # compute capability (9, 0 on an H200); None when NVML could not say
     cc_minor: int | None = None
     uuid: str = ""                  # GPU-..., what CUDA_VISIBLE_DEVICES may name instead of the index
     # one memory for CPU and GPU (GB10 / DGX Spark: NVML answers NOT_SUPPORTED for its memory, and
     # total/free are then the machine's MemTotal/MemAvailable). GH200's HBM is the GPU's own: False.
     unified: bool = False
+    # the part of the card this process was given (gpu_share.py): a MIG instance or a memory quota,
+    # named as findings say it; "" = the whole card. total/free are then the share's.
+    share: str = ""
+    quota_enforced: bool | None = None   # False: a quota only the scheduler counted (NVML shows the card)
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class GpuView:
     driver_version: str | None = None
     cuda_version: str | None = None
     gpus: list[Gpu] = field(default_factory=list)
+    share_problems: list[str] = field(default_factory=list)   # quota variables that cannot be read
 
 
 def unified_memory(path: str = "/proc/meminfo") -> tuple[int, int]:
@@ -83,7 +89,8 @@ def read_gpus() -> GpuView:
                     except pynvml.NVMLError:
                         continue
                     mm = pynvml.nvmlDeviceGetMemoryInfo(mh)
-                    slices.append({"index": j, "total": int(mm.total), "free": int(mm.free)})
+                    slices.append({"index": j, "total": int(mm.total), "free": int(mm.free),
+                                   **_mig_identity(pynvml, mh)})
             cc_major = cc_minor = None
             try:
                 cc_major, cc_minor = (int(x) for x in pynvml.nvmlDeviceGetCudaComputeCapability(h))
@@ -95,8 +102,12 @@ def read_gpus() -> GpuView:
                 uuid = ""
             gpus.append(Gpu(i, _text(pynvml.nvmlDeviceGetName(h)), total, free, mig_on, slices,
                             cc_major, cc_minor, uuid, unified))
-        return visible_gpus(GpuView(True, "", driver, f"{cuda // 1000}.{cuda % 1000 // 10}", gpus),
-                            os.environ.get("CUDA_VISIBLE_DEVICES"))
+        from .gpu_share import shared_view  # noqa: PLC0415 - it builds on this module's records
+
+        view = visible_gpus(GpuView(True, "", driver, f"{cuda // 1000}.{cuda % 1000 // 10}", gpus),
+                            visible_devices(os.environ))
+        view, problems = shared_view(view, dict(os.environ))
+        return replace(view, share_problems=problems)
     except Exception as err:  # noqa: BLE001
         return GpuView(False, f"NVML query failed: {err}")
     finally:
@@ -106,17 +117,50 @@ def read_gpus() -> GpuView:
             pass
 
 
+def _mig_identity(pynvml, handle) -> dict:
+    """A MIG device's UUID (what CUDA_VISIBLE_DEVICES names), profile and GPU instance id, as far as
+    NVML answers."""
+    from .gpu_share import mig_profile  # noqa: PLC0415
+
+    out: dict = {}
+    for key, call, shape in (("uuid", "nvmlDeviceGetUUID", _text),
+                             ("profile", "nvmlDeviceGetName", lambda n: mig_profile(_text(n))),
+                             ("gpu_instance", "nvmlDeviceGetGpuInstanceId", int)):
+        try:
+            out[key] = shape(getattr(pynvml, call)(handle))
+        except Exception:  # noqa: BLE001 - an older driver or binding lacks the call: the slice stays unnamed
+            pass
+    return out
+
+
+def visible_devices(environ) -> str | None:
+    """What selects this process's devices: CUDA_VISIBLE_DEVICES; unset, a MIG instance the device
+    plugin named in NVIDIA_VISIBLE_DEVICES (the container then sees its parent card in NVML)."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    nvidia = environ.get("NVIDIA_VISIBLE_DEVICES") or ""
+    if visible is None and nvidia.startswith("MIG-"):
+        return nvidia
+    return visible
+
+
 def visible_gpus(view: GpuView, visible: str | None) -> GpuView:
-    """Pure: only the GPUs CUDA_VISIBLE_DEVICES lets this process use (indices or GPU-UUID
-    prefixes, in its order); NVML sees every GPU of the machine, CUDA only these. Unset: all;
-    empty or "-1": none."""
+    """Pure: only the GPUs CUDA_VISIBLE_DEVICES lets this process use (indices, GPU-UUID prefixes
+    or MIG-<uuid> instances, in its order); NVML sees every GPU of the machine, CUDA only these.
+    Unset: all; empty or "-1": none."""
+    from .gpu_share import is_mig_item, select_mig  # noqa: PLC0415
+
     if visible is None or not view.available:
         return view
     chosen: list[Gpu] = []
     for item in (x.strip() for x in visible.split(",")):
         if not item:
             continue
-        if item.isdigit() or item.lstrip("-").isdigit():
+        if is_mig_item(item):
+            instance = select_mig(view, item)
+            if instance is None:
+                break   # CUDA stops at the first invalid entry
+            found = [instance]
+        elif item.isdigit() or item.lstrip("-").isdigit():
             found = [g for g in view.gpus if g.index == int(item)]
             if not found:
                 break  # CUDA stops at the first invalid entry

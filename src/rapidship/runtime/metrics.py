@@ -136,6 +136,11 @@ def sample(worker: str, spill_dir: str | None, memory_limit: int | None, device_
         out.add("gpu_memory_total_bytes", "gauge", "the GPU's device memory (NVML)", g.total, **labels)
         out.add("gpu_memory_used_bytes", "gauge", "device memory in use on the GPU (NVML; every process)",
                 g.total - g.free, **labels)
+        if g.share:   # a MIG instance or a quota (gpu_share.py): the two above are then the share's, not the card's
+            enforced = "mig" if g.mig_slices and g.quota_enforced is None else str(g.quota_enforced is not False).lower()
+            out.add("gpu_share_memory_bytes", "gauge", "the memory of the part of the GPU this worker was given (a MIG "
+                    "instance or a memory quota): what its device memory is judged against", g.total, **labels,
+                    share=g.share, enforced=enforced)
         if kept.keep is not None and g.cc_major is not None and g.cc_minor is not None:
             out.add("gpu_code_covered", "gauge", "1 when the image's pruned device code runs on this GPU",
                     int(rules.covered(g.cc_major, g.cc_minor, kept.keep)), **labels)

@@ -120,9 +120,24 @@ def smallest_device(gpu: GpuView) -> tuple[int, int, str] | None:
     on, else a whole GPU; None without a visible GPU. The device limit and its checks size to it."""
     if not (gpu.available and gpu.gpus):
         return None
-    sizes = [(s["total"], s["free"], f"MIG slice {g.index}/{s['index']} of {g.name}") for g in gpu.gpus
-             for s in g.mig_slices]
-    return min(sizes or [(g.total, g.free, f"GPU {g.index} {g.name}") for g in gpu.gpus])
+    from .gpu_share import on_slice  # noqa: PLC0415
+
+    sizes = []
+    for g in gpu.gpus:
+        if g.share or not g.mig_slices:     # a named MIG instance or a quota: already the share's memory
+            sizes.append((g.total, g.free, g.share or f"GPU {g.index} {g.name}"))
+        else:                               # MIG on, no instance named: any of them
+            sizes += [(s["total"], s["free"], on_slice(g, s).share) for s in g.mig_slices]
+    return min(sizes)
+
+
+def device_sizes(total: int, usable: int | None = None) -> tuple[int, int]:
+    """Pure: (device_memory_limit, rmm_pool_size) on a device (card, MIG slice or quota) of `total`
+    bytes of which `usable` may be taken now: the doctor's sizing, and the deploy's for a GPU share."""
+    usable = total if usable is None else usable
+    device = min(int(total * DEVICE_FRACTION), usable)
+    pool = min(int(total * RMM_POOL_FRACTION), usable) // RMM_POOL_STEP * RMM_POOL_STEP
+    return device, pool
 
 
 def derive(f: Facts, n_workers: int = 1) -> Derived:
@@ -143,8 +158,7 @@ def derive(f: Facts, n_workers: int = 1) -> Derived:
             # allocations are not charged to the cgroup, so the device tier gets what they leave
             usable = max(0, usable - worker * max(1, n_workers))
             dev_source += ", unified memory (the machine's, less the host tiers)"
-        device = min(int(total * DEVICE_FRACTION), usable)
-        pool = min(int(total * RMM_POOL_FRACTION), usable) // RMM_POOL_STEP * RMM_POOL_STEP
+        device, pool = device_sizes(total, usable)
         if usable < total * DEVICE_FRACTION:
             dev_source += f", only {_b(free)} of {_b(total)} free"
     return Derived(budget, source, room, worker, n_workers, device, dev_source, pool)
@@ -286,6 +300,7 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
         out.append(Finding("WARNING", "memory", f"memory.swap.max is {_b(cg.swap_limit)}: the container swaps "
                            "instead of spilling (--memory-swap = --memory)"))
     out.extend(device_findings(f, d, intent))
+    out.extend(share_findings(f, d))
     if not f.cwd_usable and runs_workers:
         out.append(Finding("FATAL", "user", f"the working directory {f.cwd} cannot be entered by uid {f.uid} gid "
                            f"{f.gid} (groups {','.join(map(str, f.groups)) or '-'}): dask's nanny cannot start there; "
@@ -432,4 +447,31 @@ def _spill_dir_notes(f: Facts, disk) -> list[Finding]:
     elif sd.free_bytes is not None and f.cgroup.limit and sd.free_bytes < 2 * f.cgroup.limit:
         out.append(Finding("WARNING", "spill", f"spill dir has {_b(sd.free_bytes)} free, less than twice the "
                            f"memory limit ({_b(f.cgroup.limit)})"))
+    return out
+
+
+def share_findings(f: Facts, d: Derived) -> list[Finding]:
+    """Pure: what the doctor says of a shared GPU (gpu_share.py): the MIG instance or quota it sized
+    the device limit and RMM pool to, a quota nothing enforces, a quota variable it cannot read, MIG
+    on with no instance named."""
+    gpu = f.gpu
+    out = [Finding("WARNING", "gpu-share", f"{problem}; the device limit and RMM pool are sized to the whole "
+                   "card: fix the variable (the device plugin sets it) or unset it") for problem in gpu.share_problems]
+    if not gpu.available or not gpu.gpus:
+        return out
+    smallest = smallest_device(gpu)
+    sized = (f"device_memory_limit {_b(d.device_memory_limit)}, rmm_pool_size {_b(d.rmm_pool_size)}, dask-cuda "
+             f"spills device -> host above the device limit")
+    for g in gpu.gpus:
+        if g.mig_mode and not g.share and len(g.mig_slices) > 1:
+            out.append(Finding("WARNING", "gpu-share", f"MIG is on on GPU {g.index} {g.name} and no instance is named: "
+                               f"CUDA uses one of its {len(g.mig_slices)} instances, so the doctor sized to the "
+                               f"smallest ({smallest[2] if smallest else '-'}); set CUDA_VISIBLE_DEVICES=MIG-<uuid> "
+                               "(nvidia-smi -L lists them)"))
+        if g.quota_enforced is False:
+            out.append(Finding("WARNING", "gpu-share", f"{g.share}: nothing enforces this quota (NVML and CUDA see the "
+                               f"whole card), so a worker that grows past it takes memory promised to the card's other "
+                               f"pods; sized to the quota: {sized}"))
+    if smallest is not None and any(g.share for g in gpu.gpus):
+        out.append(Finding("OK", "gpu-share", f"sized to {smallest[2]}: {sized}"))
     return out

@@ -295,3 +295,21 @@ def test_a_pool_exports_its_size_as_what_rmm_reserved(spill, v2):
     got = values(metrics.sample("w", spill, None, None, cg=v2, gpus=H200, rmm=view))
     chain = (("resource", "PoolMemoryResource > CudaMemoryResource"),)
     assert got[("rapidship_rmm_reserved_bytes", chain)] == got[("rapidship_rmm_pool_size_bytes", chain)] == 4 * GiB
+
+
+def test_a_worker_on_a_mig_instance_or_a_quota_exports_the_share_not_the_card(v2, spill):
+    from rapidship.runtime.gpu_share import Quota, on_slice, with_quota
+
+    card = Gpu(0, "NVIDIA H100 80GB HBM3", 80 * GiB, 79 * GiB, True,
+               [{"index": 2, "total": 9856 * MiB, "free": 500 * MiB, "profile": "1g.10gb", "uuid": "MIG-x"}], 9, 0)
+    got = values(metrics.sample("w1", spill, None, None, cg=v2, gpus=GpuView(True, "", "580", "13.0", [on_slice(card, card.mig_slices[0])])))
+    gpu = (("gpu", "0"), ("name", "NVIDIA H100 80GB HBM3"))
+    share = "MIG 1g.10gb slice 0/2 of GPU 0 NVIDIA H100 80GB HBM3"
+    assert got[("rapidship_gpu_share_memory_bytes", (("enforced", "mig"), *gpu[:1], gpu[1], ("share", share)))] == 9856 * MiB
+    assert got[("rapidship_gpu_memory_used_bytes", gpu)] == 9356 * MiB     # the instance's 9.1 GiB of 9.6: full
+    quota = with_quota(Gpu(0, "A100", 40 * GiB, 40 * GiB), Quota(30 * GiB, "Volcano quota", False))
+    got = values(metrics.sample("w1", spill, None, None, cg=v2, gpus=GpuView(True, "", "580", "13.0", [quota])))
+    assert [v for (name, labels), v in got.items() if name == "rapidship_gpu_share_memory_bytes"
+            and ("enforced", "false") in labels] == [30 * GiB]
+    plain = values(metrics.sample("w1", spill, None, None, cg=v2, gpus=H200))
+    assert not [k for k in plain if k[0] == "rapidship_gpu_share_memory_bytes"]

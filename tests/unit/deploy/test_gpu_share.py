@@ -1,0 +1,169 @@
+"""invoke deploy --gpu-share: each worker asks for a MIG instance or a memory quota in the names its
+scheduler and device plugin read, and is sized by the doctor's rules for that share; with
+--scheduler volcano a Volcano Job, strict-valid against Volcano's own published CRD (test data,
+tests/data/volcano/SOURCE.md says where it is from)."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonschema
+import pytest
+import yaml
+
+from rapidship.deploy import checks, k8s, write
+from rapidship.errors import ConfigError
+from rapidship.runtime.rules import device_sizes
+from support.commands import ROOT
+from unit.deploy.test_deploy import as_pod, gpu_variant, matrix, plan, strict  # noqa: F401 - the fixture
+
+GiB, MiB = 2**30, 2**20
+VOLCANO_CRD = ROOT / "tests/data/volcano/batch.volcano.sh_jobs.yaml"
+
+
+def strict_schema(schema):
+    """The CRD's schema as the API server's strict field validation reads it: an object that names
+    its properties and does not keep unknown fields refuses any other."""
+    if isinstance(schema, dict):
+        out = {k: strict_schema(v) for k, v in schema.items()}
+        if "properties" in schema and "additionalProperties" not in schema and \
+                not schema.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [strict_schema(x) for x in schema]
+    return schema
+
+
+@pytest.fixture(scope="module")
+def volcano_schema():
+    crd = yaml.safe_load(VOLCANO_CRD.read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+    return strict_schema(version["schema"]["openAPIV3Schema"])
+
+
+def worker_container(docs, kind="Deployment"):
+    for doc in docs:
+        for where, pod in k8s.pod_specs(doc):
+            if where.startswith(kind) and ("worker" in where):
+                return pod["containers"][0], pod
+    raise AssertionError(f"no {kind} worker")
+
+
+def flag(args, name):
+    return args[args.index(name) + 1]
+
+
+# ---- the requests and the sizing ----
+
+def test_a_mig_worker_asks_for_the_instance_and_is_sized_to_it_not_the_card(matrix):
+    p = plan(matrix, gpu_variant(matrix), gpu_share="mig:1g.10gb")
+    for docs in (k8s.plain(p), k8s.dask_cluster(p)):
+        kind = "Deployment" if docs is not None and docs[0]["kind"] == "Deployment" else "DaskCluster"
+        c, pod = worker_container(docs, kind)
+        assert c["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1" == c["resources"]["requests"]["nvidia.com/mig-1g.10gb"]
+        assert "nvidia.com/gpu" not in c["resources"]["limits"] and "schedulerName" not in pod
+        device, pool = device_sizes(10 * 10**9)
+        assert (int(flag(c["args"], "--device-memory-limit")), int(flag(c["args"], "--rmm-pool-size"))) == (device, pool)
+        assert device == 8 * 10**9 and pool == 8448 * MiB     # inside a 1g.10gb instance (9.6 GiB and more)
+
+
+def test_a_memory_quota_asks_hami_by_default_and_volcanos_vgpu_with_volcano(matrix):
+    p = plan(matrix, gpu_variant(matrix), gpu_share="memory:30")
+    c, _ = worker_container(k8s.plain(p))
+    assert c["resources"]["limits"] == {"memory": c["resources"]["limits"]["memory"], "nvidia.com/gpu": "1",
+                                        "nvidia.com/gpumem": "30720"}
+    assert (int(flag(c["args"], "--device-memory-limit")), int(flag(c["args"], "--rmm-pool-size"))) == (24 * GiB, 27 * GiB)
+    v = plan(matrix, gpu_variant(matrix), gpu_share="memory:30", scheduler="volcano", queue="rapids")
+    c, pod = worker_container(k8s.plain(v))
+    assert {k: c["resources"]["requests"][k] for k in ("volcano.sh/vgpu-number", "volcano.sh/vgpu-memory")} == \
+        {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "30720"}
+    assert pod["schedulerName"] == "volcano"
+
+
+def test_the_volcano_job_gang_schedules_the_scheduler_and_workers_in_the_queue(matrix, volcano_schema):
+    p = plan(matrix, gpu_variant(matrix), workers=7, gpu_share="mig:1g.5gb", scheduler="volcano", queue="rapids")
+    job, service, *rest = k8s.volcano_job(p, pull_secret="harbor-pull")
+    assert (job["apiVersion"], job["kind"]) == ("batch.volcano.sh/v1alpha1", "Job")
+    assert job["spec"]["queue"] == "rapids" and job["spec"]["minAvailable"] == 8
+    assert [(t["name"], t["replicas"]) for t in job["spec"]["tasks"]] == [("scheduler", 1), ("worker", 7)]
+    worker = job["spec"]["tasks"][1]["template"]
+    c = worker["spec"]["containers"][0]
+    assert c["resources"]["limits"]["nvidia.com/mig-1g.5gb"] == "1"
+    assert int(flag(c["args"], "--device-memory-limit")) == 4 * 10**9
+    assert service["spec"]["selector"] == job["spec"]["tasks"][0]["template"]["metadata"]["labels"]
+    jsonschema.validate(job, volcano_schema)
+    for doc in (service, *rest):
+        strict(doc)
+    for where, pod in k8s.pod_specs(job):       # the templates as Pods, against Kubernetes' own schema
+        strict(as_pod(where.split()[-1], pod))
+    assert checks.manifest_problems([job]) == []          # the deploy rules read its tasks too
+    assert "volcano-job.yaml" in write.render(p, "k8s")
+
+
+def test_the_strict_volcano_schema_refuses_what_it_does_not_name(matrix, volcano_schema):
+    job = k8s.volcano_job(plan(matrix, gpu_variant(matrix), gpu_share="memory:30", scheduler="volcano"))[0]
+    jsonschema.validate(job, volcano_schema)
+    for edit in (lambda j: j["spec"].update(minMember=2),                     # PodGroup's field, not the Job's
+                 lambda j: j["spec"]["tasks"][0].update(replica=1),
+                 lambda j: j["spec"].update(minAvailable="all")):
+        bad = copy.deepcopy(job)
+        edit(bad)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, volcano_schema)
+
+
+def test_without_a_share_nothing_changes(matrix):
+    c, pod = worker_container(k8s.plain(plan(matrix, gpu_variant(matrix))))
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "1" and "--rmm-pool-size" not in c["args"]
+    assert "schedulerName" not in pod
+
+
+# ---- refusals ----
+
+@pytest.mark.parametrize("kwargs, where, words", [
+    ({"gpu_share": "mig"}, "--gpu-share", "'mig' is no GPU share"),
+    ({"gpu_share": "mig:10gb"}, "--gpu-share", "'10gb' is not a MIG profile"),
+    ({"gpu_share": "mig:1g.10GB"}, "--gpu-share", "is not a MIG profile"),
+    ({"gpu_share": "memory:30Gi"}, "--gpu-share", "'30Gi' is not a whole number of GiB"),
+    ({"gpu_share": "memory:0"}, "--gpu-share", "whole number of GiB from 1"),
+    ({"gpu_share": "gpu:1"}, "--gpu-share", "is no GPU share"),
+    ({"scheduler": "kueue"}, "--scheduler", "'kueue' is not a scheduler"),
+    ({"scheduler": "volcano", "queue": "Team A"}, "--queue", "not a Volcano queue name"),
+    ({"queue": "rapids"}, "--queue", "pass --scheduler volcano too"),
+])
+def test_a_bad_share_scheduler_or_queue_is_one_error_naming_the_flag(matrix, kwargs, where, words):
+    with pytest.raises(ConfigError) as err:
+        plan(matrix, gpu_variant(matrix), **kwargs)
+    assert err.value.where == where and words in str(err.value)
+
+
+def test_a_cpu_variant_has_no_gpu_to_share(matrix):
+    with pytest.raises(ConfigError) as err:
+        plan(matrix, "cpu-debian12", gpu_share="memory:30")
+    assert err.value.where == "--gpu-share" and "CPU variant" in str(err.value)
+
+
+# ---- the task ----
+
+IMAGE = "harbor.example/rapids/dask@sha256:" + "c" * 64
+
+
+def test_invoke_deploy_refuses_a_bad_share_with_exit_2_and_writes_a_good_one(tmp_path):
+    import subprocess
+
+    base = ["invoke", "deploy", "--variant", "cuda12-debian12", "--target", "k8s", "--image", IMAGE,
+            "--out", str(tmp_path / "out")]
+    run = subprocess.run([*base, "--gpu-share", "mig:big"], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert run.returncode == 2 and "--gpu-share: 'mig:big': 'big' is not a MIG profile" in run.stderr
+    assert "fix:" in run.stderr and "Traceback" not in run.stderr and not (tmp_path / "out").exists()
+    run = subprocess.run([*base, "--gpu-share", "memory:30", "--scheduler", "volcano", "--queue", "rapids"], cwd=ROOT,
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    assert "each worker on a 30 GiB quota (volcano.sh/vgpu-number, volcano.sh/vgpu-memory): --device-memory-limit " \
+           "24576 MiB, --rmm-pool-size 27648 MiB" in " ".join(run.stderr.split())   # the console wraps lines
+    job = next(yaml.safe_load_all((tmp_path / "out" / "volcano-job.yaml").read_text()))
+    assert job["kind"] == "Job" and job["spec"]["queue"] == "rapids"
+    run = subprocess.run(["invoke", "deploy", "--variant", "cuda12-debian12", "--image", IMAGE, "--gpu-share", "mig:1g.5gb"],
+                         cwd=ROOT, capture_output=True, text=True, check=False)
+    assert run.returncode == 2 and "--gpu-share: applies to --target k8s only" in run.stderr

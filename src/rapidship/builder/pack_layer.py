@@ -12,8 +12,9 @@ need its version). What the pack excludes match is measured (RECORDS/trims.json)
 packs the prefix with --dest-prefix, so every text and binary prefix of the layer is rewritten as in
 a whole env, and the result lands in OUT, laid out as the prefix. conda-pack finds site-packages from
 python's conda-meta record, which lies in python's own layer: `site_packages` tells it. Bytecode of
-the `noarch: python` packages is compiled as conda compiles it at install (py-rattler does not), as
-if at the prefix, keyed by source hash, where this interpreter is the env's Python line.
+every Python source a package ships without it (`noarch: python` packages, which conda compiles at
+install and py-rattler does not; packages built without it) is compiled as if at the prefix, keyed
+by source hash, where this interpreter is the env's Python line.
 
 The rest layer (--rest) is the env's own conda-meta/history, which every package layer drops.
 py-rattler and conda-pack from the installer venv; otherwise standard library.
@@ -63,24 +64,28 @@ def pack(build_prefix: Path, dest_prefix: str, excludes: list[str], site: str | 
     (out / HISTORY).unlink(missing_ok=True)  # the rest layer's: one copy for the env
 
 
-def compile_noarch(out: Path, dest_prefix: str, site: str | None) -> int:
-    """Bytecode for the `noarch: python` packages' sources, as conda compiles it at install (their
-    packages carry none); the other packages ship theirs. Only where this interpreter is the env's
-    Python line (a pyc of another line is dead weight). Returns the files compiled."""
+def compile_missing(out: Path, dest_prefix: str, site: str | None) -> int:
+    """Bytecode for every package's Python sources that ship none: `noarch: python` packages (conda
+    compiles them at install; py-rattler does not) and any package built without it (conda-build
+    compiles a linux-64 package's sources into it; a package made from a wheel or a Debian package has none). The env is
+    read-only to a random uid, so a missing .pyc is compiled again by every process that imports it
+    (the pip flavour compiles all of them too). Only where this interpreter is the env's Python line
+    (a pyc of another line is dead weight). Returns the files compiled."""
     if site is None or site != f"lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages":
         return 0
+    lib = site.rsplit("/", 1)[0] + "/"  # site-packages and the standard library (a package of python without its bytecode)
     compiled = 0
     for meta in sorted((out / "conda-meta").glob("*.json")):
-        record = json.loads(meta.read_text())
-        if record.get("noarch") != "python":
-            continue
-        for rel in record.get("files", []):
+        for rel in json.loads(meta.read_text()).get("files", []):
             source = out / rel
-            if rel.endswith(".py") and source.is_file():
-                py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)),
-                                   dfile=f"{dest_prefix}/{rel}", doraise=True,
-                                   invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-                compiled += 1
+            if not (rel.endswith(".py") and rel.startswith(lib) and source.is_file()):
+                continue
+            cached = importlib.util.cache_from_source(str(source))
+            if Path(cached).exists():
+                continue
+            py_compile.compile(str(source), cfile=cached, dfile=f"{dest_prefix}/{rel}", doraise=True,
+                               invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+            compiled += 1
     return compiled
 
 
@@ -124,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     site = site_packages(records)
     pack(args.build_prefix, args.dest_prefix, patterns, site, args.out)
     shutil.rmtree(args.build_prefix)
-    compiled = compile_noarch(args.out, args.dest_prefix, site)
+    compiled = compile_missing(args.out, args.dest_prefix, site)
     print(f"pack_layer: {args.out}: {count} packages, {record['before_bytes']:,} B installed, "
           f"{record['trimmed_bytes']:,} B trimmed, {compiled} sources compiled")
     return 0

@@ -76,25 +76,14 @@ def test_a_tight_budget_is_kept_and_said_in_the_plan():
         plan_layers(from_sizes(_sizes("dask-cpu")), 4)
 
 
-def _tar(files: dict[str, bytes]) -> bytes:
-    import io
-    import tarfile
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def test_a_conda_image_names_its_files_by_conda_meta():
     """A conda image's table: the conda-meta records name each file's package (a file a wheel-made
     package's RECORD names too goes to the conda package, as the builder's reading decides), and each
     record goes with its package; before, python and every conda-only file counted to nobody."""
     import io
     import tarfile
+
+    from support.signed_discs import layer_tar as _tar
 
     from rapidship.imagebuild.delta_cost import _owners
 

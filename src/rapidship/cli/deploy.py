@@ -37,6 +37,8 @@ TARGETS = ("compose", "k8s")
             "guaranteed": "k8s: CPU and memory limits equal to the requests in every pod (QoS class Guaranteed)",
             "prometheus-peer": "k8s: the Prometheus that may reach the HTTP ports 8787/8788, NAMESPACE/LABEL=VALUE[,...] "
                                "(default monitoring/app.kubernetes.io/name=prometheus)",
+            "operator-namespace": "k8s: the namespace the Dask operator runs in, admitted to the DaskCluster's "
+                                  "scheduler (matched by its kubernetes.io/metadata.name label; default dask-operator)",
             "dns-peer": "k8s: the DNS pods the cluster may ask, NAMESPACE/LABEL=VALUE[,...] "
                         "(default kube-system/k8s-app=kube-dns)",
             "image": "an image by digest or id instead of the push record's (repo@sha256:..., sha256:...; never a tag)",
@@ -46,7 +48,8 @@ TARGETS = ("compose", "k8s")
 def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=None, gpus=None, spill_size=None,
            arch=None, uid=None, name="rapidship", pull_secret=None, image=None, out=None,
            variants_file="variants.yaml", prometheus_image=None, spill_storage_class=None,
-           tls_secret=None, cpu=None, guaranteed=False, prometheus_peer=None, dns_peer=None, json=False):
+           tls_secret=None, cpu=None, guaranteed=False, prometheus_peer=None, dns_peer=None, operator_namespace=None,
+           json=False):
     """Write a Compose stack or Kubernetes manifests for a pushed variant, sized by the doctor's rules."""
     from rapidship.deploy import write
 
@@ -66,14 +69,15 @@ def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=
     for flag, value, wants in (("--prometheus-image", prometheus_image, "compose"),
                                ("--spill-storage-class", spill_storage_class, "k8s"), ("--tls-secret", tls_secret, "k8s"),
                                ("--cpu", cpu, "k8s"), ("--guaranteed", guaranteed, "k8s"),
-                               ("--prometheus-peer", prometheus_peer, "k8s"), ("--dns-peer", dns_peer, "k8s")):
+                               ("--prometheus-peer", prometheus_peer, "k8s"), ("--dns-peer", dns_peer, "k8s"),
+                               ("--operator-namespace", operator_namespace, "k8s")):
         if value and target != wants:
             raise ConfigError(flag, f"applies to --target {wants} only", f"pass --target {wants}, or leave it out")
     plan = plan_deploy(v, ref, a, workers, memory, memory_limit, gpus, spill_size,
                        int_flag("--uid", uid) if uid not in (None, "") else v.uid, name=name,
                        prometheus_image=prometheus_image, spill_storage_class=spill_storage_class,
                        tls_secret=tls_secret, cpu=cpu, guaranteed=guaranteed, prometheus_peer=prometheus_peer,
-                       dns_peer=dns_peer)
+                       dns_peer=dns_peer, operator_namespace=operator_namespace)
     files = write.write(plan, target, Path(out or ws.variant_dir(v.id) / f"deploy-{target}"), pull_secret)
     for path in files:
         console.err.print(f"wrote {path}")
@@ -83,7 +87,8 @@ def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=
         qos = "Guaranteed" if plan.guaranteed else "Burstable"
         prom = plan.prometheus_peer
         console.err.print(f"workers request {plan.cpu} CPU (QoS {qos}); HTTP ports admitted to pods "
-                          f"{','.join(f'{k}={v}' for k, v in prom.labels)} in namespace {prom.namespace}")
+                          f"{','.join(f'{k}={v}' for k, v in prom.labels)} in namespace {prom.namespace}; "
+                          f"DaskCluster: operator namespace {plan.operator_namespace}")
     if json:
         console.print_json({"plan": dataclasses.asdict(plan), "files": [str(p) for p in files]})
 

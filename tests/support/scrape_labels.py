@@ -20,10 +20,12 @@ class Labelling:
     groups: dict[str, list[dict[str, str]]]
 
     def target(self, job: str, address: str, group: int = 0) -> dict[str, str]:
-        """The labels a target at `address` of `job`'s group `group` carries."""
+        """The labels a target at `address` of `job`'s group `group` carries: as Prometheus sets them,
+        a label of the group wins over `job` and `instance` (a file_sd group may set its own job)."""
         if job not in self.groups:
             raise KeyError(f"the scrape config has no job {job!r} (jobs: {', '.join(self.groups)})")
-        return {**self.groups[job][group], "job": job, "instance": address}
+        labels = self.groups[job][group]
+        return {**labels, "job": labels.get("job", job), "instance": labels.get("instance", address)}
 
     def another_site(self, suffix: str = "-2") -> Labelling:
         """The same jobs with a second copy of every target group, each label value suffixed: a

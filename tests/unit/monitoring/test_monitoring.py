@@ -70,6 +70,21 @@ def test_workers_missing_fires_through_the_shipped_scrape_config_and_not_one_tha
     assert failed.returncode != 0 and "alertname: WorkersMissing" in failed.stdout + failed.stderr, failed.stdout
 
 
+def test_the_labelling_is_the_shipped_configs_own():
+    """Read from monitoring/prometheus.yml and the file_sd targets beside it, not typed here."""
+    from support import scrape_labels
+
+    shipped = scrape_labels.read(MON / "prometheus.yml")
+    workers = json.loads((MON / "targets" / "workers.json").read_text())[0]["labels"]
+    assert shipped.target("dask-workers", "w:8788") == {**workers, "job": "dask-workers", "instance": "w:8788"}
+    assert shipped.target("dask-scheduler", "s:8787")["cluster"] == workers["cluster"]
+    assert shipped.target("dcgm", "d:9400") == {"job": "dcgm", "instance": "d:9400"}
+    # a file_sd group's own `job` wins over the job's name, as in Prometheus (the smoke's targets file)
+    smoke = scrape_labels.of_config({"scrape_configs": [{"job_name": "rapidship", "static_configs": [
+        {"targets": ["s:8787"], "labels": {"cluster": "c", "job": "dask-scheduler"}}]}]})
+    assert smoke.target("rapidship", "s:8787")["job"] == "dask-scheduler"
+
+
 def test_a_config_the_labelling_does_not_model_is_refused(tmp_path):
     from support import scrape_labels
 

@@ -1,6 +1,8 @@
 """monitoring/alerts.test.yml, made: each case is a timeline of workers (real collectors over
 recorded containers, support/collector_scrape.py) and the alerts it must raise, and no others.
-The input series come from those scrapes; an expected alert names the labels the scrape carries.
+The input series come from those scrapes, each target labelled as the shipped scrape config
+(monitoring/prometheus.yml and its file_sd targets) labels it (support/scrape_labels.py); an expected
+alert names the labels the scrape carries.
 
     PYTHONPATH=src:tests python3 -m support.alert_cases > monitoring/alerts.test.yml
 """
@@ -16,19 +18,25 @@ from pathlib import Path
 import yaml
 
 from rapidship.runtime import rules
+from support import scrape_labels
 from support.collector_scrape import DOWN, GiB, Container, Machine, Scheduler, Worker, gpu, identity, series
+from support.commands import ROOT
 
 BASE = "https://docs.example.internal/rapidship/monitoring.md"   # runbook_url without `runbook_base`
 WORKER = ("cluster", "job", "instance", "worker")                  # a worker's alerts keep these
 CGROUP = ("cluster", "job", "cgroup")                              # a cgroup's alerts keep these
+SHIPPED = ROOT / "monitoring" / "prometheus.yml"                  # whose labels the targets get
 HOST_A, HOST_B = Machine("host-a", "0f6a1e2c-5b7d-4c1e-9a30-7d2b8e4f1a01"), Machine("host-b", "3c9d2b71-8e4a-4f0b-b6c5-1e7a9d0c2b02")
 
 
 class Case:
     base: str | None = None     # where the recorded containers are written (render's temporary directory)
+    labelling: scrape_labels.Labelling   # the scrape config's (render sets it)
 
-    def __init__(self, name: str, interval: str = "15s") -> None:
+    def __init__(self, name: str, interval: str = "15s", sites: int = 1) -> None:
+        """sites=2: a second cluster under the same Prometheus, labelled as the config labels the first."""
         self.name, self.interval = name, interval
+        self.labels = Case.labelling if sites == 1 else Case.labelling.another_site()
         self.workers: dict[str, Worker | Scheduler] = {}
         self.root = Path(tempfile.mkdtemp(prefix="case-", dir=Case.base))
         self.checks: list[dict] = []
@@ -40,12 +48,21 @@ class Case:
         self.containers += 1
         return Container(Machine(hostname or f"ctr{self.containers}", machine.boot_id, machine.ram), root, **values)
 
-    def worker(self, key: str, container: Container | None = None, instance: str | None = None, **values) -> Worker:
-        self.workers[key] = Worker(key, container or self.container(), instance or f"{key}:8788", **values)
+    def target(self, job: str, instance: str, site: int = 0) -> dict[str, str]:
+        """The target labels but `instance` that the scrape config gives a target of `job`."""
+        return {k: v for k, v in self.labels.target(job, instance, site).items() if k != "instance"}
+
+    def worker(self, key: str, container: Container | None = None, instance: str | None = None, site: int = 0,
+               **values) -> Worker:
+        instance = instance or f"{key}:8788"
+        self.workers[key] = Worker(key, container or self.container(), instance,
+                                   self.target("dask-workers", instance, site), **values)
         return self.workers[key]
 
-    def scheduler(self, key: str, cluster: str = "c1", **workers: int) -> Scheduler:
-        self.workers[key] = Scheduler(f"{key}:8787", cluster, {"idle": 0, "processing": 0, "paused": 0, **workers})
+    def scheduler(self, key: str, site: int = 0, **workers: int) -> Scheduler:
+        instance = f"{key}:8787"
+        self.workers[key] = Scheduler(instance, self.target("dask-scheduler", instance, site),
+                                      {"idle": 0, "processing": 0, "paused": 0, **workers})
         return self.workers[key]
 
     def expect(self, at: str, alert: str, *raised: dict) -> None:
@@ -202,7 +219,7 @@ def gpus() -> dict:
     # two targets, one worker name: matched per target
     dup_a = c.worker("dup", instance="a:8788", gpus=_view(gpu(0, total, 8 * GiB)), device_limit=5 * GiB,
                      device_tier=6 * GiB)
-    c.workers["dup-b"] = Worker("dup", c.container(), "b:8788", gpus=_view(gpu(0, total, GiB)),
+    c.workers["dup-b"] = Worker("dup", c.container(), "b:8788", c.target("dask-workers", "b:8788"), gpus=_view(gpu(0, total, GiB)),
                                 device_limit=5 * GiB, device_tier=GiB)
     above = "worker {} holds {} on its GPU, above its device limit: spilling does not keep up"
     c.expect("30s", "DeviceMemoryAboveLimit")
@@ -261,11 +278,11 @@ def two_hosts_kill() -> dict:
 
 def liveness() -> dict:
     c = Case("a worker or scheduler that stops answering pages after a minute; the scheduler counting fewer "
-             "workers than its cluster's targets warns, per cluster (two clusters are never added up)")
-    for key, cluster in (("w1", "c1"), ("w2", "c1"), ("w3", "c1"), ("v1", "c2")):
-        c.worker(key, c.container(), cluster=cluster)
-    s1 = c.scheduler("s1", "c1", idle=2)
-    c.scheduler("s2", "c2", idle=2)
+             "workers than its cluster's targets warns, per cluster (two clusters are never added up)", sites=2)
+    for key, site in (("w1", 0), ("w2", 0), ("w3", 0), ("v1", 1)):
+        c.worker(key, c.container(), site=site)
+    c.scheduler("s1", idle=2)
+    c.scheduler("s2", 1, idle=2)
     steps = c.steady(4) + [{**dict.fromkeys(c.workers), "w2": DOWN}] * 16
     c.expect("1m", "WorkerDown")
     c.expect("3m", "WorkerDown", {"exp_labels": {"severity": "critical", **c.workers["w2"].target()},
@@ -274,8 +291,8 @@ def liveness() -> dict:
                                                       "runbook_url": f"{BASE}#workerdown"}})
     c.expect("3m", "SchedulerDown")
     c.expect("1m", "WorkersMissing")
-    c.expect("3m", "WorkersMissing", alert(
-        "WorkersMissing", "warning", s1, ("cluster",),
+    c.expect("3m", "WorkersMissing", alert(   # named by its workers' cluster, the one missing a worker
+        "WorkersMissing", "warning", c.workers["w1"], ("cluster",),
         "the scheduler counts 2 worker(s), fewer than the worker targets: jobs run on fewer workers than planned"))
     return c.test(steps)
 
@@ -291,13 +308,13 @@ def scheduler_down() -> dict:
 
 
 def paused() -> dict:
-    c = Case("workers paused for two minutes warn; a short pause does not")
+    c = Case("workers paused for two minutes warn; a short pause does not", sites=2)
     s = c.scheduler("long", paused=1)
-    short = c.scheduler("short", "c2", paused=1)
+    short = c.scheduler("short", 1, paused=1)
     steps = [dict.fromkeys(c.workers)] * 3 + [{"long": None, "short": lambda _: short.workers.update(paused=0)}] * 17
     c.expect("1m", "WorkersPaused")
     c.expect("3m", "WorkersPaused", alert(
-        "WorkersPaused", "warning", s, ("cluster", "job", "instance"),
+        "WorkersPaused", "warning", s, tuple(s.target()),   # the scheduler target's labels, as configured
         "1 dask worker(s) paused for more than 2 minutes (memory above the pause threshold)", state="paused"))
     return c.test(steps)
 
@@ -333,7 +350,9 @@ def gpus_recorded() -> dict:
              "do not")
     fired = []
     for case in recorded_cases():
-        w = c.workers[case["case"]] = RecordedWorker(case["case"], case["metrics"], f"{case['case']}:8788")
+        instance = f"{case['case']}:8788"
+        w = c.workers[case["case"]] = RecordedWorker(case["case"], case["metrics"], instance,
+                                                     c.target("dask-workers", instance))
         if case["case"] in CROWDED:
             fired.append(_outside(w))
     c.expect("30s", "GpuMemoryFullOutsideDask")
@@ -354,8 +373,10 @@ def _outside(w) -> dict:
 
 CASES += (gpus_recorded,)
 
-def render() -> str:
-    """The whole test file, as `promtool test rules` reads it."""
+
+def render(config: Path = SHIPPED) -> str:
+    """The whole test file, as `promtool test rules` reads it, its targets labelled as `config` labels them."""
+    Case.labelling = scrape_labels.read(config)
     os.environ.pop("RAPIDS_MEMORY_LIMIT", None)   # the budget is the cgroup's, as in a container without it
     logging.getLogger("rapidship.metrics").setLevel(logging.ERROR)   # each absent view is said once per worker
     with tempfile.TemporaryDirectory() as Case.base:

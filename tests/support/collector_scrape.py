@@ -1,8 +1,8 @@
 """promtool input series made by the real collector: each simulated worker is a real
 `RuntimeCollector` over a recorded container (a cgroup v2 tree on disk read by the real
 `read_cgroup`, NVML answers, its spill filesystem, its machine); each scrape is its real exposition
-parsed by prometheus_client's parser, with the target labels Prometheus adds (`instance`, `job`,
-`cluster`) and Prometheus's own bookkeeping: `up`, a staleness marker where a series vanishes from
+parsed by prometheus_client's parser, with the target labels Prometheus adds (`instance`, `job`
+and its target group's labels, as a scrape config gives them: support/scrape_labels.py) and Prometheus's own bookkeeping: `up`, a staleness marker where a series vanishes from
 a scrape or a scrape fails, nothing where Prometheus itself was down. No label is typed here: the
 rules are tested on the label sets the workers really export."""
 
@@ -65,8 +65,7 @@ class Worker:
     name: str
     container: Container
     instance: str
-    cluster: str = "c1"
-    job: str = "dask-workers"
+    labels: dict[str, str] = field(default_factory=dict)   # its target labels but `instance` (scrape_labels)
     memory_limit: int | None = 3 * GiB
     spill_size: int = 100 * GiB
     spill_free: int = 90 * GiB
@@ -97,7 +96,7 @@ class Worker:
         return _Buffer(_LRU({"k": self.device_tier or 0}, self.device_limit))
 
     def target(self) -> dict[str, str]:
-        return {"instance": self.instance, "job": self.job, "cluster": self.cluster}
+        return {**self.labels, "instance": self.instance}
 
     def scrape(self) -> dict[tuple, float]:
         """One scrape as Prometheus stores it: {(name, sorted labels): value}, target labels added."""
@@ -119,12 +118,11 @@ class Scheduler:
     collector; the names and the label as distributed's scheduler exports them, docs/monitoring.md)."""
 
     instance: str
-    cluster: str = "c1"
+    labels: dict[str, str]                 # its target labels but `instance` (scrape_labels)
     workers: dict[str, int] = field(default_factory=lambda: {"idle": 0, "processing": 0, "paused": 0})
-    job: str = "dask-scheduler"
 
     def target(self) -> dict[str, str]:
-        return {"instance": self.instance, "job": self.job, "cluster": self.cluster}
+        return {**self.labels, "instance": self.instance}
 
     def scrape(self) -> dict[tuple, float]:
         out = {_key("dask_scheduler_workers", {"state": k, **self.target()}): float(v) for k, v in self.workers.items()}

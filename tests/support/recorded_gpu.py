@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from support.collector_scrape import Worker, _key
+from support.collector_scrape import _key
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-alerts-scrapes.json"
 
@@ -28,11 +28,12 @@ class RecordedWorker:
     name: str
     exposition: str
     instance: str
-    cluster: str = "c1"
-    job: str = "dask-workers"
+    tags: dict[str, str]   # its target labels but `instance`, as the shipped scrape config gives them (scrape_labels)
     started: float = 1000.0
 
-    target = Worker.target   # the labels Prometheus adds to a worker target, as for the simulated workers
+    def target(self) -> dict[str, str]:
+        """The labels Prometheus adds to a worker target, as for the simulated workers."""
+        return {**self.tags, "instance": self.instance}
 
     def scrape(self) -> dict[tuple, float]:
         out = {}

@@ -21,11 +21,12 @@ environment. The production profile is generated twice, once per kind of ref, be
 picks a job's runner from tags fixed before `rules:` run (tags cannot follow the ref):
 - `refs="protected"`: every job runs only on protected refs and on protected runners, tagged
   `protected` (release jobs: `release`); the `ci` robot reaches the jobs that build, pull or push
-  (`ci-staging`), the signing key `sign:V` alone (`ci-signing`), the promote robot `promote:V`
-  alone (`release`); `protected-runners` asks GitLab first that protected runners carry those tags;
+  (`ci-staging`; the jobs that build or gate, with the protected package mirrors: `ci-build`), the
+  signing key `sign:V` alone (`ci-signing`), the promote robot `promote:V` alone (`release`);
+  `protected-runners` asks GitLab first that protected runners carry those tags;
 - `refs="unprotected"` (merge requests, other branches and tags): the same jobs with the `mr`
-  robot (`mr-staging`) on the plain arch tags, never a protected tag, and no sign, verify, promote
-  or export.
+  robot (`mr-staging`; with the MR builds' own mirrors: `mr-build`) on the plain arch tags, never a
+  protected tag, and no sign, verify, promote or export.
 The parent pipeline's trigger jobs pick the file by `$CI_COMMIT_REF_PROTECTED`. `verify:V` checks
 what was signed before `promote:V` and `export:V`. Job scripts never name a secret: the tasks read
 them from the environment.
@@ -75,15 +76,26 @@ PROTECTED_TAG = f'$CI_COMMIT_TAG && {PROTECTED_REF}'
 # The environments secrets are scoped to (docs/ci.md): a job gets a secret only by declaring one.
 CI_ENVIRONMENT = "ci-staging"         # the `ci` robot (protected, scope ci-*): protected-ref jobs that use a registry
 MR_ENVIRONMENT = "mr-staging"         # the `mr` robot (scope mr-*): the same jobs on every other ref
+CI_BUILD_ENVIRONMENT = "ci-build"     # the `ci` robot and the protected builds' mirrors (scope ci-build): build, gates
+MR_BUILD_ENVIRONMENT = "mr-build"     # the `mr` robot and the MR builds' own mirrors (scope mr-build): the same
 SIGNING_ENVIRONMENT = "ci-signing"    # the signing key (protected, scope ci-signing) and the `ci` robot
 RELEASE_ENVIRONMENT = "release"       # the promote robot (protected, scope release): promote:V alone
 RUNNERS_ENVIRONMENT = "runners"       # the read_api token protected-runners asks GitLab with (scope runners)
 # the environments holding protected secrets: a job declaring one must run on a protected runner
-PROTECTED_ENVIRONMENTS = (CI_ENVIRONMENT, SIGNING_ENVIRONMENT, RELEASE_ENVIRONMENT, RUNNERS_ENVIRONMENT)
+PROTECTED_ENVIRONMENTS = (CI_ENVIRONMENT, CI_BUILD_ENVIRONMENT, SIGNING_ENVIRONMENT, RELEASE_ENVIRONMENT,
+                          RUNNERS_ENVIRONMENT)
 CI_ROBOT = {"RAPIDSHIP_REGISTRY_USER": "$HARBOR_CI_ROBOT_NAME", "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_CI_ROBOT_SECRET"}
 MR_ROBOT = {"RAPIDSHIP_REGISTRY_USER": "$HARBOR_MR_ROBOT_NAME", "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_MR_ROBOT_SECRET"}
 PROMOTE_ROBOT = {"RAPIDSHIP_REGISTRY_USER": "$HARBOR_PROMOTE_ROBOT_NAME",
                  "RAPIDSHIP_REGISTRY_PASSWORD": "$HARBOR_PROMOTE_ROBOT_SECRET"}
+# The package mirrors a build reads (BuildKit secrets pip-index and conda-channels; the gates look for
+# them in the image): like the robots, one credential per kind of ref, scoped to the environment only
+# the jobs that build or gate declare (ci-build / mr-build) and mapped there to the names the tasks
+# read. An MR build gets the MR's own mirrors, or none (public indexes), never a protected build's.
+CI_MIRRORS = {"RAPIDSHIP_PIP_INDEX_URL": "$RAPIDSHIP_CI_PIP_INDEX_URL",
+              "RAPIDSHIP_CONDA_CHANNELS": "$RAPIDSHIP_CI_CONDA_CHANNELS"}
+MR_MIRRORS = {"RAPIDSHIP_PIP_INDEX_URL": "$RAPIDSHIP_MR_PIP_INDEX_URL",
+              "RAPIDSHIP_CONDA_CHANNELS": "$RAPIDSHIP_MR_CONDA_CHANNELS"}
 # Runner tags that only protected runners (they take jobs of protected refs only) on hosts that no
 # merge-request job reaches may carry (docs/ci.md, "Runner topology"): `protected` on every job of
 # the protected-ref pipeline, `release` instead on the release jobs (hosts of their own).
@@ -320,15 +332,22 @@ def _names(robot: dict[str, str], user: str, password: str) -> dict[str, str]:
     return {user: robot["RAPIDSHIP_REGISTRY_USER"], password: robot["RAPIDSHIP_REGISTRY_PASSWORD"]}
 
 
-def _any_ref(p: Profile, never: tuple[str, ...] = (), names: tuple[str, str] | None = None) -> dict:
+def _any_ref(p: Profile, never: tuple[str, ...] = (), names: tuple[str, str] | None = None,
+             mirrors: bool = False) -> dict:
     """rules + environment of a job that runs on every ref and uses a registry: the `ci` robot in the
     protected-ref file, the `mr` robot in the other, each from the environment its variables are
-    scoped to. `never`: conditions under which the job is left out (checked first)."""
+    scoped to; with `mirrors`, that kind of ref's package mirrors too. `never`: conditions under
+    which the job is left out (checked first)."""
     rules: list[dict] = [{"if": cond, "when": "never"} for cond in never]
     if not p.robots:
         return {"rules": rules + [{"when": "on_success"}]} if rules else {}
-    robot, environment = (CI_ROBOT, CI_ENVIRONMENT) if p.refs == "protected" else (MR_ROBOT, MR_ENVIRONMENT)
-    rules.append({"variables": robot if names is None else _names(robot, *names)})
+    protected = p.refs == "protected"
+    robot, environment = (CI_ROBOT, CI_ENVIRONMENT) if protected else (MR_ROBOT, MR_ENVIRONMENT)
+    variables = robot if names is None else _names(robot, *names)
+    if mirrors:   # an environment of its own (it matches its robot's scope too): no other job gets them
+        variables = {**variables, **(CI_MIRRORS if protected else MR_MIRRORS)}
+        environment = CI_BUILD_ENVIRONMENT if protected else MR_BUILD_ENVIRONMENT
+    rules.append({"variables": variables})
     return {"rules": rules, "environment": {"name": environment, "action": "access"}}
 
 
@@ -380,7 +399,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
         found.append(Job(gates, {
             "stage": "verify",
             **p.arch_tags(a, "docker"),
-            **_any_ref(p),
+            **_any_ref(p, mirrors=True),   # the gates look for the mirror credentials in the image
             "needs": [render, build],
             "script": [*_pull(v, arch, p), f"invoke gates --variant {vid} --arch {a}"],
             # sign reads the gate record, the content manifest and the build record of what was gated
@@ -523,7 +542,7 @@ def _build_body(v: Variant, arch: Arch, p: Profile) -> dict:
             Builder.kaniko: {"name": "$RAPIDSHIP_KANIKO_IMAGE", "entrypoint": [""]},
         }[p.builder]}
     record = str(WS.build(v.id, a) if p.builder is Builder.docker else WS.staged(v.id, a))
-    return {"stage": "build", **body, **_any_ref(p), "needs": [_name("render", v)], "script": script,
+    return {"stage": "build", **body, **_any_ref(p, mirrors=True), "needs": [_name("render", v)], "script": script,
             "artifacts": {"when": "always", "paths": [record, str(WS.build_log(v.id, a))], "expire_in": "1 week"}}
 
 

@@ -58,7 +58,8 @@ def problems(runners: list[Runner], tag: str) -> list[str]:
 
 
 # the protected variables of docs/ci.md's CI variables table that jobs map by name
-PROTECTED_VARIABLES = tuple(sorted({v.lstrip("$") for robot in (ci.CI_ROBOT, ci.PROMOTE_ROBOT) for v in robot.values()}
+PROTECTED_VARIABLES = tuple(sorted({v.lstrip("$") for robot in (ci.CI_ROBOT, ci.PROMOTE_ROBOT, ci.CI_MIRRORS)
+                                    for v in robot.values()}
                                    | {ci.SIGNING_KEY, ci.SIGNING_PASSWORD, TOKEN_ENV}))
 _KEYWORDS = {"stages", "variables", "default", "include", "workflow", "image", "services", "cache", "before_script",
              "after_script"}

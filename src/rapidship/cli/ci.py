@@ -127,6 +127,22 @@ def ci_runners(c, pipeline=None, offline=False, require=None):
                           + ", ".join(f"{r.id} ({r.description}: {', '.join(r.tags)})" for r in ready))
 
 
+@task(name="variables", help={"file": "the project's CI/CD variables as GitLab's API lists them "
+                                      "(GET /projects/:id/variables, JSON)"})
+@exits_cleanly
+def ci_variables(c, file=None):
+    """Exit 2 naming each variable that lets a merge-request job see a credential protected or release
+    builds use: not masked, not protected, scoped elsewhere, a mapped name set directly, a shared value."""
+    from rapidship.ci.variables import check
+    from rapidship.errors import ConfigError
+
+    if not file:
+        raise ConfigError("--file", "names no file", "pass --file variables.json (GET /projects/:id/variables)")
+    n = check(Path(file))
+    console.err.print(f"{file}: {n} variable(s); every credential is masked, protected and scoped as docs/ci.md "
+                      "says, and merge requests get none of the protected builds'")
+
+
 @task(name="test", help={"markers": "pytest -m expression (default: the suite's own default)",
                          "junit": "write a JUnit XML report here (GitLab shows it on the merge request)"})
 def ci_test(c, markers=None, junit=None):
@@ -139,4 +155,4 @@ def ci_test(c, markers=None, junit=None):
     c.run(" ".join(shlex.quote(a) for a in args), pty=False)
 
 
-ci_tasks = Collection("ci", ci_generate, ci_build, ci_pull, ci_runners, ci_test)
+ci_tasks = Collection("ci", ci_generate, ci_build, ci_pull, ci_runners, ci_variables, ci_test)

@@ -37,6 +37,8 @@ TARGETS = ("compose", "k8s")
             "guaranteed": "k8s: CPU and memory limits equal to the requests in every pod (QoS class Guaranteed)",
             "prometheus-peer": "k8s: the Prometheus that may reach the HTTP ports 8787/8788, NAMESPACE/LABEL=VALUE[,...] "
                                "(default monitoring/app.kubernetes.io/name=prometheus)",
+            "operator-namespace": "k8s: the namespace the Dask operator runs in, admitted to the DaskCluster's "
+                                  "scheduler (matched by its kubernetes.io/metadata.name label; default dask-operator)",
             "dns-peer": "k8s: the DNS pods the cluster may ask, NAMESPACE/LABEL=VALUE[,...] "
                         "(default kube-system/k8s-app=kube-dns)",
             "gpu-share": "k8s: each worker on part of a GPU: mig:<profile> (a MIG instance, e.g. mig:1g.10gb) or "
@@ -52,8 +54,8 @@ TARGETS = ("compose", "k8s")
 def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=None, gpus=None, spill_size=None,
            arch=None, uid=None, name="rapidship", pull_secret=None, image=None, out=None,
            variants_file="variants.yaml", prometheus_image=None, spill_storage_class=None,
-           tls_secret=None, cpu=None, guaranteed=False, prometheus_peer=None, dns_peer=None, gpu_share=None,
-           scheduler=None, queue=None, json=False):
+           tls_secret=None, cpu=None, guaranteed=False, prometheus_peer=None, dns_peer=None, operator_namespace=None,
+           gpu_share=None, scheduler=None, queue=None, json=False):
     """Write a Compose stack or Kubernetes manifests for a pushed variant, sized by the doctor's rules."""
     from rapidship.deploy import write
 
@@ -74,6 +76,7 @@ def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=
                                ("--spill-storage-class", spill_storage_class, "k8s"), ("--tls-secret", tls_secret, "k8s"),
                                ("--cpu", cpu, "k8s"), ("--guaranteed", guaranteed, "k8s"),
                                ("--prometheus-peer", prometheus_peer, "k8s"), ("--dns-peer", dns_peer, "k8s"),
+                               ("--operator-namespace", operator_namespace, "k8s"),
                                ("--gpu-share", gpu_share, "k8s"), ("--scheduler", scheduler, "k8s"),
                                ("--queue", queue, "k8s")):
         if value and target != wants:
@@ -82,7 +85,8 @@ def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=
                        int_flag("--uid", uid) if uid not in (None, "") else v.uid, name=name,
                        prometheus_image=prometheus_image, spill_storage_class=spill_storage_class,
                        tls_secret=tls_secret, cpu=cpu, guaranteed=guaranteed, prometheus_peer=prometheus_peer,
-                       dns_peer=dns_peer, gpu_share=gpu_share, scheduler=scheduler, queue=queue)
+                       dns_peer=dns_peer, operator_namespace=operator_namespace, gpu_share=gpu_share,
+                       scheduler=scheduler, queue=queue)
     files = write.write(plan, target, Path(out or ws.variant_dir(v.id) / f"deploy-{target}"), pull_secret)
     for path in files:
         console.err.print(f"wrote {path}")
@@ -92,7 +96,8 @@ def deploy(c, variant, target="compose", workers="2", memory="4g", memory_limit=
         qos = "Guaranteed" if plan.guaranteed else "Burstable"
         prom = plan.prometheus_peer
         console.err.print(f"workers request {plan.cpu} CPU (QoS {qos}); HTTP ports admitted to pods "
-                          f"{','.join(f'{k}={v}' for k, v in prom.labels)} in namespace {prom.namespace}")
+                          f"{','.join(f'{k}={v}' for k, v in prom.labels)} in namespace {prom.namespace}; "
+                          f"DaskCluster: operator namespace {plan.operator_namespace}")
         if plan.gpu_share:
             device, pool = plan.gpu_share.sizes()
             console.err.print(f"each worker on {plan.gpu_share.label} ({', '.join(plan.gpu_share.resources(plan.scheduler))}):"

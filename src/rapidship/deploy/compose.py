@@ -71,11 +71,15 @@ def stack(plan: DeployPlan, job_data_bytes: int | None = None) -> dict:
 
 
 def prometheus_config(plan: DeployPlan) -> dict:
-    """The Prometheus of the stack: the scheduler and every worker by service name, the shipped rules."""
+    """The Prometheus of the stack: the scheduler and every worker by service name, the shipped rules.
+    Both jobs' targets carry `cluster` (the stack's name): the rules match scheduler and workers on it."""
     from rapidship.deploy.plan import SCHEDULER_HTTP, WORKER_HTTP
 
+    cluster = {"cluster": plan.name}
     return {"global": {"scrape_interval": "15s", "evaluation_interval": "15s"}, "rule_files": ["alerts.yml"],
             "scrape_configs": [
-                {"job_name": "dask-scheduler", "static_configs": [{"targets": [f"{plan.name}-scheduler:{SCHEDULER_HTTP}"]}]},
+                {"job_name": "dask-scheduler", "static_configs": [
+                    {"targets": [f"{plan.name}-scheduler:{SCHEDULER_HTTP}"], "labels": cluster}]},
                 {"job_name": "dask-workers", "static_configs": [
-                    {"targets": [f"{worker_name(plan, i)}:{WORKER_HTTP}" for i in range(plan.workers)]}]}]}
+                    {"targets": [f"{worker_name(plan, i)}:{WORKER_HTTP}" for i in range(plan.workers)],
+                     "labels": cluster}]}]}

@@ -14,8 +14,8 @@ time."""
 
 from __future__ import annotations
 
-from rapidship.deploy.plan import (ROUTES_ENV, SCHEDULER_CPU, SCHEDULER_HTTP, SCHEDULER_PORT, SCHEDULER_ROUTES, SPILL,
-                                   TLS_DIR, WORKER_HTTP, DeployPlan, Peer, registry_pinned)
+from rapidship.deploy.plan import (OPERATOR_NAMESPACE, ROUTES_ENV, SCHEDULER_CPU, SCHEDULER_HTTP, SCHEDULER_PORT,
+                                   SCHEDULER_ROUTES, SPILL, TLS_DIR, WORKER_HTTP, DeployPlan, Peer, registry_pinned)
 
 # the releases the manifests are validated against (kubernetes-validate --strict): what sites run
 KUBERNETES_VERSIONS = tuple(f"1.{minor}.0" for minor in range(29, 36))
@@ -23,7 +23,6 @@ OPERATOR_API = "kubernetes.dask.org/v1"
 VOLCANO_API = "batch.volcano.sh/v1alpha1"
 VOLCANO_SCHEDULER = "volcano"
 CLIENT_LABEL = "rapidship.io/dask-client"   # a pod labelled <this>: <cluster name> may use the scheduler
-OPERATOR_NAMESPACE = "dask-operator"        # where the Dask operator runs (its retire_workers calls)
 NAMESPACE_NAME = "kubernetes.io/metadata.name"   # set on every namespace by the API server, to its name
 # Probes on distributed's /health (both roles serve it on their HTTP port, plain HTTP even with TLS).
 # A cold node imports RAPIDS (and the preflight checks memory, spill, GPU) before the port opens:
@@ -184,8 +183,8 @@ def network_policies(plan: DeployPlan, scheduler: dict, workers: dict, operator:
     prometheus = peer(plan.prometheus_peer)
     to_scheduler = [{"from": [worker_pods, clients], "ports": [_port(SCHEDULER_PORT)]},
                     {"from": [clients, prometheus], "ports": [_port(SCHEDULER_HTTP)]}]
-    if operator:
-        to_scheduler.append({"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: OPERATOR_NAMESPACE}}}],
+    if operator:   # by the name label the API server sets: no other namespace can claim it
+        to_scheduler.append({"from": [{"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: plan.operator_namespace}}}],
                              "ports": [_port(SCHEDULER_PORT), _port(SCHEDULER_HTTP)]})
     to_workers = [{"from": [scheduler_pod, worker_pods, clients]}, {"from": [prometheus], "ports": [_port(WORKER_HTTP)]}]
     dns = {"to": [peer(plan.dns_peer)], "ports": [_port(53, "UDP"), _port(53)]}

@@ -42,6 +42,7 @@ _SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 # each a namespace AND pod labels (NAMESPACE/LABEL=VALUE[,LABEL=VALUE]); the defaults are
 # kube-prometheus's and kube-dns/CoreDNS's
 PROMETHEUS_PEER = "monitoring/app.kubernetes.io/name=prometheus"
+OPERATOR_NAMESPACE = "dask-operator"   # where the Dask operator runs (its retire_workers calls): the Helm chart's
 DNS_PEER = "kube-system/k8s-app=kube-dns"
 WORKER_CPU = SCHEDULER_CPU = "1"   # CPU requests: one dask thread each, and its event loop
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -109,6 +110,7 @@ class DeployPlan:
     gpu_share: GpuShare | None = None   # Kubernetes: each worker on a MIG instance or a memory quota
     scheduler: str = "default"          # Kubernetes: "volcano" adds a Volcano Job (gang-scheduled)
     queue: str = "default"              # the Volcano queue
+    operator_namespace: str = OPERATOR_NAMESPACE   # DaskCluster: the operator's namespace, may reach 8786, 8787
 
     @property
     def scheme(self) -> str:
@@ -189,7 +191,8 @@ def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, 
                 gpus, spill_size: str | None, uid: int, name: str = "rapidship", prometheus_image: str | None = None,
                 spill_storage_class: str | None = None, tls_secret: str | None = None, cpu: str | None = None,
                 guaranteed: bool = False, prometheus_peer: str | None = None, dns_peer: str | None = None,
-                gpu_share: str | None = None, scheduler: str | None = None, queue: str | None = None) -> DeployPlan:
+                operator_namespace: str | None = None, gpu_share: str | None = None, scheduler: str | None = None,
+                queue: str | None = None) -> DeployPlan:
     """Flags -> plan; every refusal names its flag and what would work."""
     try:
         n = int(workers)
@@ -243,6 +246,11 @@ def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, 
     if queue not in (None, "") and (scheduler or "default") != "volcano":
         raise ConfigError("--queue", "names a Volcano queue, and the default scheduler has none",
                           "pass --scheduler volcano too, or leave --queue out")
+    operator_namespace = operator_namespace or OPERATOR_NAMESPACE
+    if not _NAMESPACE.match(str(operator_namespace)):
+        raise ConfigError("--operator-namespace", f"{operator_namespace!r} is not a namespace name (lower-case letters, "
+                          "digits and '-', at most 63)", "pass the namespace the Dask operator runs in, e.g. "
+                          f"--operator-namespace {OPERATOR_NAMESPACE}")
     return DeployPlan(variant=variant.id, arch=arch, image=image_ref(record, arch), gpu=gpu, workers=n,
                       memory_bytes=cap, memory_limit=limit, spill_bytes=spill,
                       shm_bytes=UCX_SHM if gpu else CPU_SHM, uid=uid, name=name, gpus_per_worker=per,
@@ -250,5 +258,5 @@ def plan_deploy(variant: Variant, record: PushRecord | str, arch: str, workers, 
                       spill_storage_class=spill_storage_class or None, tls_secret=tls_secret or None,
                       cpu=cpu_quantity(cpu) if cpu not in (None, "") else WORKER_CPU, guaranteed=bool(guaranteed),
                       prometheus_peer=parse_peer(prometheus_peer or PROMETHEUS_PEER, "--prometheus-peer"),
-                      dns_peer=parse_peer(dns_peer or DNS_PEER, "--dns-peer"), gpu_share=share,
-                      scheduler=parse_scheduler(scheduler), queue=str(queue or "default"))
+                      dns_peer=parse_peer(dns_peer or DNS_PEER, "--dns-peer"), operator_namespace=operator_namespace,
+                      gpu_share=share, scheduler=parse_scheduler(scheduler), queue=str(queue or "default"))

@@ -19,7 +19,7 @@ FAMILIES = {
     "export": ("Export and import discs", ("export", "export-verify", "import")),
     "deploy": ("Deploy", ("deploy", "deploy-check")),
     "report": ("Report and docs", ("report", "docs.generate")),
-    "ci": ("CI", ("ci.generate", "ci.build", "ci.pull", "ci.runners", "ci.test")),
+    "ci": ("CI", ("ci.generate", "ci.build", "ci.pull", "ci.runners", "ci.variables", "ci.test")),
 }
 HELP_MARKER = "<!-- doc-check: not run here: the task's help as invoke prints it, not commands -->"
 HEADER = """# Task reference

@@ -36,6 +36,10 @@ class NoWorker(RuntimeError):
     """No worker joined the cluster within --worker-timeout."""
 
 
+class WorkerDiedAtStart(RuntimeError):
+    """A worker process exited while the cluster was starting (its nanny failed to start it)."""
+
+
 class Unfinished(RuntimeError):
     """A bounded call was still running at its deadline; it is left to a daemon thread."""
 
@@ -45,9 +49,11 @@ class Unfinished(RuntimeError):
 ABANDONED: list[str] = []
 
 
-def bounded(fn, timeout: float, what: str, on_late=None):
+def bounded(fn, timeout: float, what: str, on_late=None, watch=None):
     """fn() in a daemon thread, waited for at most `timeout` seconds: its value, or its exception
-    re-raised, or Unfinished. A value that arrives after the deadline goes to on_late (to close it)."""
+    re-raised, or Unfinished. A value that arrives after the deadline goes to on_late (to close it).
+    watch(), called every 0.1 s while fn runs, may raise to stop waiting at once (fn is then left
+    as at the deadline)."""
     box: dict = {}
     lock = threading.Lock()
 
@@ -69,13 +75,22 @@ def bounded(fn, timeout: float, what: str, on_late=None):
 
     thread = threading.Thread(target=target, name=f"rapids-smoke: {what}", daemon=True)
     thread.start()
-    thread.join(timeout)
+    deadline, stop = time.monotonic() + timeout, None
+    while thread.is_alive() and time.monotonic() < deadline and stop is None:
+        thread.join(min(0.1, max(0.0, deadline - time.monotonic())) if watch else timeout)
+        if watch is not None and thread.is_alive():
+            try:
+                watch()
+            except Exception as err:  # noqa: BLE001 - raised once fn is left behind
+                stop = err
     with lock:
         done = "value" in box or "error" in box
         if not done:
             box["late"] = True
     if not done:
         ABANDONED.append(what)
+        if stop is not None:
+            raise stop
         raise Unfinished(f"{what} did not finish within {timeout:g} s")
     if "error" in box:
         raise box["error"]
@@ -167,13 +182,19 @@ def cluster_session(make_cluster, n_workers: int, worker_timeout: float, close_t
     NoWorker; closed (bounded, problems as notes) however the body ends. Yields the client."""
     make_client = make_client or _client_for
     deadline = time.monotonic() + worker_timeout
+    start = StartWatch()
     try:
         cluster = bounded(make_cluster, worker_timeout, "starting the cluster",
-                          on_late=lambda c: _close_quietly(c, close_timeout))
+                          on_late=lambda c: _close_quietly(c, close_timeout), watch=start.check)
+    except WorkerDiedAtStart:
+        raise
     except Unfinished:
         raise NoWorker(f"no worker started within {worker_timeout:g} s (--worker-timeout): the cluster was still "
                        "starting its worker (stuck creating a CUDA context, importing a module, or killed and "
                        "restarted?)") from None
+    except Exception:
+        start.check()   # distributed's "Nanny failed to start.": say which worker died and how
+        raise
     client = None
     try:
         try:
@@ -259,10 +280,36 @@ def wait_held(futures, timeout: float, each_second=lambda: None, late: str = "")
             future.result(timeout=timeout)
 
 
+class StartWatch:
+    """The worker processes a cluster's start makes (multiprocessing children: a LocalCluster's
+    nannies spawn them), so that one that exits before the start returned is said at once, with
+    its exit code, instead of the start being waited out to --worker-timeout."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.before = set(multiprocessing.active_children())
+        self.seen: set = set()
+
+    def check(self) -> None:
+        # multiprocessing's own registry, read without its cleanup: active_children() drops (joins)
+        # a child that already exited, and a worker dying at once would never be seen
+        self.seen |= set(multiprocessing.process._children) - self.before   # noqa: SLF001
+        dead = sorted((p for p in self.seen if p.exitcode is not None), key=lambda p: p.pid or 0)
+        if dead:
+            p = dead[0]
+            code = f"signal {-p.exitcode}" if p.exitcode < 0 else f"code {p.exitcode}"
+            raise WorkerDiedAtStart(
+                f"a worker process exited with {code} {time.monotonic() - self.t0:.1f} s into the cluster's start, "
+                "before it joined: the worker died at once (its nanny failed to start it; its log above says why"
+                + (", a kill: OOM?" if p.exitcode < 0 else "") + ")")
+
+
 def describe(err: BaseException, timeout: float) -> str:
     name = type(err).__name__
     if isinstance(err, NoWorker):
         return f"NoWorker: {err}"
+    if isinstance(err, WorkerDiedAtStart):
+        return f"WorkerDied: {err}"
     if isinstance(err, SpillDiskFull):
         return f"ENOSPC: {err}"
     if name in ("KilledWorker", "WorkerDied"):

@@ -37,7 +37,8 @@ pytestmark = [pytest.mark.gitlab_local]
 GCL = shutil.which("gitlab-ci-local")
 DOC = ROOT / "docs" / "ci.md"
 LABELS = {"ci robot": "HARBOR_CI_ROBOT_", "mr robot": "HARBOR_MR_ROBOT_", "promote robot": "HARBOR_PROMOTE_ROBOT_",
-          "signing key": "RAPIDSHIP_SIGNING_PASSWORD", "gitlab token": "RAPIDSHIP_GITLAB_TOKEN"}
+          "signing key": "RAPIDSHIP_SIGNING_PASSWORD", "gitlab token": "RAPIDSHIP_GITLAB_TOKEN",
+          "ci mirrors": "RAPIDSHIP_CI_", "mr mirrors": "RAPIDSHIP_MR_"}   # any other credential: by its own name
 PIPELINES = {
     "merge request": {"CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "7",
                       "CI_COMMIT_REF_PROTECTED": "false"},
@@ -53,7 +54,8 @@ PROTECTED_KINDS = ("protected branch", "protected tag")
 def doc_tables() -> tuple[dict, dict]:
     """(privileges: job pattern -> ({protected refs: tags or None, other refs: tags or None},
     {pipeline: received labels or None}), secrets: variable name -> (environment scope, protected))
-    as docs/ci.md states them."""
+    as docs/ci.md states them. A secret is every *masked* variable of the CI variables table, scoped
+    or not (no scope: `*`, every job)."""
     text = DOC.read_text()
     table = text[text.index("<!-- privileges-table"):].split("\n\n", 1)[0].splitlines()[1:]
     header = [c.strip() for c in table[0].strip("|").split("|")]
@@ -70,10 +72,11 @@ def doc_tables() -> tuple[dict, dict]:
             rows[job] = (tags, got)
     secrets = {}
     for line in text.splitlines():
-        m = re.match(r"\| (`[A-Z_]+`(?:, `[A-Z_]+`)*) \| ([^|]*environment scope `([^`]+)`[^|]*) \|", line)
+        m = re.match(r"\| (`[A-Z_]+`(?:, `[A-Z_]+`)*) \| ([^|]*masked[^|]*) \|", line)
         if m:
+            scope = re.search(r"environment scope `([^`]+)`", m.group(2))
             for name in re.findall(r"`([A-Z_]+)`", m.group(1)):
-                secrets[name] = (m.group(3), "protected" in m.group(2))
+                secrets[name] = (scope.group(1) if scope else "*", "protected" in m.group(2))
     return rows, secrets
 
 
@@ -108,8 +111,13 @@ def root_pipeline() -> dict:
 
 
 def variables_file(secrets: dict, markers: dict, protected_ref: bool) -> dict:
-    return {name: {"type": "variable", "values": {scope: markers[name]}}
+    """gitlab-ci-local's project variables: a scoped one per environment pattern, `*` for every job."""
+    return {name: markers[name] if scope == "*" else {"type": "variable", "values": {scope: markers[name]}}
             for name, (scope, protected) in secrets.items() if protected_ref or not protected}
+
+
+def label_of(name: str) -> str:
+    return next((label for label, prefix in LABELS.items() if name.startswith(prefix)), name)
 
 
 @pytest.fixture(scope="module")
@@ -148,8 +156,7 @@ def runs(tmp_path_factory):
             assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
             for env in reports.glob("*.env"):
                 text = env.read_text()
-                got = {label for label, prefix in LABELS.items()
-                       if any(markers[n] in text for n in secrets if n.startswith(prefix))}
+                got = {label_of(n) for n in secrets if markers[n] in text}
                 found.setdefault(kind, {})[env.name[:-4]] = got
     return rows, pipelines, found
 
@@ -213,7 +220,10 @@ def test_no_merge_request_job_reaches_a_protected_runner_or_a_protected_secret(r
             body = {**pipelines[kind]["root"], **pipelines[kind]["child"]}[job]
             assert not got or protected_tags & set(body.get("tags") or []), (kind, job, got)
     for kind in ("merge request", "unprotected tag"):
-        assert all(got <= {"mr robot"} for got in found[kind].values()), kind
+        assert all(got <= {"mr robot", "mr mirrors"} for got in found[kind].values()), kind
+    for kind in PROTECTED_KINDS:   # the protected builds' mirror credentials: the jobs that build or gate, alone
+        assert {j for j, got in found[kind].items() if "ci mirrors" in got} == \
+            {f"{stage}:cpu-debian12:{arch}" for stage in ("build", "gates") for arch in ("amd64", "arm64")}, kind
     assert {j for j, got in found["protected tag"].items() if "promote robot" in got} == {"promote:cpu-debian12"}
     assert {j for k in PIPELINES for j, got in found.get(k, {}).items() if "signing key" in got} == {"sign:cpu-debian12"}
 
@@ -222,6 +232,7 @@ def test_the_doc_table_is_read_and_a_drift_is_caught(runs):
     """The check can fail: a table that gives a merge request the ci robot does not match the run."""
     rows, pipelines, found = runs
     _, _, cells = row_for(rows, "build:cpu-debian12:amd64")
-    assert cells["merge request"] == {"mr robot"} and found["merge request"]["build:cpu-debian12:amd64"] == {"mr robot"}
-    assert found["merge request"]["build:cpu-debian12:amd64"] != {"ci robot"}
+    mr = {"mr robot", "mr mirrors"}
+    assert cells["merge request"] == mr and found["merge request"]["build:cpu-debian12:amd64"] == mr
+    assert found["merge request"]["build:cpu-debian12:amd64"] != {"ci robot", "ci mirrors"}
     assert json.dumps(sorted(found)) == json.dumps(sorted(PIPELINES))

@@ -202,5 +202,5 @@ def test_a_job_with_a_protected_secret_but_no_protected_tag_fails_before_asking(
     for args in (("--offline",), ()):
         proc = runners_task(api.env, "--pipeline", str(bad), *args)
         assert proc.returncode == 1 and proc.stderr.count("error:") == 1, proc.stderr
-        assert "job gates:cpu-debian12:arm64 receives a protected secret (environment ci-staging" in proc.stderr
+        assert "job gates:cpu-debian12:arm64 receives a protected secret (environment ci-build" in proc.stderr
     assert api.requests == []   # the file fails first: GitLab is never asked

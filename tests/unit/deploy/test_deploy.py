@@ -239,6 +239,12 @@ def test_the_stack_s_prometheus_scrapes_every_worker_with_the_shipped_rules(matr
         (tmp_path / name).write_text(text)
     check = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr      # the rules file it names checks too
+    # the alert tests, every target labelled as this config labels it: WorkersMissing and the rest fire
+    from support import alert_cases
+
+    (tmp_path / "alerts.test.yml").write_text(alert_cases.render(tmp_path / "prometheus.yml"))
+    tested = subprocess.run(["promtool", "test", "rules", "alerts.test.yml"], cwd=tmp_path, capture_output=True, text=True)
+    assert tested.returncode == 0 and "SUCCESS" in tested.stdout, tested.stdout + tested.stderr
     with pytest.raises(ConfigError) as err:
         plan(matrix, prometheus_image="prom/prometheus:latest")
     assert err.value.where == "--prometheus-image"

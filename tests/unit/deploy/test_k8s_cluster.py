@@ -13,6 +13,7 @@ import subprocess
 import jsonschema
 import kubernetes_validate
 import pytest
+import yaml
 
 from rapidship.config.matrix import load_matrix
 from rapidship.deploy import k8s
@@ -132,6 +133,38 @@ def test_clients_and_the_operator_reach_the_scheduler_and_nothing_else_does(matr
         assert not allowed(docs, SITE, Pod(SITE, {"app": "anything-else"}), worker, 40123)
         operator = Pod(k8s.OPERATOR_NAMESPACE, {"app.kubernetes.io/name": "dask-kubernetes-operator"})
         assert allowed(docs, SITE, operator, scheduler, SCHEDULER_HTTP) == (target == "operator")
+
+
+def test_the_operator_admitted_is_the_one_in_the_namespace_named_by_operator_namespace(matrix):
+    """An operator installed outside `dask-operator` must reach the scheduler (else every scale-down
+    stalls on a blocked port); the namespace is matched by its name label, which the API server sets."""
+    site = plan(matrix, operator_namespace="platform-dask")
+    docs, scheduler, _ = clusters(site)["operator"]
+    ours = Pod("platform-dask", {"app.kubernetes.io/name": "dask-kubernetes-operator"})
+    assert allowed(docs, SITE, ours, scheduler, SCHEDULER_HTTP) and allowed(docs, SITE, ours, scheduler, SCHEDULER_PORT)
+    for other in (Pod(k8s.OPERATOR_NAMESPACE, {"app.kubernetes.io/name": "dask-kubernetes-operator"}),   # the default
+                  Pod("tenant-a", {}, namespace_labels={"name": "platform-dask"})):   # a look-alike label
+        assert not allowed(docs, SITE, other, scheduler, SCHEDULER_HTTP), other
+    assert plan(matrix).operator_namespace == k8s.OPERATOR_NAMESPACE == "dask-operator"   # default unchanged
+    with pytest.raises(ConfigError) as err:
+        plan(matrix, operator_namespace="Dask_Operator")
+    assert err.value.where == "--operator-namespace" and "namespace name" in err.value.problem
+
+
+def test_the_cli_writes_the_operator_namespace_and_refuses_it_for_compose(tmp_path):
+    proc = invoke("deploy", "--variant", "cpu-debian12", "--target", "k8s", "--image", IMAGE, "--out", str(tmp_path),
+                  "--operator-namespace", "platform-dask", check=False)
+    assert proc.returncode == 0, proc.stderr
+    docs = list(yaml.safe_load_all((tmp_path / "daskcluster.yaml").read_text()))
+    froms = [peer for d in docs if d["kind"] == "NetworkPolicy" for rule in d["spec"]["ingress"] for peer in rule["from"]]
+    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "platform-dask"}}} in froms
+    assert "dask-operator" not in (tmp_path / "daskcluster.yaml").read_text()
+    assert "operator namespace platform-dask" in " ".join(proc.stderr.split())
+    for target, value in (("compose", "platform-dask"), ("k8s", "bad/name")):
+        proc = invoke("deploy", "--variant", "cpu-debian12", "--target", target, "--image", IMAGE, "--out",
+                      str(tmp_path / target), "--operator-namespace", value, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "--operator-namespace:" in " ".join(proc.stderr.split())
 
 
 @pytest.mark.parametrize("value, words", [
@@ -260,7 +293,8 @@ def test_pods_request_cpu_and_are_guaranteed_when_the_site_asks(matrix):
 def test_every_object_is_strict_valid_for_kubernetes_1_29_to_1_35_and_the_operators_crd(matrix):
     assert k8s.KUBERNETES_VERSIONS[0] == "1.29.0" and k8s.KUBERNETES_VERSIONS[-1] == "1.35.0"
     gpu = next(v.id for v in matrix.variants.values() if v.cuda)
-    for p in (plan(matrix), plan(matrix, gpu, guaranteed=True, cpu="4", tls_secret="rapidship-tls")):
+    for p in (plan(matrix), plan(matrix, gpu, guaranteed=True, cpu="4", tls_secret="rapidship-tls",
+                                 operator_namespace="platform-dask")):
         cluster, *rest = k8s.dask_cluster(p)
         jsonschema.validate(cluster, crd_schema())
         objects = [*k8s.plain(p), *rest, *(as_pod(w.split()[-1], s) for w, s in k8s.pod_specs(cluster))]

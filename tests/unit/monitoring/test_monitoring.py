@@ -45,6 +45,55 @@ def test_the_test_series_are_what_the_real_collector_makes():
     assert limit and free and all('cgroup="' in s for s in limit + free)   # the two families the spill rule joins
 
 
+def alert_tests_through(config: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """promtool's verdict on the alert tests with every target labelled as `config` labels it."""
+    (tmp_path / "alerts.test.yml").write_text(alert_cases.render(config))
+    shutil.copy(MON / "alerts.yml", tmp_path / "alerts.yml")
+    return promtool("test", "rules", "alerts.test.yml", cwd=tmp_path)
+
+
+def test_workers_missing_fires_through_the_shipped_scrape_config_and_not_one_that_labels_one_side(tmp_path):
+    """The series carry what monitoring/prometheus.yml (and its file_sd targets) label each target
+    with: a scheduler target without the workers' `cluster` never matches them, so WorkersMissing
+    could not fire; such a config fails the alert tests."""
+    good = alert_tests_through(MON / "prometheus.yml", tmp_path)
+    assert good.returncode == 0 and "SUCCESS" in good.stdout, good.stdout + good.stderr
+    config = yaml.safe_load((MON / "prometheus.yml").read_text())
+    scheduler = next(j for j in config["scrape_configs"] if j["job_name"] == "dask-scheduler")
+    assert scheduler["static_configs"][0]["labels"]["cluster"]
+    del scheduler["static_configs"][0]["labels"]
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    shutil.copytree(MON / "targets", bad / "targets")
+    (bad / "prometheus.yml").write_text(yaml.safe_dump(config))
+    failed = alert_tests_through(bad / "prometheus.yml", bad)
+    assert failed.returncode != 0 and "alertname: WorkersMissing" in failed.stdout + failed.stderr, failed.stdout
+
+
+def test_the_labelling_is_the_shipped_configs_own():
+    """Read from monitoring/prometheus.yml and the file_sd targets beside it, not typed here."""
+    from support import scrape_labels
+
+    shipped = scrape_labels.read(MON / "prometheus.yml")
+    workers = json.loads((MON / "targets" / "workers.json").read_text())[0]["labels"]
+    assert shipped.target("dask-workers", "w:8788") == {**workers, "job": "dask-workers", "instance": "w:8788"}
+    assert shipped.target("dask-scheduler", "s:8787")["cluster"] == workers["cluster"]
+    assert shipped.target("dcgm", "d:9400") == {"job": "dcgm", "instance": "d:9400"}
+    # a file_sd group's own `job` wins over the job's name, as in Prometheus (the smoke's targets file)
+    smoke = scrape_labels.of_config({"scrape_configs": [{"job_name": "rapidship", "static_configs": [
+        {"targets": ["s:8787"], "labels": {"cluster": "c", "job": "dask-scheduler"}}]}]})
+    assert smoke.target("rapidship", "s:8787")["job"] == "dask-scheduler"
+
+
+def test_a_config_the_labelling_does_not_model_is_refused(tmp_path):
+    from support import scrape_labels
+
+    config = {"scrape_configs": [{"job_name": "dask-workers", "static_configs": [{"targets": ["w:1"]}],
+                                  "relabel_configs": [{"target_label": "cluster", "replacement": "x"}]}]}
+    with pytest.raises(ValueError, match="relabels"):
+        scrape_labels.of_config(config)
+
+
 def test_every_rule_links_its_runbook_anchor_in_the_monitoring_page():
     page = (ROOT / "docs" / "monitoring.md").read_text()
     anchors = {h.lower() for h in re.findall(r"^### (\w+)$", page, flags=re.M)}

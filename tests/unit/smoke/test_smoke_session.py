@@ -125,6 +125,47 @@ def test_a_cluster_that_never_finishes_starting_is_no_worker_and_is_closed_when_
     session.ABANDONED.clear()
 
 
+def _dies_at_once() -> None:
+    import os
+
+    os._exit(3)
+
+
+@pytest.mark.parametrize("then", ["waits", "raises"])
+def test_a_worker_process_that_dies_at_once_is_said_at_once_not_after_the_worker_timeout(release, then):
+    """A real worker process exits (code 3) while the cluster starts: the stage says the worker died,
+    at once, whether the start then waits for it (the report used to say "still starting its worker"
+    after --worker-timeout) or raises as distributed's LocalCluster does ("Nanny failed to start.")."""
+    import multiprocessing
+
+    late = FakeCluster()
+
+    def starting():
+        worker = multiprocessing.get_context("spawn").Process(target=_dies_at_once)
+        worker.start()
+        if then == "raises":
+            worker.join()
+            raise RuntimeError("Nanny failed to start.")
+        release.wait()
+        return late
+
+    t0 = time.monotonic()
+    with pytest.raises(session.WorkerDiedAtStart) as err:
+        with cluster_session(starting, 1, 30, 1, [], make_client=FakeClient):
+            pytest.fail("unreachable")
+    assert time.monotonic() - t0 < 10
+    said = session.describe(err.value, 60)
+    assert said.startswith("WorkerDied: a worker process exited with code 3 ") and "still starting" not in said, said
+    assert "at once" in said
+    release.set()
+    for _ in range(100):
+        if then == "raises" or late.closed:
+            break
+        time.sleep(0.02)
+    assert then == "raises" or late.closed == 1                   # the late cluster is not leaked
+    session.ABANDONED.clear()
+
+
 def test_a_close_that_hangs_is_bounded(monkeypatch, release):
     monkeypatch.setattr(session, "CLOSE_SLACK", 0.1)
     notes: list[str] = []

@@ -64,16 +64,15 @@ def pack(build_prefix: Path, dest_prefix: str, excludes: list[str], site: str | 
     (out / HISTORY).unlink(missing_ok=True)  # the rest layer's: one copy for the env
 
 
-def compile_missing(out: Path, dest_prefix: str, site: str | None) -> int:
+def compile_missing(out: Path, dest_prefix: str) -> int:
     """Bytecode for every package's Python sources that ship none: `noarch: python` packages (conda
     compiles them at install; py-rattler does not) and any package built without it (conda-build
-    compiles a linux-64 package's sources into it; a package made from a wheel or a Debian package has none). The env is
-    read-only to a random uid, so a missing .pyc is compiled again by every process that imports it
-    (the pip flavour compiles all of them too). Only where this interpreter is the env's Python line
-    (a pyc of another line is dead weight). Returns the files compiled."""
-    if site is None or site != f"lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages":
-        return 0
-    lib = site.rsplit("/", 1)[0] + "/"  # site-packages and the standard library (a package of python without its bytecode)
+    compiles a linux-64 package's sources into it; a package made from a wheel or a Debian package has
+    none). The env is read-only to a random uid, so a missing .pyc is compiled again by every process
+    that imports it (the pip flavour compiles all of them too). Only sources under this interpreter's
+    own lib/pythonX.Y (a pyc of another line is dead weight); a layer of compiled packages names no
+    python record, so the line is read from the paths. Returns the files compiled."""
+    lib = f"lib/python{sys.version_info[0]}.{sys.version_info[1]}/"  # site-packages and the standard library
     compiled = 0
     for meta in sorted((out / "conda-meta").glob("*.json")):
         for rel in json.loads(meta.read_text()).get("files", []):
@@ -129,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     site = site_packages(records)
     pack(args.build_prefix, args.dest_prefix, patterns, site, args.out)
     shutil.rmtree(args.build_prefix)
-    compiled = compile_missing(args.out, args.dest_prefix, site)
+    compiled = compile_missing(args.out, args.dest_prefix)
     print(f"pack_layer: {args.out}: {count} packages, {record['before_bytes']:,} B installed, "
           f"{record['trimmed_bytes']:,} B trimmed, {compiled} sources compiled")
     return 0

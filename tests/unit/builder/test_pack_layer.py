@@ -38,16 +38,16 @@ def test_every_source_without_bytecode_is_compiled_at_the_prefix(tmp_path):
     _package(out, "shipped", {shipped: "V = 5\n"})
     (out / _pyc(out, shipped)).parent.mkdir(parents=True, exist_ok=True)
     open(_pyc(out, shipped), "wb").write(b"its own bytes")
-    assert compile_missing(out, "/opt/rapids", SITE) == 4
+    assert compile_missing(out, "/opt/rapids") == 4
     for rel in (f"{SITE}/pure/__init__.py", f"{SITE}/fast/_impl.py", f"lib/python{PY}/json2.py"):
         code = marshal.loads(open(_pyc(out, rel), "rb").read()[16:])
         assert code.co_filename == f"/opt/rapids/{rel}"   # where the image holds it, not the build folder
     assert open(_pyc(out, shipped), "rb").read() == b"its own bytes"
     assert not (out / "bin/__pycache__").exists()          # a script outside the library stays a script
-    assert compile_missing(out, "/opt/rapids", SITE) == 0  # the second pass finds nothing missing
+    assert compile_missing(out, "/opt/rapids") == 0  # the second pass finds nothing missing
 
 
 def test_another_python_line_compiles_nothing(tmp_path):
     out = tmp_path / "layer"
     _package(out, "made-from-a-wheel", {"lib/python2.7/site-packages/old/__init__.py": "X = 1\n"})
-    assert compile_missing(out, "/opt/rapids", "lib/python2.7/site-packages") == 0
+    assert compile_missing(out, "/opt/rapids") == 0

@@ -47,8 +47,11 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
     key = key or configured_key()
     if not key:
         raise ConfigError("--key", "no signing key", "pass --key cosign.key or set RAPIDSHIP_SIGNING_KEY")
+    from rapidship.stages.publish import signer_for
+
+    signer = signer_for(key)  # a missing or locked --key is named before its public half is looked for beside it
     public_key = public_key or os.environ.get("RAPIDSHIP_SIGNING_PUBLIC_KEY") or _beside(key)
-    _usable(key, public_key)
+    _usable(signer, key, public_key)
     from rapidship.stages.publish import online_for
 
     online_for(Workspace(), snapshot_key, timestamp_key)  # a trust repository's online keys open before any stage
@@ -93,12 +96,11 @@ def _beside(key: str) -> str:
     return str(pub)
 
 
-def _usable(key: str, public_key: str) -> None:
-    """The key opens (its password is right) and --public-key is its public half: checked before any stage."""
-    from rapidship.stages.publish import signer_for
+def _usable(signer, key: str, public_key: str) -> None:
+    """--public-key is the public half of the opened key: checked before any stage."""
     from rapidship.sign.keys import fingerprint, load_public
 
-    signer, public = signer_for(key), load_public(public_key, "--public-key")
+    public = load_public(public_key, "--public-key")
     if fingerprint(signer.public_key()) != fingerprint(public):
         raise ConfigError("--public-key", f"{public_key} is not the public half of {key}",
                           "pass the cosign.pub made with that key (invoke keys.generate writes both)")

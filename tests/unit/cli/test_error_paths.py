@@ -28,3 +28,10 @@ def test_scan_without_a_db_on_an_air_gapped_host_names_the_cause_and_the_air_gap
     assert "--cache-dir" in run.stderr and "--skip-db-update" in run.stderr and "docs/scan.md" in run.stderr
     assert "lookup" not in run.stderr.split("fix:")[0].split("(")[0]   # trivy's words only as the detail
     assert "Traceback" not in run.stderr
+
+
+def test_release_with_a_missing_key_blames_key_not_public_key(tmp_path):
+    missing = tmp_path / "missing.key"
+    run = invoke("release", "--variant", "cpu-debian12", "--registry", "127.0.0.1:9/staging", "--key", str(missing))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert f"error: --key: {missing}" in run.stderr and "--public-key" not in run.stderr.split("fix:")[0]

@@ -7,7 +7,7 @@ from pathlib import Path
 from rapidship.cli.options import task
 
 from rapidship import console
-from rapidship.cli.options import VARIANTS_HELP, arch_flag, arches_flag, int_flag
+from rapidship.cli.options import ARCH_DEFAULT, VARIANTS_HELP, arch_flag, arches_flag, int_flag
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import GateFailure, exits_cleanly
 from rapidship.records import Workspace
@@ -56,7 +56,7 @@ def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, ap
 
 
 @task(iterable=["conda_channel"],
-      help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",
+      help={"variant": "variant id", "arch": f"amd64, arm64 or all ({ARCH_DEFAULT})",
             "ca-bundle": "PEM bundle for TLS-intercepting proxies (a BuildKit secret; default $RAPIDSHIP_CA_BUNDLE or $SSL_CERT_FILE)",
             "pip-index": "PyPI mirror URL, may carry a token (a BuildKit secret; default $RAPIDSHIP_PIP_INDEX_URL)",
             "conda-channel": "conda channel mirror URL (repeatable; a BuildKit secret; default $RAPIDSHIP_CONDA_CHANNELS)",
@@ -148,7 +148,7 @@ def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=
                       f"each difference is listed above and in {path}")
 
 
-@task(help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",
+@task(help={"variant": "variant id", "arch": f"amd64, arm64 or all ({ARCH_DEFAULT})",
             "ca-bundle": "the CA bundle the build used (default as for build): its private certs must not leak",
             "pip-index": "the index URL the build used (default $RAPIDSHIP_PIP_INDEX_URL)",
             "reread": "read the image whole (one docker export) even where the build noted its layers' facts",

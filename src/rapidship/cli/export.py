@@ -8,7 +8,7 @@ from pathlib import Path
 from rapidship.cli.options import task
 
 from rapidship import console
-from rapidship.cli.options import VARIANTS_HELP, arch_flag
+from rapidship.cli.options import ARCH_DEFAULT, VARIANTS_HELP, arch_flag
 from rapidship.errors import exits_cleanly
 from rapidship.stages.export import checked_volumes, progress_bars, releases_of, trusted_images, verification
 
@@ -26,7 +26,7 @@ TUF_HELP = {"site": "the site directory: its record of the signed serials and it
 
 @task(name="export", iterable=["variant", "image"],
       help={"variant": "variant id (repeatable); its image comes from the build record",
-            "arch": "amd64 or arm64 (default: every arch of the variant that is in the engine)",
+            "arch": f"amd64 or arm64 ({ARCH_DEFAULT})",
             "image": "any local image ref (repeatable)",
             "media": "dvd (4.7 GB), dvd-dl (8.5 GB), bd25 (25 GB) or a size in bytes (default dvd)",
             "out": "output directory, new or empty (default build/export-<time>)",

@@ -62,13 +62,16 @@ def pick(m, ids, every):
     return m.select(ids)
 
 
-def arches_flag(v, value):
-    """--arch: one arch, 'all' of the variant's, or (default) this machine's."""
-    from rapidship.imagebuild.base import host_arch
+ARCH_DEFAULT = "default: the arches built for the variant, else this machine's"
+
+
+def arches_flag(v, value, ws=None):
+    """--arch: one arch, 'all' of the variant's, or (default) Workspace.default_arches: the one rule."""
+    from rapidship.records import Workspace
 
     if value == "all":
         return list(v.arches)
-    return [arch_flag(value or host_arch())]
+    return [arch_flag(value)] if value else (ws or Workspace()).default_arches(v)
 
 
 def arch_flag(value):

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from rapidship import console
-from rapidship.cli.options import VARIANTS_HELP, arches_flag, task
+from rapidship.cli.options import ARCH_DEFAULT, VARIANTS_HELP, arches_flag, task
 from rapidship.cli.sign import ONLINE_KEYS_HELP
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import ConfigError, GateFailure, exits_cleanly
@@ -14,7 +14,7 @@ from rapidship.records import Workspace
 
 
 @task(name="release",
-      help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",
+      help={"variant": "variant id", "arch": f"amd64, arm64 or all ({ARCH_DEFAULT})",
             "since": "a delta disc: the previous release's export.json, export folder, volume or ISO",
             "out": "folder of the disc, new or empty (default build/<variant>/disc-<what it carries>)",
             "registry": "HOST[:PORT]/PROJECT to push to (default $RAPIDSHIP_REGISTRY/staging)",

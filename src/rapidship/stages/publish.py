@@ -21,17 +21,18 @@ def push(variant, registry=None, ca_cert=None, skip_gates=False, build_dir="buil
     from rapidship.sign.keys import KEY_ENV, configured_key
 
     v = load_matrix(variants_file).get(variant)
-    if arches:  # narrowed on purpose: the index then names only these arches, and says so
-        unknown = [a.value for a in arches if a not in v.arches]
-        if unknown:
-            raise ConfigError("--arch", f"{', '.join(unknown)} is not an arch of {variant} "
-                              f"({', '.join(a.value for a in v.arches)})", "pass one of the variant's arches")
+    ws = Workspace(build_dir)
+    arches = arches or ws.default_arches(v)   # --arch's one rule: what was built, else this machine's
+    unknown = [a.value for a in arches if a not in v.arches]
+    if unknown:
+        raise ConfigError("--arch", f"{', '.join(unknown)} is not an arch of {variant} "
+                          f"({', '.join(a.value for a in v.arches)})", "pass one of the variant's arches")
+    if set(arches) != set(v.arches):  # the index then names only these arches, and says so
         v = v.model_copy(update={"arches": tuple(a for a in v.arches if a in arches)})
         console.err.print(f"[yellow]note: --arch: the index of {variant} lists only "
                           f"{', '.join(a.value for a in v.arches)}[/]")
     target = registry or registry_defaults(harbor_config, "staging")
     host, _ = split_repository(target)
-    ws = Workspace(build_dir)
     key = key or configured_key()
     signer = signer_for(key) if key and not no_sign else None  # a wrong password stops before anything is pushed
     online = online_for(ws, snapshot_key, timestamp_key) if signer else None  # so do missing online keys

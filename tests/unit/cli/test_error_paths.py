@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -35,3 +36,42 @@ def test_release_with_a_missing_key_blames_key_not_public_key(tmp_path):
     run = invoke("release", "--variant", "cpu-debian12", "--registry", "127.0.0.1:9/staging", "--key", str(missing))
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert f"error: --key: {missing}" in run.stderr and "--public-key" not in run.stderr.split("fix:")[0]
+
+
+def test_the_arch_default_is_the_arches_built_for_the_variant_else_this_machines(tmp_path):
+    # one rule for build, gates, scan, release, push and export (they said: this machine's; every
+    # arch of the variant; every arch in the engine)
+    from rapidship.cli.options import arches_flag
+    from rapidship.config.matrix import Arch, load_matrix
+    from rapidship.imagebuild.base import host_arch
+    from rapidship.records import Workspace
+
+    v, ws = load_matrix(ROOT / "variants.yaml").get("cpu-debian12"), Workspace(tmp_path)
+    assert set(v.arches) == {Arch.amd64, Arch.arm64}
+    assert arches_flag(v, None, ws) == [Arch(host_arch())]          # nothing built yet: this machine's
+    other = Arch.arm64 if host_arch() == "amd64" else Arch.amd64
+    ws.build(v.id, other.value).parent.mkdir(parents=True)
+    ws.build(v.id, other.value).write_text("{}")
+    assert arches_flag(v, None, ws) == [other]                        # built: those arches, not this machine's
+    assert arches_flag(v, "all", ws) == list(v.arches) and arches_flag(v, "arm64", ws) == [Arch.arm64]
+
+
+def test_push_without_arch_when_only_amd64_is_built_pushes_amd64_not_an_arm64_build(tmp_path):
+    from support.gated_records import write_gated
+    from support.signed_discs import LOCK, VARIANT, load_image, unique_name
+    from support.tiny_matrix import VARIANTS_YAML
+
+    name = unique_name()
+    (tmp_path / "variants.yaml").write_text(VARIANTS_YAML.format(image=name))
+    ref = f"{name}:26.10-cpu-debian12-py3.11-amd64"
+    image = load_image(ref, "amd64", os.urandom(64))
+    try:
+        write_gated(tmp_path / "build", VARIANT, {"amd64": (ref, image)}, lock=LOCK)
+        run = subprocess.run(["invoke", "push", "--variant", VARIANT, "--variants-file", str(tmp_path / "variants.yaml"),
+                              "--build-dir", str(tmp_path / "build"), "--registry", "127.0.0.1:9/staging", "--no-sign"],
+                             cwd=ROOT, capture_output=True, text=True, check=False,
+                             env={**os.environ, "RAPIDSHIP_RETRY_ATTEMPTS": "1"})
+    finally:
+        subprocess.run(["docker", "rmi", "-f", image], capture_output=True)
+    assert "the index of cpu-debian12 lists only amd64" in run.stderr and "pushing cpu-debian12 amd64" in run.stderr
+    assert "arm64" not in run.stderr and "Traceback" not in run.stderr   # nothing to push there: a loopback port

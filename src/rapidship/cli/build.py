@@ -24,8 +24,9 @@ from rapidship.records import Workspace
 @exits_cleanly
 def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, apt_source=None, force=False,
                variants_file="variants.yaml"):
-    """Bootstrap a Debian-family base with mmdebstrap (one archive state, one image id) under this run's
-    own name; writes build/bases/<name>-<arch>[-<run>].json, the record invoke build takes it by."""
+    """Bootstrap a Debian-family base image with mmdebstrap.
+    One archive state gives one image id, under this run's own name; writes
+    build/bases/<name>-<arch>[-<run>].json, the record invoke build takes it by."""
     from rapidship.config.matrix import run_id
     from rapidship.engine import ENGINE
     from rapidship.errors import ConfigError
@@ -84,8 +85,9 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
 @exits_cleanly
 def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=None, pip_index=None,
               conda_channel=None, network=None, variants_file="variants.yaml"):
-    """Rebuild an image from its recorded inputs (commit, SOURCE_DATE_EPOCH, lock, bases), without cache,
-    and say "reproduced" or name each config field and file that differs; writes reproduce-<arch>.json."""
+    """Rebuild an image from its recorded inputs, without cache, and compare.
+    The inputs are the build record's commit, SOURCE_DATE_EPOCH, lock and bases; says "reproduced" or
+    names each config field and file that differs; writes reproduce-<arch>.json."""
     import time
     from dataclasses import replace
 

@@ -105,8 +105,9 @@ def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, wo
 @exits_cleanly
 def export_verify(c, from_=None, work=None, key=None, no_verify=False, json=False, site=None, trust_root=None,
                   accept_expired=False, load=False):
-    """Checksums, completeness and signatures; then the archive import would load, written by the same code and
-    read back by name (each layer and config hashed, ids compared), or with --load pushed into a scratch registry."""
+    """Check a disc without loading it: checksums, completeness, signatures and the archive.
+    The archive import would load is written by the same code and read back by name (each layer and
+    config hashed, ids compared), or with --load pushed into a scratch registry."""
     from rapidship.stages.export import export_verify as verify_stage
 
     shown = verify_stage(from_, work, key, no_verify, site, trust_root, accept_expired, load)

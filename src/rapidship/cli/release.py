@@ -30,9 +30,10 @@ from rapidship.records import Workspace
 def release(c, variant, arch=None, since=None, out=None, registry=None, key=None, public_key=None,
             policy="policy/trivy.yaml", media="dvd", cache_dir=None, skip_db_update=False, offline_scan=False,
             trivy=None, report_out="build/report", variants_file="variants.yaml", snapshot_key=None, timestamp_key=None):
-    """Build, gates, scan, push, smoke, sign, export, export-verify, report: each stage skipped while what its record
-    says still holds, the first that says no stops the chain (run it again to resume there); then the release's one
-    verdict, the report page's words; writes build/<variant>/release.json."""
+    """Run every stage of a release in order, skipping those whose record still holds.
+    The stages: build, gates, scan, push, smoke, sign, export, export-verify, report. The first that
+    says no stops the chain (run it again to resume there); then the release's one verdict, the report
+    page's words; writes build/<variant>/release.json."""
     from rapidship.release.current import Release
     from rapidship.release.plan import rows
     from rapidship.release.run import release as run_release

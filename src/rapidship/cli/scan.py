@@ -50,11 +50,12 @@ def scan(c, variant=None, arch=None, image=None, tar=None, dockerfile=None, poli
 @task(help={"report": "trivy JSON report (trivy image --format json, ideally with --list-all-pkgs)",
             "config-report": "trivy JSON of `trivy config` on the Dockerfile (optional)",
             "variant": "variant id whose policy override applies", **TRIVY_HELP,
-            "out": "directory for the outputs and decision.json (default: the report's directory)", **VARIANTS_HELP})
+            "out": "directory for the outputs and decision.json (default: the report's directory)", **VARIANTS_HELP},
+      name="scan-report")
 @exits_cleanly
-def gate(c, report=None, config_report=None, policy="policy/trivy.yaml", variant=None, out=None, trivy=None,
+def scan_report(c, report=None, config_report=None, policy="policy/trivy.yaml", variant=None, out=None, trivy=None,
          variants_file="variants.yaml"):
-    """Apply the policy to an existing trivy JSON report; writes the same outputs as scan."""
+    """Apply the policy to a trivy JSON report made elsewhere; writes the same outputs as scan."""
     from rapidship.errors import ConfigError
     from rapidship.gates.scan import gate as run_gate, trivy_binary
 

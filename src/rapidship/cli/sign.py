@@ -187,8 +187,9 @@ def _trust_init(c, root_key=None, root_threshold=2, targets_key=None, targets_th
 @exits_cleanly
 def _trust_rotate(c, old_root_key=None, root_key=None, root_threshold=None, targets_key=None, targets_threshold=None,
                   snapshot_key=None, timestamp_key=None, build_dir="build"):
-    """Root N+1, signed by a threshold of the old root keys and the new; each role given is held by exactly
-    the keys given (a key left out is revoked), a role not given keeps its keys."""
+    """Rotate keys: write root N+1, signed by a threshold of the old root keys and the new.
+    Each role given is held by exactly the keys given (a key left out is revoked), a role not given
+    keeps its keys."""
     from rapidship.sign import tufmeta
 
     repo = tufmeta.Repo(tufmeta.repo_dir(build_dir))

@@ -1,7 +1,7 @@
 """The trivy gate's edge: find trivy, run it air-gap friendly, write the reports and the record.
 
 `scan` runs `trivy image` (vulnerabilities + secrets, every package listed so the SBOM can be made
-from the same run) and, when a rendered Dockerfile is given, `trivy config` on it; `gate` applies
+from the same run) and, when a rendered Dockerfile is given, `trivy config` on it; `scan-report` applies
 the same policy to reports made elsewhere. Both write into one directory:
 
   trivy.json                        trivy's own JSON (image scan)

@@ -188,7 +188,7 @@ def test_gates_fail_closed_and_skip_is_loud(registry, tiny, env, tmp_path):
     gates(build, amd64=True)  # arm64 has no gate record (nor a build record: named, it is pushed on purpose)
     proc = run(env, *push_args(variants, target, build, "--arch", "amd64", "--arch", "arm64"))
     assert proc.returncode == 1 and "gates-arm64.json: no gate record" in proc.stderr and "Traceback" not in proc.stderr
-    assert "invoke gates --variant cpu-debian12" in proc.stderr   # the task that exists (was `invoke gate`)
+    assert "invoke gates --variant cpu-debian12" in proc.stderr   # the task that exists (was `invoke scan-report`)
     gates(build, amd64=True, arm64=False)
     proc = run(env, *push_args(variants, target, build))
     assert proc.returncode == 1 and "gates-arm64.json: passed is false" in proc.stderr

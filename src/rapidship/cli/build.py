@@ -56,12 +56,16 @@ def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, ap
                       f"{made.inputs.archive_date or 'an undated archive'}) -> {path}")
 
 
+BUILD_INPUTS_HELP = {
+    "ca-bundle": "PEM bundle for TLS-intercepting proxies (a BuildKit secret; default $RAPIDSHIP_CA_BUNDLE or $SSL_CERT_FILE)",
+    "pip-index": "PyPI mirror URL, may carry a token (a BuildKit secret; default $RAPIDSHIP_PIP_INDEX_URL)",
+    "conda-channel": "conda channel mirror URL (repeatable; a BuildKit secret; default $RAPIDSHIP_CONDA_CHANNELS)",
+    "network": "network of the RUN steps: host reaches mirrors on this machine's 127.0.0.1 (default: the engine's)"}
+
+
 @task(iterable=["conda_channel"],
       help={"variant": "variant id", "arch": f"amd64, arm64 or all ({ARCH_DEFAULT})",
-            "ca-bundle": "PEM bundle for TLS-intercepting proxies (a BuildKit secret; default $RAPIDSHIP_CA_BUNDLE or $SSL_CERT_FILE)",
-            "pip-index": "PyPI mirror URL, may carry a token (a BuildKit secret; default $RAPIDSHIP_PIP_INDEX_URL)",
-            "conda-channel": "conda channel mirror URL (repeatable; a BuildKit secret; default $RAPIDSHIP_CONDA_CHANNELS)",
-            "network": "network of the RUN steps: host reaches mirrors on this machine's 127.0.0.1 (default: the engine's)",
+            **BUILD_INPUTS_HELP,
             "no-cache": "rebuild every step (download caches stay): e.g. to check that a lock rebuilds to the same "
                         "content manifest", **VARIANTS_HELP})
 @exits_cleanly
@@ -80,8 +84,7 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
             "arch": "amd64 or arm64 (default: this machine's arch)",
             "record": "the build record naming the inputs (default build/<variant>/build-<arch>.json)",
             "keep": "keep the rebuilt image in the engine (default: removed after the comparison)",
-            "ca-bundle": "as for build", "pip-index": "as for build", "conda-channel": "as for build",
-            "network": "as for build", **VARIANTS_HELP})
+            **{k: BUILD_INPUTS_HELP[k] for k in ("ca-bundle", "pip-index", "conda-channel", "network")}, **VARIANTS_HELP})
 @exits_cleanly
 def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=None, pip_index=None,
               conda_channel=None, network=None, variants_file="variants.yaml"):
@@ -151,7 +154,7 @@ def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=
 
 
 @task(help={"variant": "variant id", "arch": f"amd64, arm64 or all ({ARCH_DEFAULT})",
-            "ca-bundle": "the CA bundle the build used (default as for build): its private certs must not leak",
+            "ca-bundle": "the CA bundle the build used (default $RAPIDSHIP_CA_BUNDLE or $SSL_CERT_FILE): its private certs must not leak",
             "pip-index": "the index URL the build used (default $RAPIDSHIP_PIP_INDEX_URL)",
             "reread": "read the image whole (one docker export) even where the build noted its layers' facts",
             **VARIANTS_HELP})

@@ -12,6 +12,8 @@ from rapidship.cli.options import ARCH_DEFAULT, VARIANTS_HELP, arch_flag
 from rapidship.errors import exits_cleanly
 from rapidship.stages.export import checked_volumes, progress_bars, releases_of, trusted_images, verification
 
+MEDIA_HELP = "dvd (4.7 GB), dvd-dl (8.5 GB), bd25 (25 GB) or a size in bytes (default dvd)"
+
 KEY_HELP = {"key": "cosign.pub: the public key the images must verify with (given out of band; required "
                    "unless --no-verify)",
             "no-verify": "load WITHOUT checking signatures (LOUD: says what it skipped)"}
@@ -28,7 +30,7 @@ TUF_HELP = {"site": "the site directory: its record of the signed serials and it
       help={"variant": "variant id (repeatable); its image comes from the build record",
             "arch": f"amd64 or arm64 ({ARCH_DEFAULT})",
             "image": "any local image ref (repeatable)",
-            "media": "dvd (4.7 GB), dvd-dl (8.5 GB), bd25 (25 GB) or a size in bytes (default dvd)",
+            "media": MEDIA_HELP,
             "out": "output directory, new or empty (default build/export-<time>)",
             "keep-dirs": "keep the volume-NN/ directories next to the ISO images",
             "unsigned": "also export images that have no signature in the build dir (LOUD; MANIFEST.json says so)",

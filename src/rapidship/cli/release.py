@@ -7,6 +7,8 @@ from pathlib import Path
 
 from rapidship import console
 from rapidship.cli.options import ARCH_DEFAULT, VARIANTS_HELP, arches_flag, task
+from rapidship.cli.export import MEDIA_HELP
+from rapidship.cli.scan import DB_HELP
 from rapidship.cli.sign import ONLINE_KEYS_HELP
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import ConfigError, GateFailure, exits_cleanly
@@ -22,9 +24,8 @@ from rapidship.records import Workspace
                    "$RAPIDSHIP_SIGNING_PASSWORD",
             "public-key": "cosign.pub the disc must verify with (default $RAPIDSHIP_SIGNING_PUBLIC_KEY, else the "
                           ".pub beside --key)",
-            "policy": "trivy policy file (default policy/trivy.yaml)", "media": "disc size, as for export (default dvd)",
-            "cache-dir": "as for scan", "skip-db-update": "as for scan", "offline-scan": "as for scan",
-            "trivy": "as for scan", "report-out": "folder of the report (default build/report)", **ONLINE_KEYS_HELP,
+            "policy": "trivy policy file (default policy/trivy.yaml)", "media": f"disc size: {MEDIA_HELP}",
+            **DB_HELP, "report-out": "folder of the report (default build/report)", **ONLINE_KEYS_HELP,
             **VARIANTS_HELP})
 @exits_cleanly
 def release(c, variant, arch=None, since=None, out=None, registry=None, key=None, public_key=None,

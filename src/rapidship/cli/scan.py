@@ -20,14 +20,18 @@ TRIVY_HELP = {
 }
 
 
+DB_HELP = {"cache-dir": "trivy cache dir holding db/ (default $TRIVY_CACHE_DIR or ~/.cache/trivy)",
+           "skip-db-update": "use the DB in the cache dir; never download",
+           "offline-scan": "no network lookups during the scan",
+           "trivy": TRIVY_HELP["trivy"]}
+
+
 @task(help={"variant": "variant id: scans its built image and its rendered Dockerfile",
             "arch": f"amd64, arm64 or all, with --variant ({ARCH_DEFAULT})", "image": "scan this image ref instead",
             "tar": "scan a `docker save` tar instead",
             "dockerfile": "also run trivy's misconfiguration checks on this Dockerfile (default with --variant: the rendered one)",
-            "cache-dir": "trivy cache dir holding db/ (default $TRIVY_CACHE_DIR or ~/.cache/trivy)",
             "db-repository": "OCI repository of the trivy DB, e.g. a Harbor mirror",
-            "skip-db-update": "use the DB in the cache dir; never download", "offline-scan": "no network lookups during the scan",
-            **TRIVY_HELP, **VARIANTS_HELP})
+            **DB_HELP, **TRIVY_HELP, **VARIANTS_HELP})
 @exits_cleanly
 def scan(c, variant=None, arch=None, image=None, tar=None, dockerfile=None, policy="policy/trivy.yaml", out=None, trivy=None,
          cache_dir=None, db_repository=None, skip_db_update=False, offline_scan=False, variants_file="variants.yaml"):

@@ -102,3 +102,9 @@ def test_the_gate_tasks_are_named_for_what_they_do_and_the_old_names_still_run()
     assert "scan-report" in lines and "harbor.scan" in lines and not {"gate", "harbor.gate"} & set(lines)
     old = invoke("gate")   # a hidden alias: the same task, the same error for its missing --report
     assert old.returncode == 2 and "--report" in old.stderr and "invoke scan-report" in old.stderr
+
+
+def test_no_flag_is_answered_with_as_for_another_task():
+    ns = collection()
+    vague = [(name, flag) for name in ns.task_names for flag, text in ns[name].help.items() if "as for " in text]
+    assert vague == []

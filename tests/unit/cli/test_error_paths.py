@@ -75,3 +75,23 @@ def test_push_without_arch_when_only_amd64_is_built_pushes_amd64_not_an_arm64_bu
         subprocess.run(["docker", "rmi", "-f", image], capture_output=True)
     assert "the index of cpu-debian12 lists only amd64" in run.stderr and "pushing cpu-debian12 amd64" in run.stderr
     assert "arm64" not in run.stderr and "Traceback" not in run.stderr   # nothing to push there: a loopback port
+
+
+def test_keys_generate_and_registry_up_print_json_only_with_json(tmp_path):
+    env = {**os.environ, "RAPIDSHIP_SIGNING_PASSWORD": "json-only"}
+    plain = subprocess.run(["invoke", "keys.generate", "--out", str(tmp_path / "a")], cwd=ROOT, env=env,
+                           capture_output=True, text=True, check=False)
+    assert plain.returncode == 0 and plain.stdout == "" and "public key" in plain.stderr
+    asked = subprocess.run(["invoke", "keys.generate", "--out", str(tmp_path / "b"), "--json"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, check=False)
+    assert __import__("json").loads(asked.stdout)["public_key"] == str(tmp_path / "b" / "cosign.pub")
+    if not shutil.which("docker-registry"):
+        pytest.skip("docker-registry is not installed")
+    for flags in ([], ["--json"]):
+        folder = tmp_path / f"registry{len(flags)}"
+        up = invoke("registry.up", "--dir", str(folder), *flags)
+        try:
+            assert up.returncode == 0 and "registry on https://127.0.0.1:" in up.stderr, up.stderr
+            assert (__import__("json").loads(up.stdout)["env"] == str(folder / "env.sh")) if flags else up.stdout == ""
+        finally:
+            invoke("registry.down", "--dir", str(folder))

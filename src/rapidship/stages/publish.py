@@ -41,7 +41,8 @@ def push(variant, registry=None, ca_cert=None, skip_gates=False, build_dir="buil
                           log=console.err.print)
     path = write_record(ws, record)
     console.err.print(f"pushed {host}/{record.repository}:{record.tag}@{record.index_digest} "
-                      f"({len(record.arches)} arches, {record.retries} retries, {record.seconds}s) -> {path}")
+                      f"({console.counted(len(record.arches), 'arch', 'arches')}, "
+                      f"{console.counted(record.retries, 'retry', 'retries')}, {record.seconds}s) -> {path}")
     if signer is None:
         why = "--no-sign" if no_sign else f"no signing key configured ({KEY_ENV} or --key)"
         console.err.print(f"[bold red]WARNING: NOT SIGNED: {why}. promote, Harbor's cosign enforcement and the "
@@ -146,5 +147,5 @@ def sign_pushed(ws, record, signer, ca_cert, online):
         version = tufmeta.release(repo, targets, [tufmeta.KeySigner(signer)], *online, keep=True)
         console.err.print(f"TUF: targets version {version} binds {len(targets)} name(s) -> {repo.meta}")
     console.err.print(f"signed {record.registry}/{record.repository}@{record.index_digest[:19]} and "
-                      f"{len(done.arches)} arch image(s) with {done.key_fingerprint[:19]} ({done.seconds}s) -> {path}")
+                      f"{console.counted(len(done.arches), 'arch image')} with {done.key_fingerprint[:19]} ({done.seconds}s) -> {path}")
     return done

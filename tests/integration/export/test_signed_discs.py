@@ -103,7 +103,7 @@ def test_import_with_the_key_verifies_then_loads_identical_images(signed, absent
     assert report["verified_with"] == signed["fingerprint"] and report["verification"] == "signatures"
     assert {x["ref"]: x["image_id"] for x in report["loaded"]} == {signed["refs"][a]: signed["ids"][a] for a in ARCHES}
     assert all(image_id(signed["refs"][a]) == signed["ids"][a] for a in ARCHES)
-    assert "verified 2 image(s)" in proc.stderr
+    assert "verified 2 images" in proc.stderr
 
 
 def test_import_without_a_key_is_refused_before_reading_anything(signed, absent):

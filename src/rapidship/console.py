@@ -25,6 +25,11 @@ def as_jsonable(value: Any) -> Any:
     return value
 
 
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """'1 arch', '2 arches': a count and its word, agreeing."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
 def print_json(value: Any) -> None:
     """Machine-read output goes to stdout as JSON, nothing else."""
     print(json.dumps(as_jsonable(value), indent=2, default=str))

@@ -114,6 +114,15 @@ class Workspace:
         """Those of `arches` (Arch values) that have a build record."""
         return [a for a in arches if self.build(variant, getattr(a, "value", a)).is_file()]
 
+    def default_arches(self, variant) -> list:
+        """--arch left out, in every task (build, gates, scan, release, push, export): the arches this
+        variant has been built for (its build records), else this machine's. What was built is what a
+        user means; an arch never built is named on purpose (an emulated build takes half an hour)."""
+        from rapidship.config.matrix import Arch
+        from rapidship.imagebuild.base import host_arch
+
+        return self.built_arches(variant.id, variant.arches) or [Arch(host_arch())]
+
     # ---- I/O ----
 
     def save(self, path: Path, value: Any) -> Path:

@@ -487,7 +487,7 @@ def _variant_jobs(v: Variant, p: Profile) -> list[Job]:
             **p.arch_tags("amd64"),
             "needs": [push, *records],
             **_any_ref(p, names=("RAPIDSHIP_HARBOR_USER", "RAPIDSHIP_HARBOR_PASSWORD")),
-            "script": [f"invoke harbor.gate --variant {vid}"],
+            "script": [f"invoke harbor.scan --variant {vid}"],
             "artifacts": {"when": "always", "paths": [out_dir], "expire_in": "30 days"},
         }, f"Harbor scans the pushed {vid} and the trivy policy judges its report"))
     promote = _name("promote", v)

@@ -7,7 +7,7 @@ from pathlib import Path
 from rapidship.cli.options import task
 
 from rapidship import console
-from rapidship.cli.options import VARIANTS_HELP, arch_flag, arches_flag, int_flag
+from rapidship.cli.options import ARCH_DEFAULT, VARIANTS_HELP, arch_flag, arches_flag, int_flag
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import GateFailure, exits_cleanly
 from rapidship.records import Workspace
@@ -24,8 +24,9 @@ from rapidship.records import Workspace
 @exits_cleanly
 def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, apt_source=None, force=False,
                variants_file="variants.yaml"):
-    """Bootstrap a Debian-family base with mmdebstrap (one archive state, one image id) under this run's
-    own name; writes build/bases/<name>-<arch>[-<run>].json, the record invoke build takes it by."""
+    """Bootstrap a Debian-family base image with mmdebstrap.
+    One archive state gives one image id, under this run's own name; writes
+    build/bases/<name>-<arch>[-<run>].json, the record invoke build takes it by."""
     from rapidship.config.matrix import run_id
     from rapidship.engine import ENGINE
     from rapidship.errors import ConfigError
@@ -55,12 +56,16 @@ def base_image(c, os="debian12", arch=None, mirror=None, conda_builder=False, ap
                       f"{made.inputs.archive_date or 'an undated archive'}) -> {path}")
 
 
+BUILD_INPUTS_HELP = {
+    "ca-bundle": "PEM bundle for TLS-intercepting proxies (a BuildKit secret; default $RAPIDSHIP_CA_BUNDLE or $SSL_CERT_FILE)",
+    "pip-index": "PyPI mirror URL, may carry a token (a BuildKit secret; default $RAPIDSHIP_PIP_INDEX_URL)",
+    "conda-channel": "conda channel mirror URL (repeatable; a BuildKit secret; default $RAPIDSHIP_CONDA_CHANNELS)",
+    "network": "network of the RUN steps: host reaches mirrors on this machine's 127.0.0.1 (default: the engine's)"}
+
+
 @task(iterable=["conda_channel"],
-      help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",
-            "ca-bundle": "PEM bundle for TLS-intercepting proxies (a BuildKit secret; default $RAPIDSHIP_CA_BUNDLE or $SSL_CERT_FILE)",
-            "pip-index": "PyPI mirror URL, may carry a token (a BuildKit secret; default $RAPIDSHIP_PIP_INDEX_URL)",
-            "conda-channel": "conda channel mirror URL (repeatable; a BuildKit secret; default $RAPIDSHIP_CONDA_CHANNELS)",
-            "network": "network of the RUN steps: host reaches mirrors on this machine's 127.0.0.1 (default: the engine's)",
+      help={"variant": "variant id", "arch": f"amd64, arm64 or all ({ARCH_DEFAULT})",
+            **BUILD_INPUTS_HELP,
             "no-cache": "rebuild every step (download caches stay): e.g. to check that a lock rebuilds to the same "
                         "content manifest", **VARIANTS_HELP})
 @exits_cleanly
@@ -79,13 +84,13 @@ def build(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, 
             "arch": "amd64 or arm64 (default: this machine's arch)",
             "record": "the build record naming the inputs (default build/<variant>/build-<arch>.json)",
             "keep": "keep the rebuilt image in the engine (default: removed after the comparison)",
-            "ca-bundle": "as for build", "pip-index": "as for build", "conda-channel": "as for build",
-            "network": "as for build", **VARIANTS_HELP})
+            **{k: BUILD_INPUTS_HELP[k] for k in ("ca-bundle", "pip-index", "conda-channel", "network")}, **VARIANTS_HELP})
 @exits_cleanly
 def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=None, pip_index=None,
               conda_channel=None, network=None, variants_file="variants.yaml"):
-    """Rebuild an image from its recorded inputs (commit, SOURCE_DATE_EPOCH, lock, bases), without cache,
-    and say "reproduced" or name each config field and file that differs; writes reproduce-<arch>.json."""
+    """Rebuild an image from its recorded inputs, without cache, and compare.
+    The inputs are the build record's commit, SOURCE_DATE_EPOCH, lock and bases; says "reproduced" or
+    names each config field and file that differs; writes reproduce-<arch>.json."""
     import time
     from dataclasses import replace
 
@@ -148,8 +153,8 @@ def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=
                       f"each difference is listed above and in {path}")
 
 
-@task(help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",
-            "ca-bundle": "the CA bundle the build used (default as for build): its private certs must not leak",
+@task(help={"variant": "variant id", "arch": f"amd64, arm64 or all ({ARCH_DEFAULT})",
+            "ca-bundle": "the CA bundle the build used (default $RAPIDSHIP_CA_BUNDLE or $SSL_CERT_FILE): its private certs must not leak",
             "pip-index": "the index URL the build used (default $RAPIDSHIP_PIP_INDEX_URL)",
             "reread": "read the image whole (one docker export) even where the build noted its layers' facts",
             **VARIANTS_HELP})

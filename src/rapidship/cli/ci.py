@@ -98,7 +98,8 @@ def ci_pull(c, variant, arch=None, variants_file="variants.yaml"):
                        "(repeatable)"})
 @exits_cleanly
 def ci_runners(c, pipeline=None, offline=False, require=None):
-    """Fail at once, naming the job or the tag, unless every job with a protected secret carries a
+    """Check that jobs with protected secrets run only on protected runners.
+    Fails at once, naming the job or the tag, unless every job with a protected secret carries a
     protected runner tag and protected online runners, and only they, carry the tags of each such job."""
     from rapidship.ci.runners import check_pipeline, require as check
     from rapidship.config.yamlconf import load_yaml, read_config

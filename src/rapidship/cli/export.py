@@ -8,9 +8,11 @@ from pathlib import Path
 from rapidship.cli.options import task
 
 from rapidship import console
-from rapidship.cli.options import VARIANTS_HELP, arch_flag
+from rapidship.cli.options import ARCH_DEFAULT, VARIANTS_HELP, arch_flag
 from rapidship.errors import exits_cleanly
 from rapidship.stages.export import checked_volumes, progress_bars, releases_of, trusted_images, verification
+
+MEDIA_HELP = "dvd (4.7 GB), dvd-dl (8.5 GB), bd25 (25 GB) or a size in bytes (default dvd)"
 
 KEY_HELP = {"key": "cosign.pub: the public key the images must verify with (given out of band; required "
                    "unless --no-verify)",
@@ -26,9 +28,9 @@ TUF_HELP = {"site": "the site directory: its record of the signed serials and it
 
 @task(name="export", iterable=["variant", "image"],
       help={"variant": "variant id (repeatable); its image comes from the build record",
-            "arch": "amd64 or arm64 (default: every arch of the variant that is in the engine)",
+            "arch": f"amd64 or arm64 ({ARCH_DEFAULT})",
             "image": "any local image ref (repeatable)",
-            "media": "dvd (4.7 GB), dvd-dl (8.5 GB), bd25 (25 GB) or a size in bytes (default dvd)",
+            "media": MEDIA_HELP,
             "out": "output directory, new or empty (default build/export-<time>)",
             "keep-dirs": "keep the volume-NN/ directories next to the ISO images",
             "unsigned": "also export images that have no signature in the build dir (LOUD; MANIFEST.json says so)",
@@ -105,8 +107,9 @@ def import_images(c, from_=None, registry=None, insecure=False, ca_cert=None, wo
 @exits_cleanly
 def export_verify(c, from_=None, work=None, key=None, no_verify=False, json=False, site=None, trust_root=None,
                   accept_expired=False, load=False):
-    """Checksums, completeness and signatures; then the archive import would load, written by the same code and
-    read back by name (each layer and config hashed, ids compared), or with --load pushed into a scratch registry."""
+    """Check a disc without loading it: checksums, completeness, signatures and the archive.
+    The archive import would load is written by the same code and read back by name (each layer and
+    config hashed, ids compared), or with --load pushed into a scratch registry."""
     from rapidship.stages.export import export_verify as verify_stage
 
     shown = verify_stage(from_, work, key, no_verify, site, trust_root, accept_expired, load)

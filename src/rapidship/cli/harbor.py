@@ -61,7 +61,7 @@ harbor_tasks.add_task(task(help={**_HARBOR_HELP, "secrets-file": "where new robo
                                  "~/.config/rapidship/robot-secrets.json)",
                                  "print-secrets": "print new robot secrets once on stdout instead"})(
     exits_cleanly(_harbor_apply)), name="apply")
-def _harbor_gate(c, variant="cpu-debian12", policy="policy/trivy.yaml", config="harbor", url=None, build_dir="build",
+def _harbor_scan(c, variant="cpu-debian12", policy="policy/trivy.yaml", config="harbor", url=None, build_dir="build",
                  timeout="900"):  # str: see options.int_flag
     """Scan each pushed arch in Harbor, wait, and apply the policy to Harbor's report."""
     from datetime import date
@@ -78,7 +78,7 @@ def _harbor_gate(c, variant="cpu-debian12", policy="policy/trivy.yaml", config="
     problems = gated_records(ws, record)
     if problems:  # a Harbor pass must not stand for images whose own gates were of another build
         raise GateFailure("harbor gate", f"{variant}: the pushed images are not the ones the records gated:\n  "
-                          + "\n  ".join(problems), "gate, scan and push the same build again, then run the Harbor gate")
+                          + "\n  ".join(problems), "gate, scan and push the same build again, then run invoke harbor.scan")
     project, _, repository = record.repository.partition("/")
     client = HarborClient.from_env(load_harbor(config), url, on_retry=on_retry)
     decide = report_decider(load_policy(policy, variant), date.today())
@@ -97,4 +97,4 @@ def _harbor_gate(c, variant="cpu-debian12", policy="policy/trivy.yaml", config="
 
 harbor_tasks.add_task(task(help={**_HARBOR_HELP, "variant": "variant whose push record (build/<variant>/push.json) to scan",
                                  "policy": "policy file (default policy/trivy.yaml)", "build-dir": "where records live",
-                                 "timeout": "seconds to wait for each scan"})(exits_cleanly(_harbor_gate)), name="gate")
+                                 "timeout": "seconds to wait for each scan"})(exits_cleanly(_harbor_scan)), name="scan")

@@ -11,6 +11,9 @@ import invoke
 # letter got `--` as its short flag.
 SHORT_FLAGS = {"variant": "v", "arch": "a", "out": "o", "json": "j"}
 
+# Tasks renamed for what they do; the old names still run (not listed), with a note.
+RENAMED = {"gate": "scan-report", "harbor.gate": "harbor.scan"}
+
 
 class FlagsTask(invoke.Task):
     """Every parameter is a flag: invoke made each one without a default a positional, which then
@@ -62,13 +65,16 @@ def pick(m, ids, every):
     return m.select(ids)
 
 
-def arches_flag(v, value):
-    """--arch: one arch, 'all' of the variant's, or (default) this machine's."""
-    from rapidship.imagebuild.base import host_arch
+ARCH_DEFAULT = "default: the arches built for the variant, else this machine's"
+
+
+def arches_flag(v, value, ws=None):
+    """--arch: one arch, 'all' of the variant's, or (default) Workspace.default_arches: the one rule."""
+    from rapidship.records import Workspace
 
     if value == "all":
         return list(v.arches)
-    return [arch_flag(value or host_arch())]
+    return [arch_flag(value)] if value else (ws or Workspace()).default_arches(v)
 
 
 def arch_flag(value):
@@ -111,6 +117,11 @@ def bad_flags_exit_2(project_root=None) -> None:
             raise Exit(f"error: invoke runs in {Path.cwd()}, not in the project root {project_root}\n"
                        f"  fix: cd {project_root} (the tasks read variants.yaml, templates/ and build/ there)", code=2)
         tokens = list(self.core.unparsed)
+        if tokens and tokens[0] in RENAMED:
+            import sys
+
+            print(f"note: invoke {tokens[0]} is now invoke {RENAMED[tokens[0]]}", file=sys.stderr)
+            tokens[0] = self.core.unparsed[0] = RENAMED[tokens[0]]
         if tokens and {"-h", "--help"} & set(tokens[1:]):   # `invoke TASK --help`: a positional took it
             self.parser = self._make_parser()                # as its value, or a task's -h was another flag
             if tokens[0] in self.parser.contexts:

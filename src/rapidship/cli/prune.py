@@ -46,8 +46,9 @@ def prune(c, path=None, keep=None, more=None, out=None, record="build/prune/prun
                                 "variants-file": "the matrix (default variants.yaml)"})
 @exits_cleanly
 def device_code(c, variant="cuda12-debian12", arch="amd64", variants_file="variants.yaml"):
-    """Record which GPUs the locked wheels carry device code for (from the built image's prune record),
-    beside the lock, so render refuses a gpu_archs GPU they cannot run on."""
+    """Record which GPUs the locked wheels carry device code for.
+    Read from the built image's prune record and written beside the lock, so render refuses a
+    gpu_archs GPU they cannot run on."""
     import json
     from pathlib import Path
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rapidship.cli.options import task
 
 from rapidship import console
-from rapidship.cli.options import VARIANTS_HELP
+from rapidship.cli.options import ARCH_DEFAULT, VARIANTS_HELP
 from rapidship.cli.sign import ONLINE_KEYS_HELP, TRUST_HELP, tuf_gate
 from rapidship.errors import exits_cleanly
 from rapidship.records import Workspace
@@ -18,8 +18,7 @@ from rapidship.records import Workspace
             "the record says so and promote refuses it)", "build-dir": "where build/<variant>/ records live",
             "harbor-config": "harbor configuration directory", "key": "sign after the push with this key "
             "(default $RAPIDSHIP_SIGNING_KEY; see invoke --help sign)", "no-sign": "push without signing (LOUD)",
-            "arch": "push only this arch (repeatable; default: every arch of the variant): the index lists only "
-                    "them (a local run with one built arch)", **ONLINE_KEYS_HELP, **VARIANTS_HELP}, iterable=["arch"])
+            "arch": f"push only this arch (repeatable; {ARCH_DEFAULT}): the index lists only them", **ONLINE_KEYS_HELP, **VARIANTS_HELP}, iterable=["arch"])
 @exits_cleanly
 def push(c, variant, registry=None, ca_cert=None, skip_gates=False, build_dir="build", harbor_config="harbor",
          key=None, no_sign=False, arch=None, variants_file="variants.yaml", snapshot_key=None, timestamp_key=None):

@@ -15,7 +15,7 @@ DIR_HELP = {"dir": "where the CA, the credential (env.sh, 0600), the data and th
 
 
 @exits_cleanly
-def _up(c, dir="build/registry", port=None):
+def _up(c, dir="build/registry", port=None, json=False):
     """Start a TLS registry on 127.0.0.1 (throwaway CA, one generated user) in the background."""
     from rapidship.cli.options import int_flag
     from rapidship.publish.loopback import up
@@ -24,8 +24,9 @@ def _up(c, dir="build/registry", port=None):
     console.err.print(f"registry on https://{made.host} (pid {made.pid}); CA and credential in {made.directory}/env.sh\n"
                       f"  . {made.directory}/env.sh   # then: invoke push --registry $RAPIDSHIP_REGISTRY/staging ...\n"
                       "  invoke registry.down       # stops it")
-    console.print_json({"registry": made.host, "pid": made.pid, "env": str(made.directory / "env.sh"),
-                        "ca": str(made.directory / "ca.crt")})
+    if json:
+        console.print_json({"registry": made.host, "pid": made.pid, "env": str(made.directory / "env.sh"),
+                            "ca": str(made.directory / "ca.crt")})
 
 
 @exits_cleanly
@@ -39,5 +40,6 @@ def _down(c, dir="build/registry"):
 
 
 registry_tasks = Collection("registry")
-registry_tasks.add_task(task(name="up", help={**DIR_HELP, "port": "port on 127.0.0.1 (default: a free one)"})(_up))
+registry_tasks.add_task(task(name="up", help={**DIR_HELP, "port": "port on 127.0.0.1 (default: a free one)",
+                                                      "json": "print the host, pid and paths as JSON on stdout"})(_up))
 registry_tasks.add_task(task(name="down", help=DIR_HELP)(_down))

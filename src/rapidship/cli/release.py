@@ -6,7 +6,9 @@ import os
 from pathlib import Path
 
 from rapidship import console
-from rapidship.cli.options import VARIANTS_HELP, arches_flag, task
+from rapidship.cli.options import ARCH_DEFAULT, VARIANTS_HELP, arches_flag, task
+from rapidship.cli.export import MEDIA_HELP
+from rapidship.cli.scan import DB_HELP
 from rapidship.cli.sign import ONLINE_KEYS_HELP
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import ConfigError, GateFailure, exits_cleanly
@@ -14,7 +16,7 @@ from rapidship.records import Workspace
 
 
 @task(name="release",
-      help={"variant": "variant id", "arch": "amd64, arm64 or all (default: this machine's arch)",
+      help={"variant": "variant id", "arch": f"amd64, arm64 or all ({ARCH_DEFAULT})",
             "since": "a delta disc: the previous release's export.json, export folder, volume or ISO",
             "out": "folder of the disc, new or empty (default build/<variant>/disc-<what it carries>)",
             "registry": "HOST[:PORT]/PROJECT to push to (default $RAPIDSHIP_REGISTRY/staging)",
@@ -22,17 +24,17 @@ from rapidship.records import Workspace
                    "$RAPIDSHIP_SIGNING_PASSWORD",
             "public-key": "cosign.pub the disc must verify with (default $RAPIDSHIP_SIGNING_PUBLIC_KEY, else the "
                           ".pub beside --key)",
-            "policy": "trivy policy file (default policy/trivy.yaml)", "media": "disc size, as for export (default dvd)",
-            "cache-dir": "as for scan", "skip-db-update": "as for scan", "offline-scan": "as for scan",
-            "trivy": "as for scan", "report-out": "folder of the report (default build/report)", **ONLINE_KEYS_HELP,
+            "policy": "trivy policy file (default policy/trivy.yaml)", "media": f"disc size: {MEDIA_HELP}",
+            **DB_HELP, "report-out": "folder of the report (default build/report)", **ONLINE_KEYS_HELP,
             **VARIANTS_HELP})
 @exits_cleanly
 def release(c, variant, arch=None, since=None, out=None, registry=None, key=None, public_key=None,
             policy="policy/trivy.yaml", media="dvd", cache_dir=None, skip_db_update=False, offline_scan=False,
             trivy=None, report_out="build/report", variants_file="variants.yaml", snapshot_key=None, timestamp_key=None):
-    """Build, gates, scan, push, smoke, sign, export, export-verify, report: each stage skipped while what its record
-    says still holds, the first that says no stops the chain (run it again to resume there); then the release's one
-    verdict, the report page's words; writes build/<variant>/release.json."""
+    """Run every stage of a release in order, skipping those whose record still holds.
+    The stages: build, gates, scan, push, smoke, sign, export, export-verify, report. The first that
+    says no stops the chain (run it again to resume there); then the release's one verdict, the report
+    page's words; writes build/<variant>/release.json."""
     from rapidship.release.current import Release
     from rapidship.release.plan import rows
     from rapidship.release.run import release as run_release
@@ -47,8 +49,11 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
     key = key or configured_key()
     if not key:
         raise ConfigError("--key", "no signing key", "pass --key cosign.key or set RAPIDSHIP_SIGNING_KEY")
+    from rapidship.stages.publish import signer_for
+
+    signer = signer_for(key)  # a missing or locked --key is named before its public half is looked for beside it
     public_key = public_key or os.environ.get("RAPIDSHIP_SIGNING_PUBLIC_KEY") or _beside(key)
-    _usable(key, public_key)
+    _usable(signer, key, public_key)
     from rapidship.stages.publish import online_for
 
     online_for(Workspace(), snapshot_key, timestamp_key)  # a trust repository's online keys open before any stage
@@ -93,12 +98,11 @@ def _beside(key: str) -> str:
     return str(pub)
 
 
-def _usable(key: str, public_key: str) -> None:
-    """The key opens (its password is right) and --public-key is its public half: checked before any stage."""
-    from rapidship.stages.publish import signer_for
+def _usable(signer, key: str, public_key: str) -> None:
+    """--public-key is the public half of the opened key: checked before any stage."""
     from rapidship.sign.keys import fingerprint, load_public
 
-    signer, public = signer_for(key), load_public(public_key, "--public-key")
+    public = load_public(public_key, "--public-key")
     if fingerprint(signer.public_key()) != fingerprint(public):
         raise ConfigError("--public-key", f"{public_key} is not the public half of {key}",
                           "pass the cosign.pub made with that key (invoke keys.generate writes both)")

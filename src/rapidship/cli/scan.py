@@ -7,7 +7,7 @@ from pathlib import Path
 from rapidship.cli.options import task
 
 from rapidship import console
-from rapidship.cli.options import VARIANTS_HELP, arch_flag
+from rapidship.cli.options import ARCH_DEFAULT, VARIANTS_HELP, arch_flag, arches_flag
 from rapidship.config.matrix import load_matrix
 from rapidship.errors import exits_cleanly
 from rapidship.stages.scan import _policy, _verdict
@@ -20,32 +20,46 @@ TRIVY_HELP = {
 }
 
 
+DB_HELP = {"cache-dir": "trivy cache dir holding db/ (default $TRIVY_CACHE_DIR or ~/.cache/trivy)",
+           "skip-db-update": "use the DB in the cache dir; never download",
+           "offline-scan": "no network lookups during the scan",
+           "trivy": TRIVY_HELP["trivy"]}
+
+
 @task(help={"variant": "variant id: scans its built image and its rendered Dockerfile",
-            "arch": "amd64 or arm64 (default: this machine's)", "image": "scan this image ref instead",
+            "arch": f"amd64, arm64 or all, with --variant ({ARCH_DEFAULT})", "image": "scan this image ref instead",
             "tar": "scan a `docker save` tar instead",
             "dockerfile": "also run trivy's misconfiguration checks on this Dockerfile (default with --variant: the rendered one)",
-            "cache-dir": "trivy cache dir holding db/ (default $TRIVY_CACHE_DIR or ~/.cache/trivy)",
             "db-repository": "OCI repository of the trivy DB, e.g. a Harbor mirror",
-            "skip-db-update": "use the DB in the cache dir; never download", "offline-scan": "no network lookups during the scan",
-            **TRIVY_HELP, **VARIANTS_HELP})
+            **DB_HELP, **TRIVY_HELP, **VARIANTS_HELP})
 @exits_cleanly
 def scan(c, variant=None, arch=None, image=None, tar=None, dockerfile=None, policy="policy/trivy.yaml", out=None, trivy=None,
          cache_dir=None, db_repository=None, skip_db_update=False, offline_scan=False, variants_file="variants.yaml"):
     """Scan an image with trivy (vulnerabilities, secrets, Dockerfile misconfigurations) and apply the policy."""
+    from rapidship.errors import ConfigError
     from rapidship.stages.scan import scan as scan_stage
 
-    scan_stage(variant, arch_flag(arch).value if arch else None, image, tar, dockerfile, policy, out, trivy, cache_dir,
-               db_repository, skip_db_update, offline_scan, variants_file)
+    if variant and not (image or tar):   # the variant's built images: --arch's one rule picks them
+        arches = [a.value for a in arches_flag(load_matrix(variants_file).get(variant), arch)]
+    else:
+        arches = [arch_flag(arch).value if arch else None]
+    if len(arches) > 1 and out:
+        raise ConfigError("--out", f"one folder for the scans of {len(arches)} arches ({', '.join(arches)})",
+                          "leave --out out (each lands in build/<variant>/scan-<arch>), or pass --arch ARCH")
+    for a in arches:
+        scan_stage(variant, a, image, tar, dockerfile, policy, out, trivy, cache_dir, db_repository, skip_db_update,
+                   offline_scan, variants_file)
 
 
 @task(help={"report": "trivy JSON report (trivy image --format json, ideally with --list-all-pkgs)",
             "config-report": "trivy JSON of `trivy config` on the Dockerfile (optional)",
             "variant": "variant id whose policy override applies", **TRIVY_HELP,
-            "out": "directory for the outputs and decision.json (default: the report's directory)", **VARIANTS_HELP})
+            "out": "directory for the outputs and decision.json (default: the report's directory)", **VARIANTS_HELP},
+      name="scan-report")
 @exits_cleanly
-def gate(c, report=None, config_report=None, policy="policy/trivy.yaml", variant=None, out=None, trivy=None,
+def scan_report(c, report=None, config_report=None, policy="policy/trivy.yaml", variant=None, out=None, trivy=None,
          variants_file="variants.yaml"):
-    """Apply the policy to an existing trivy JSON report; writes the same outputs as scan."""
+    """Apply the policy to a trivy JSON report made elsewhere; writes the same outputs as scan."""
     from rapidship.errors import ConfigError
     from rapidship.gates.scan import gate as run_gate, trivy_binary
 

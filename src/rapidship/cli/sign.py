@@ -27,7 +27,7 @@ ONLINE_KEYS_HELP = {"snapshot-key": "with a trust repository (invoke trust.init)
 
 
 @exits_cleanly
-def _generate(c, out):
+def _generate(c, out, json=False):
     """Make an ECDSA P-256 key pair in cosign's format; the password comes from $RAPIDSHIP_SIGNING_PASSWORD."""
     from pathlib import Path
 
@@ -36,11 +36,14 @@ def _generate(c, out):
     key, pub = make(Path(out))
     console.err.print(f"private key -> {key} (encrypted, mode 0600: keep it off images and discs)")
     console.err.print(f"public key  -> {pub} (give it to the sites out of band)")
-    console.print_json({"private_key": str(key), "public_key": str(pub), "fingerprint": fingerprint(load_public(pub))})
+    console.err.print(f"fingerprint {fingerprint(load_public(pub))}")
+    if json:
+        console.print_json({"private_key": str(key), "public_key": str(pub), "fingerprint": fingerprint(load_public(pub))})
 
 
 keys_tasks = Collection("keys")  # `invoke keys.generate`; kept off the top level
-keys_tasks.add_task(task(name="generate", help={"out": "directory for cosign.key (0600, encrypted) and cosign.pub"})(
+keys_tasks.add_task(task(name="generate", help={"out": "directory for cosign.key (0600, encrypted) and cosign.pub",
+                                                "json": "print the paths and the fingerprint as JSON on stdout"})(
     _generate))
 
 
@@ -187,8 +190,9 @@ def _trust_init(c, root_key=None, root_threshold=2, targets_key=None, targets_th
 @exits_cleanly
 def _trust_rotate(c, old_root_key=None, root_key=None, root_threshold=None, targets_key=None, targets_threshold=None,
                   snapshot_key=None, timestamp_key=None, build_dir="build"):
-    """Root N+1, signed by a threshold of the old root keys and the new; each role given is held by exactly
-    the keys given (a key left out is revoked), a role not given keeps its keys."""
+    """Rotate keys: write root N+1, signed by a threshold of the old root keys and the new.
+    Each role given is held by exactly the keys given (a key left out is revoked), a role not given
+    keeps its keys."""
     from rapidship.sign import tufmeta
 
     repo = tufmeta.Repo(tufmeta.repo_dir(build_dir))

@@ -226,7 +226,8 @@ else
     || usage "--key $KEY is not a public key (PEM) openssl can read: pass cosign.pub"
   fp="sha256:$(hash_of "$WORK/key.der")"
   [ -n "$KEY_FINGERPRINT" ] || die "the disc names no signing key: it was exported unsigned (load it only with --no-verify); nothing was loaded"
-  [ "$fp" = "$KEY_FINGERPRINT" ] || die "the disc was signed with key $KEY_FINGERPRINT, but --key $KEY is key $fp: pass the public key of whoever signed this disc, or refuse the disc; nothing was loaded"
+  # a valid key of another signer is the operator's input (exit 2), not a damaged disc
+  [ "$fp" = "$KEY_FINGERPRINT" ] || usage "--key: $KEY is key $fp, but this disc was signed with key $KEY_FINGERPRINT; nothing was loaded. Pass --key with the public key of the disc's signer (fingerprint $KEY_FINGERPRINT); if $KEY is the key you were told to expect, this disc is not from your sender: refuse it"
   echo "$IMAGES" | while read -r ref want digest; do
     what="image $ref ($want)"
     [ "$digest" != "-" ] || die "$what was exported unsigned: it cannot be verified against $KEY (load it only with --no-verify); nothing was loaded"

@@ -148,9 +148,11 @@ def check_signatures(checked: "Checked", key: "ec.EllipticCurvePublicKey", key_p
                 for i in checked.images if not i.get("signed_digest")]
     if not disc:
         raise refusal(unsigned or ["the disc names no signing key: it was exported unsigned"])
-    if disc != given:
-        raise refusal([f"the disc was signed with key {disc}, but --key {key_path} is key {given}: "
-                       "pass the public key of whoever signed this disc, or refuse the disc"])
+    if disc != given:  # a valid key of another signer: the operator's input, not a damaged disc
+        raise ConfigError("--key", f"{key_path} is key {given}, but this disc was signed with key {disc}\n"
+                          "nothing was loaded", f"pass --key with the public key of the disc's signer (fingerprint "
+                          f"{disc}); if {key_path} is the key you were told to expect, this disc is not from your "
+                          "sender: refuse it")
     trust = Trust(fingerprint=given)
     src = DirSource(root, where="the disc's signatures/")
     problems = list(unsigned)

@@ -101,6 +101,10 @@ def open_volume(source: str | Path) -> Volume:
                           "pass volume directories, ISO files or the drive holding the disc (/dev/sr0)")
     else:
         raise ConfigError("--from", f"{source} does not exist", "pass volume directories or ISO files")
+    if path.is_dir() and not {MANIFEST, SUMS} & set(files):   # no file of an export at all: the wrong folder
+        raise ConfigError("--from", f"{source} is not a disc: it holds no MANIFEST.json or SHA256SUMS of a volume and "
+                          "no rapidship-*.iso", "pass the folder invoke export --out wrote, one of its volume-NN "
+                          "folders, its ISO files, or the drive holding the disc (/dev/sr0)")
     volume = Volume(str(source), files, label=label)
     cut = _cut_short(path, files) if not path.is_dir() else ""
     if MANIFEST not in files or available(files[MANIFEST]) < files[MANIFEST].length:

@@ -303,7 +303,7 @@ def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws
 
     wanted: list[tuple[str, str, str, str]] = []  # (engine ref, the disc's name for it, variant, flag)
     for v in variants:
-        arches = [arch] if arch else [a.value for a in v.arches]
+        arches = [arch] if arch else [a.value for a in ws.default_arches(v)]   # --arch's one rule
         found = []
         for a in arches:
             ref, name = v.local_ref(a, run_id()), v.ref(a)
@@ -320,11 +320,7 @@ def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws
                     raise GateFailure(f"export --variant {v.id}", f"{ref} is not gated as built:\n  "
                                       + "\n  ".join(problems), "run the gates and the scan on this build, then "
                                       "export; nothing was written")
-            if arch or inspect(ref) is not None:
-                found.append((ref, name, v.id, f"--variant {v.id}" + (f" --arch {arch}" if arch else "")))
-        if not found:
-            raise ConfigError(f"--variant {v.id}", "no image of this variant is in the engine",
-                              f"build it first: invoke build --variant {v.id} --arch amd64")
+            found.append((ref, name, v.id, f"--variant {v.id} --arch {a}"))
         wanted += found
     wanted += [(r, r, "", f"--image {r}") for r in refs]
     if not wanted:
@@ -334,7 +330,8 @@ def resolve_images(variants: Iterable, arch: str | None, refs: Iterable[str], ws
         info = inspect(ref)
         if info is None:
             raise ConfigError(flag, f"{ref} is not in the engine",
-                              f"build it first (invoke build --variant {variant})" if variant else "build or load it first")
+                              f"build it first ({flag.replace('--variant', 'invoke build --variant')})" if variant
+                              else "build or load it first")
         if name not in {i.ref for i in images}:
             images.append(image_record(info, name, variant))
     return images

@@ -1,7 +1,7 @@
 """The trivy gate's edge: find trivy, run it air-gap friendly, write the reports and the record.
 
 `scan` runs `trivy image` (vulnerabilities + secrets, every package listed so the SBOM can be made
-from the same run) and, when a rendered Dockerfile is given, `trivy config` on it; `gate` applies
+from the same run) and, when a rendered Dockerfile is given, `trivy config` on it; `scan-report` applies
 the same policy to reports made elsewhere. Both write into one directory:
 
   trivy.json                        trivy's own JSON (image scan)
@@ -139,17 +139,29 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
-def run_trivy(cmd: list[str], what: str, log: Path) -> None:
+def run_trivy(cmd: list[str], what: str, log: Path, cache_dir: Path | None = None) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
         out.write("$ " + " ".join(cmd) + "\n" + proc.stdout + proc.stderr)
     if proc.returncode != 0:
         lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+        if cache_dir is not None and "failed to download vulnerability DB" in proc.stderr:
+            raise _no_db(cache_dir, lines[-1] if lines else "", log)
         at = next((i for i in range(len(lines) - 1, -1, -1) if "FATAL" in lines[i]), max(len(lines) - 1, 0))
         cause = " ".join(lines[at:at + 4])  # trivy wraps its cause over the following lines
         raise RapidshipError(what, f"trivy failed (exit {proc.returncode}): {cause[:500]}",
                              f"the scan did not complete, so the image is not passed; full log: {log}")
+
+
+def _no_db(cache_dir: Path, detail: str, log: Path) -> RapidshipError:
+    """trivy's own words for a host that cannot reach the DB's registry are a DNS or dial error
+    (`lookup mirror.gcr.io ... no such host`): name the cause, and the flags of the air gap."""
+    return RapidshipError("trivy DB", f"no vulnerability DB in {cache_dir / 'db'} and trivy could not download one "
+                          f"(trivy: {detail.lstrip('* ')[:200]})",
+                          "on an air-gapped host, see docs/scan.md, 'Air gap: the DB from Harbor': pass --cache-dir "
+                          "DIR where db/trivy.db and db/metadata.json are, with --skip-db-update --offline-scan, or "
+                          f"--db-repository HOST/PROJECT/trivy-db (a Harbor mirror); full log: {log}")
 
 
 def trivy_version(binary: str) -> str:
@@ -172,7 +184,7 @@ def scan(target: Target, opts: TrivyOptions, policy: Policy, out_dir: Path, dock
     log.write_text("")
     report = out_dir / TRIVY_JSON
     on_step(f"trivy image (vulnerabilities, secrets) {target.name}")
-    run_trivy(image_command(opts, target, report), f"trivy image {target.name}", log)
+    run_trivy(image_command(opts, target, report), f"trivy image {target.name}", log, opts.cache_dir)
     config_report = None
     if dockerfile is not None:
         on_step(f"trivy config {dockerfile}")

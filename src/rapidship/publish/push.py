@@ -197,9 +197,12 @@ def engine_ids(ws: Workspace, variant: Variant) -> dict[str, str]:
     found = {a: ENGINE.try_inspect(name) for a, name in names.items()}
     missing = [a for a, info in found.items() if info is None or info.get("Architecture") != a]
     if missing:
+        present = [a for a in names if a not in missing]
         raise RapidshipError(f"push {variant.id}", f"no {', '.join(missing)} image in the engine "
-                             f"({', '.join(names[a] for a in missing)}); a manifest list needs every arch",
-                             f"build them: invoke build --variant {variant.id} --arch {missing[0]}")
+                             f"({', '.join(names[a] for a in missing)}); a manifest list needs every arch it names",
+                             (f"push only what is built: invoke push --variant {variant.id} "
+                              + " ".join(f"--arch {a}" for a in present) + "; or " if present else "")
+                             + f"build it: invoke build --variant {variant.id} --arch {missing[0]}")
     return {a: info["Id"] for a, info in found.items() if info is not None}
 
 

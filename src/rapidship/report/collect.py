@@ -23,7 +23,7 @@ from rapidship.report.model import CORRUPT, MISSING, RecordState
 from rapidship.smoke.run import SmokeResult
 
 T = TypeVar("T")
-HARBOR_GATE = "harbor-gate.json"  # build/<variant>/harbor-gate.json, written by `invoke harbor.gate`
+HARBOR_GATE = "harbor-gate.json"  # build/<variant>/harbor-gate.json, written by `invoke harbor.scan`
 EXPORT_RECORD = "export.json"
 # build/smoke/<v>-<a>-cluster<N>[-kill]-uid<uid>.json: the multi-container cluster smoke (smoke.cluster)
 CLUSTER_FILE = re.compile(r"-cluster\d+(-kill)?-uid\d+\.json$")
@@ -111,7 +111,7 @@ def collect(ws: Workspace, variants: list[Variant], export_dirs: list[Path]) -> 
             push=read(ws.push(vid), PushRecord, f"invoke push --variant {vid}", "push record"),
             promote=read(ws.promote(vid), PromoteRecord, f"invoke promote --variant {vid}", "promote record"),
             sign=read(ws.sign(vid), SignRecord, f"invoke sign --variant {vid}", "sign record"),
-            harbor=read(ws.variant_dir(vid) / HARBOR_GATE, HarborGate, f"invoke harbor.gate --variant {vid}",
+            harbor=read(ws.variant_dir(vid) / HARBOR_GATE, HarborGate, f"invoke harbor.scan --variant {vid}",
                         "Harbor gate record"),
             release=read(ws.release(vid), ReleaseRecord, f"invoke release --variant {vid}", "release record")
             if ws.release(vid).exists() else None)

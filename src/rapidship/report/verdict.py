@@ -72,7 +72,7 @@ def verdict(s: Summary) -> Verdict:
                 pending.append(gpu_smoke(row.variant, row.arch))
             elif cell.status == SITE:
                 site.append(Later(cell.detail or column, f"{row.variant} {row.arch}, only the site's Harbor",
-                                  f"invoke harbor.gate --variant {row.variant}"))
+                                  f"invoke harbor.scan --variant {row.variant}"))
             else:
                 blocking.append(f"{column} {LABELS[cell.status]} ({row.variant} {row.arch})")
     for chain in s.releases:

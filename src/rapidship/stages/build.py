@@ -44,6 +44,7 @@ def build(variant, arches, ca_bundle=None, pip_index=None, conda_channel=None, n
 def gates(variant, arches, ca_bundle=None, pip_index=None, reread=False, variants_file="variants.yaml"):
     """Run the image gates (size, labels, user, suid, secrets) on a built image; writes gates-<arch>.json."""
     from rapidship.imagebuild.buildkit import BuildSecrets, read_record
+    from rapidship.gates import figure
     from rapidship.gates.run import run_gates, write_content_record, write_gates_record
     from rapidship.records import Rendered
 
@@ -58,8 +59,8 @@ def gates(variant, arches, ca_bundle=None, pip_index=None, reread=False, variant
             reports, content, judged, how = run_gates(v, built, secrets, rendered.lock_sha256,
                                                       on_gate=lambda g: status.update(f"{built.ref}: gate {g}"),
                                                       facts_root=None if reread else ws.root)
-        console.table(f"gates {built.ref}", ["gate", "result", "why"],
-                      [(r.gate, "PASS" if r.passed else "FAIL", "; ".join(r.reasons) or "-") for r in reports])
+        console.table(f"gates {built.ref}", ["gate", "result", "figure / why"],
+                      [(r.gate, "PASS" if r.passed else "FAIL", figure(r)) for r in reports])
         console.err.print(f"image {how}; record: {write_gates_record(ws, built, reports, judged, how)}; content manifest "
                           f"{content.digest[:19]} ({content.files:,} files) -> {write_content_record(ws, content)}")
         failed += [f"{a.value}:{r.gate}" for r in reports if not r.passed]

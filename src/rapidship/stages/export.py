@@ -113,11 +113,12 @@ def trusted_images(checked, public, key, progress, work, site=None, trust_root=N
     scanning = progress.add_task("read archive", total=size)
     plan = plan_load(checked, lambda n: progress.advance(scanning, n), for_docker)
     if trust:
-        console.err.print(f"verified {len(trust.images)} image(s) with key {trust.fingerprint[:19]}: signature, SBOM "
-                          "and provenance attestations, signed names and release")
-    console.err.print(f"found every config and layer of {len(plan.images)} image(s) by content; the loader gets an "
-                      f"archive written from them alone ({plan.ignored} other member(s) of the disc's archive are "
-                      "not passed on)")
+        console.err.print(f"verified {console.counted(len(trust.images), 'image')} with key {trust.fingerprint[:19]}: "
+                          "signature, SBOM and provenance attestations, signed names and release")
+    console.err.print(f"found every config and layer of {console.counted(len(plan.images), 'image')} by content; the "
+                      f"loader gets an archive written from them alone, without the "
+                      f"{console.counted(plan.ignored, 'other member')} of the disc's archive (docker save's folders, "
+                      "per-layer json, VERSION and tag files: nothing a signature covers)")
     if plan.skipped or plan.from_store or plan.held_images:
         console.err.print(f"delta disc: {plan.skipped} layer(s) the engine holds by chain ID stay in it; "
                           f"{len(plan.from_store)} read from its layer store and "

@@ -21,17 +21,18 @@ def push(variant, registry=None, ca_cert=None, skip_gates=False, build_dir="buil
     from rapidship.sign.keys import KEY_ENV, configured_key
 
     v = load_matrix(variants_file).get(variant)
-    if arches:  # narrowed on purpose: the index then names only these arches, and says so
-        unknown = [a.value for a in arches if a not in v.arches]
-        if unknown:
-            raise ConfigError("--arch", f"{', '.join(unknown)} is not an arch of {variant} "
-                              f"({', '.join(a.value for a in v.arches)})", "pass one of the variant's arches")
+    ws = Workspace(build_dir)
+    arches = arches or ws.default_arches(v)   # --arch's one rule: what was built, else this machine's
+    unknown = [a.value for a in arches if a not in v.arches]
+    if unknown:
+        raise ConfigError("--arch", f"{', '.join(unknown)} is not an arch of {variant} "
+                          f"({', '.join(a.value for a in v.arches)})", "pass one of the variant's arches")
+    if set(arches) != set(v.arches):  # the index then names only these arches, and says so
         v = v.model_copy(update={"arches": tuple(a for a in v.arches if a in arches)})
         console.err.print(f"[yellow]note: --arch: the index of {variant} lists only "
                           f"{', '.join(a.value for a in v.arches)}[/]")
     target = registry or registry_defaults(harbor_config, "staging")
     host, _ = split_repository(target)
-    ws = Workspace(build_dir)
     key = key or configured_key()
     signer = signer_for(key) if key and not no_sign else None  # a wrong password stops before anything is pushed
     online = online_for(ws, snapshot_key, timestamp_key) if signer else None  # so do missing online keys
@@ -40,7 +41,8 @@ def push(variant, registry=None, ca_cert=None, skip_gates=False, build_dir="buil
                           log=console.err.print)
     path = write_record(ws, record)
     console.err.print(f"pushed {host}/{record.repository}:{record.tag}@{record.index_digest} "
-                      f"({len(record.arches)} arches, {record.retries} retries, {record.seconds}s) -> {path}")
+                      f"({console.counted(len(record.arches), 'arch', 'arches')}, "
+                      f"{console.counted(record.retries, 'retry', 'retries')}, {record.seconds}s) -> {path}")
     if signer is None:
         why = "--no-sign" if no_sign else f"no signing key configured ({KEY_ENV} or --key)"
         console.err.print(f"[bold red]WARNING: NOT SIGNED: {why}. promote, Harbor's cosign enforcement and the "
@@ -145,5 +147,5 @@ def sign_pushed(ws, record, signer, ca_cert, online):
         version = tufmeta.release(repo, targets, [tufmeta.KeySigner(signer)], *online, keep=True)
         console.err.print(f"TUF: targets version {version} binds {len(targets)} name(s) -> {repo.meta}")
     console.err.print(f"signed {record.registry}/{record.repository}@{record.index_digest[:19]} and "
-                      f"{len(done.arches)} arch image(s) with {done.key_fingerprint[:19]} ({done.seconds}s) -> {path}")
+                      f"{console.counted(len(done.arches), 'arch image')} with {done.key_fingerprint[:19]} ({done.seconds}s) -> {path}")
     return done

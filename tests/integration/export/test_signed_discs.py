@@ -103,7 +103,7 @@ def test_import_with_the_key_verifies_then_loads_identical_images(signed, absent
     assert report["verified_with"] == signed["fingerprint"] and report["verification"] == "signatures"
     assert {x["ref"]: x["image_id"] for x in report["loaded"]} == {signed["refs"][a]: signed["ids"][a] for a in ARCHES}
     assert all(image_id(signed["refs"][a]) == signed["ids"][a] for a in ARCHES)
-    assert "verified 2 image(s)" in proc.stderr
+    assert "verified 2 images" in proc.stderr
 
 
 def test_import_without_a_key_is_refused_before_reading_anything(signed, absent):
@@ -122,12 +122,26 @@ def test_no_verify_loads_and_says_what_it_skipped(signed, absent):
     assert all(image_id(signed["refs"][a]) == signed["ids"][a] for a in ARCHES)
 
 
-def test_another_key_is_refused_naming_both_fingerprints(signed, absent):
+def test_another_signers_key_is_the_operators_input_naming_the_key_given_and_the_signer(signed, absent):
+    # a valid key of someone else is a wrong --key (exit 2), not a damaged disc (exit 1, "ask for a new disc")
     proc = run(signed["env"], "import", *from_args(signed["isos"]), "--key", str(signed["other"]))
     message = error_of(proc)
-    assert proc.returncode == 1
-    assert signed["fingerprint"] in message and signed["other_fingerprint"] in message and "nothing was loaded" in message
+    assert proc.returncode == 2
+    assert f"--key: {signed['other']} is key {signed['other_fingerprint']}" in message
+    assert f"signed with key {signed['fingerprint']}" in message and "nothing was loaded" in message
+    assert "new one" not in message and "replace the named volume" not in message
     assert signed.nothing_loaded()
+
+
+@pytest.mark.parametrize("task", ["import", "export-verify"])
+def test_a_folder_that_is_not_a_disc_says_so(signed, task, tmp_path):
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not a disc\n")
+    proc = run(signed["env"], task, "--from", str(folder), "--key", str(signed["pub"]))
+    message = error_of(proc)
+    assert proc.returncode == 2 and f"--from: {folder} is not a disc" in message
+    assert "replace the named volume" not in message and "damaged" not in message
 
 
 @pytest.fixture
@@ -189,7 +203,9 @@ def test_export_verify_takes_the_key_the_same_way(signed):
     proc = run(signed["env"], "export-verify", "--from", str(signed["out"]))
     assert proc.returncode == 2 and "--key" in error_of(proc)
     proc = run(signed["env"], "export-verify", "--from", str(signed["out"]), "--key", str(signed["other"]))
-    assert proc.returncode == 1 and signed["other_fingerprint"] in error_of(proc)
+    message = error_of(proc)
+    assert proc.returncode == 2 and f"--key: {signed['other']} is key {signed['other_fingerprint']}" in message
+    assert f"signed with key {signed['fingerprint']}" in message
 
 
 # ---- install.sh ----------------------------------------------------------------------------------
@@ -217,7 +233,7 @@ def test_install_sh_without_a_key_refuses_and_no_verify_says_what_it_skipped(sig
 
 def test_install_sh_refuses_another_key_naming_both_fingerprints(signed, absent):
     proc = install(signed, signed["dirs"], "--key", str(signed["other"]))
-    assert proc.returncode == 1
+    assert proc.returncode == 2 and "refuse the disc" not in proc.stderr   # the operator's input, as in invoke import
     assert signed["fingerprint"] in proc.stderr and signed["other_fingerprint"] in proc.stderr
     assert "loading into docker" not in proc.stderr and signed.nothing_loaded()
 

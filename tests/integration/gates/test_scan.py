@@ -173,7 +173,7 @@ def test_gate_passes_with_a_valid_allowlist_entry(cpu_image, trivy_cache, tmp_pa
 def test_gate_fails_again_when_the_allowlist_entry_has_expired(default_scan, tmp_path):
     _, scanned = default_scan
     policy = write_policy(tmp_path / "p.yaml", ignore_unfixed=True, allow_until=date.today() - timedelta(days=1))
-    proc = invoke("gate", "--report", str(scanned / "trivy.json"), "--policy", str(policy), "--out", str(tmp_path / "out"),
+    proc = invoke("scan-report", "--report", str(scanned / "trivy.json"), "--policy", str(policy), "--out", str(tmp_path / "out"),
                   check=False)
     assert proc.returncode == 1
     rec = record(tmp_path / "out")
@@ -185,12 +185,12 @@ def test_gate_fails_again_when_the_allowlist_entry_has_expired(default_scan, tmp
 def test_ignore_unfixed_decides_the_unfixed_finding(default_scan, tmp_path):
     _, scanned = default_scan
     valid = date.today() + timedelta(days=30)
-    strict = invoke("gate", "--report", str(scanned / "trivy.json"), "--out", str(tmp_path / "strict"),
+    strict = invoke("scan-report", "--report", str(scanned / "trivy.json"), "--out", str(tmp_path / "strict"),
                     "--policy", str(write_policy(tmp_path / "s.yaml", allow_until=valid)), check=False)
     assert strict.returncode == 1
     reasons = record(tmp_path / "strict")["reasons"]
     assert len(reasons) == 1 and "CVE-2099-1002" in reasons[0] and "no fix published" in reasons[0]
-    lenient = invoke("gate", "--report", str(scanned / "trivy.json"), "--out", str(tmp_path / "lenient"),
+    lenient = invoke("scan-report", "--report", str(scanned / "trivy.json"), "--out", str(tmp_path / "lenient"),
                      "--policy", str(write_policy(tmp_path / "l.yaml", ignore_unfixed=True, allow_until=valid)), check=False)
     assert lenient.returncode == 0, lenient.stderr
 
@@ -210,7 +210,7 @@ def test_scan_fails_closed_without_a_usable_db(cpu_image, trivy_cache, tmp_path,
                   "--out", str(out), check=False)
     assert proc.returncode == 2, proc.stderr
     message = " ".join(proc.stderr.split())
-    expected = {"no-db": "no vulnerability DB in", "download-impossible": "failed to download vulnerability DB",
+    expected = {"no-db": "no vulnerability DB in", "download-impossible": "and trivy could not download one",
                 "corrupt-db": "trivy failed"}[case]
     assert expected in message and "Traceback" not in proc.stderr
     assert not (out / "decision.json").exists()
@@ -234,10 +234,10 @@ def test_gate_fails_closed_on_an_unreadable_report(tmp_path, content):
     report = tmp_path / "trivy.json"
     report.write_bytes(content)
     (tmp_path / "decision.json").write_text('{"passed": true}')  # left over from an earlier run
-    proc = invoke("gate", "--report", str(report), check=False)
+    proc = invoke("scan-report", "--report", str(report), check=False)
     assert proc.returncode == 2 and "not a trivy JSON report" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "decision.json").exists()
-    missing = invoke("gate", "--report", str(tmp_path / "absent.json"), check=False)
+    missing = invoke("scan-report", "--report", str(tmp_path / "absent.json"), check=False)
     assert missing.returncode == 2 and "cannot be read" in missing.stderr
 
 

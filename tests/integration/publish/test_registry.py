@@ -185,10 +185,10 @@ def test_gates_fail_closed_and_skip_is_loud(registry, tiny, env, tmp_path):
     target = f"{registry.host}/{project()}"
     reg, repo = direct(registry), f"{target.split('/', 1)[1]}/{name}"
 
-    gates(build, amd64=True)  # arm64 has no gate record
-    proc = run(env, *push_args(variants, target, build))
+    gates(build, amd64=True)  # arm64 has no gate record (nor a build record: named, it is pushed on purpose)
+    proc = run(env, *push_args(variants, target, build, "--arch", "amd64", "--arch", "arm64"))
     assert proc.returncode == 1 and "gates-arm64.json: no gate record" in proc.stderr and "Traceback" not in proc.stderr
-    assert "invoke gates --variant cpu-debian12" in proc.stderr   # the task that exists (was `invoke gate`)
+    assert "invoke gates --variant cpu-debian12" in proc.stderr   # the task that exists (was `invoke scan-report`)
     gates(build, amd64=True, arm64=False)
     proc = run(env, *push_args(variants, target, build))
     assert proc.returncode == 1 and "gates-arm64.json: passed is false" in proc.stderr
@@ -203,7 +203,7 @@ def test_gates_fail_closed_and_skip_is_loud(registry, tiny, env, tmp_path):
     assert proc.returncode == 1 and "skipped its gates" in proc.stderr
 
 
-def test_every_arch_must_exist(registry, tiny, env, tmp_path):
+def test_every_arch_named_must_exist_and_the_built_ones_are_proposed(registry, tiny, env, tmp_path):
     variants, name = tiny
     only_amd = f"rapidship-test-{uuid.uuid4().hex[:10]}/half"
     subprocess.run(["docker", "tag", tiny_ref(name, "amd64"), tiny_ref(only_amd, "amd64")], check=True)
@@ -215,9 +215,12 @@ def test_every_arch_must_exist(registry, tiny, env, tmp_path):
 
         amd = tiny_ref(only_amd, "amd64")  # built and gated; the arm64 half never was
         write_gated(build, VARIANT, {"amd64": (amd, engine_id(amd))}, lock="5e" * 32)
-        proc = run(env, *push_args(half, f"{registry.host}/{project()}", build))
-        assert proc.returncode == 2 and "no arm64 image in the engine" in proc.stderr
-        assert "a manifest list needs every arch" in proc.stderr
+        # without --arch push takes what was built (amd64); an arm64 named on purpose must exist
+        proc = run(env, *push_args(half, f"{registry.host}/{project()}", build), "--arch", "amd64", "--arch", "arm64")
+        message = " ".join(proc.stderr.split())
+        assert proc.returncode == 2 and "no arm64 image in the engine" in message
+        assert "a manifest list needs every arch it names" in message
+        assert f"push only what is built: invoke push --variant {VARIANT} --arch amd64" in message
     finally:
         subprocess.run(["docker", "rmi", tiny_ref(only_amd, "amd64")], capture_output=True)
 

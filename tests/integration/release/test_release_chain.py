@@ -135,7 +135,7 @@ def test_the_release_and_its_page_say_one_verdict_in_the_same_words(first, proje
     page = (project[0] / "build" / "report" / "index.html").read_text()
     said = re.search(r'id="verdict">\s*<b>\S+ ([^<]+)</b>', page).group(1)
     assert said == "released"
-    harbor = f"invoke harbor.gate --variant {CPU_VARIANT}"
+    harbor = f"invoke harbor.scan --variant {CPU_VARIANT}"
     assert harbor in proc.stderr and harbor in page
 
 

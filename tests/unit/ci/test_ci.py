@@ -211,7 +211,7 @@ def test_build_jobs_run_on_arch_runners_with_rootless_buildkit(matrix):
 def test_harbor_scans_what_was_pushed_before_promotion(matrix):
     doc = ci.pipeline(matrix, ci.production())
     job = doc["harbor-gate:cpu-debian12"]
-    assert job["needs"][0] == "push:cpu-debian12" and job["script"] == ["invoke harbor.gate --variant cpu-debian12"]
+    assert job["needs"][0] == "push:cpu-debian12" and job["script"] == ["invoke harbor.scan --variant cpu-debian12"]
     # the records it checks against the pushed image come with it (build, gates, scan of every arch)
     assert {"build:cpu-debian12:amd64", "gates:cpu-debian12:arm64", "scan:cpu-debian12:amd64"} <= set(job["needs"])
     # the robot of the ref: `ci` on protected refs, `mr` elsewhere (the other file), as the Harbor API user

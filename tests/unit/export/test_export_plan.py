@@ -180,12 +180,15 @@ def test_checker_names_a_manifest_edited_to_claim_another_volume(tmp_path):
     assert "given twice" not in err.value.message
 
 
-def test_checker_refuses_a_directory_that_is_no_volume(tmp_path):
-    from rapidship.errors import GateFailure
+def test_a_directory_that_is_no_volume_is_the_operators_input_not_damage(tmp_path):
+    from rapidship.errors import ConfigError, GateFailure
     from rapidship.export.verify import verify
 
     (tmp_path / "stray").mkdir()
     (tmp_path / "stray" / "notes.txt").write_text("hello")
+    with pytest.raises(ConfigError, match="is not a disc: it holds no MANIFEST.json"):
+        verify([str(tmp_path / "stray")])
+    (tmp_path / "stray" / "SHA256SUMS").write_text("")   # a volume that lost its MANIFEST.json: damage
     with pytest.raises(GateFailure, match="no MANIFEST.json: not a volume of a rapidship export"):
         verify([str(tmp_path / "stray")])
 

@@ -147,10 +147,12 @@ def test_the_payload_files_are_what_openssl_verifies(pair, signer, tmp_path):
     assert "sha256:" + _sha(der_key) == fingerprint(signer.public_key())
 
 
-def test_another_key_is_refused_naming_both_fingerprints(pair, signer, tmp_path):
+def test_another_key_is_the_operators_input_naming_both_fingerprints(pair, signer, tmp_path):
+    from rapidship.errors import ConfigError
+
     volume, _ = disc(tmp_path, list(pair), signer, archive_v1(*pair))
     other = ec.generate_private_key(ec.SECP256R1()).public_key()
-    with pytest.raises(GateFailure) as err:
+    with pytest.raises(ConfigError) as err:   # exit 2: a valid key of another signer is not damage
         import_check(volume, other, tmp_path)
     assert fingerprint(signer.public_key()) in err.value.message and fingerprint(other) in err.value.message
     assert "nothing was loaded" in err.value.message

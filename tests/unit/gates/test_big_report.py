@@ -39,7 +39,7 @@ def test_a_200k_finding_report_prints_a_bounded_summary_and_records_everything(t
     policy = tmp_path / "trivy.yaml"
     policy.write_text("defaults:\n  max_allowlist_days: 30000\n  allowlist:\n" + "".join(
         f"    - {{id: CVE-2099-{i}, reason: accepted for this test, expires: 2099-01-01}}\n" for i in range(1, 5001, 100)))
-    proc = invoke("gate", "--report", str(report), "--policy", str(policy), "--out", str(tmp_path / "out"), check=False)
+    proc = invoke("scan-report", "--report", str(report), "--policy", str(policy), "--out", str(tmp_path / "out"), check=False)
     assert proc.returncode == 1, proc.stderr[-2000:]
     printed = proc.stdout + proc.stderr
     assert len(printed.encode()) < 5000, f"{len(printed.encode())} bytes printed"

@@ -121,7 +121,7 @@ def test_a_password_given_alone_is_found_in_a_docker_config_auth_of_any_user(use
 
 
 def test_a_decision_goes_only_into_its_own_variants_folder(tmp_path):
-    """`invoke gate --variant X --out build/Y/scan-amd64` wrote X's decision where Y's is read."""
+    """`invoke scan-report --variant X --out build/Y/scan-amd64` wrote X's decision where Y's is read."""
     import json
 
     from support.commands import invoke
@@ -130,11 +130,11 @@ def test_a_decision_goes_only_into_its_own_variants_folder(tmp_path):
     report.write_text(json.dumps({"SchemaVersion": 2, "ArtifactName": "img", "ArtifactType": "container_image",
                                   "Metadata": {"OS": {"Family": "debian", "Name": "12"}}, "Results": []}))
     other = tmp_path / "build" / "cuda12-debian12" / "scan-amd64"
-    proc = invoke("gate", "--report", str(report), "--variant", "cpu-debian12", "--out", str(other), check=False)
+    proc = invoke("scan-report", "--report", str(report), "--variant", "cpu-debian12", "--out", str(other), check=False)
     assert proc.returncode == 2 and "is cuda12-debian12's scan folder" in proc.stderr, proc.stderr
     assert not (other / "decision.json").exists()
     mine = tmp_path / "build" / "cpu-debian12" / "scan-amd64"
-    assert invoke("gate", "--report", str(report), "--variant", "cpu-debian12", "--out", str(mine),
+    assert invoke("scan-report", "--report", str(report), "--variant", "cpu-debian12", "--out", str(mine),
                   check=False).returncode in (0, 1)
     assert (mine / "decision.json").is_file()
 

@@ -1,4 +1,4 @@
-"""Property: whatever `invoke gate --report` is handed (any JSON, any bytes, a valid report with one
+"""Property: whatever `invoke scan-report --report` is handed (any JSON, any bytes, a valid report with one
 part dropped or changed), reading it ends in a RapidshipError or in a report the whole gate
 judges without an exception: findings, facts, decision, GitLab report, record and the printout."""
 

@@ -242,7 +242,7 @@ def test_invoke_gate_prints_one_error_and_exits_2(tmp_path, content, words):
     report = tmp_path / "trivy.json"
     report.write_bytes(content)
     (tmp_path / "decision.json").write_text('{"passed": true}')  # left over from an earlier run
-    proc = invoke("gate", "--report", str(report), check=False)
+    proc = invoke("scan-report", "--report", str(report), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.count("error:") == 1 and str(report) in proc.stderr and words in proc.stderr
     assert "fix:" in proc.stderr and not (tmp_path / "decision.json").exists()
@@ -253,7 +253,7 @@ def test_invoke_gate_names_a_bad_expiry(tmp_path):
     report.write_text(json.dumps(GOOD))
     policy.write_text("defaults:\n  allowlist:\n    - id: CVE-2099-1\n      reason: not reachable from the API\n"
                       "      expires: 2027-13-45\n")
-    proc = invoke("gate", "--report", str(report), "--policy", str(policy), check=False)
+    proc = invoke("scan-report", "--report", str(report), "--policy", str(policy), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert f"{policy}: defaults.allowlist[0].expires" in proc.stderr and "YYYY-MM-DD" in proc.stderr
 

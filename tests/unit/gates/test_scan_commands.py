@@ -87,7 +87,7 @@ def test_a_trivy_flag_that_does_not_work_is_named_not_skipped(tmp_path):
                                   "Results": [{"Target": "img:1 (debian 12)", "Class": "os-pkgs"}]}))
     not_a_tool = tmp_path / "trivy"
     not_a_tool.write_text("not a program")  # not executable
-    run = subprocess.run(["invoke", "gate", "--report", str(report), "--trivy", str(not_a_tool)], cwd=root,
+    run = subprocess.run(["invoke", "scan-report", "--report", str(report), "--trivy", str(not_a_tool)], cwd=root,
                          capture_output=True, text=True, check=False)
     assert run.returncode == 2 and "--trivy" in run.stderr and "is not an executable file" in run.stderr
     assert not (tmp_path / "decision.json").exists()

@@ -252,7 +252,7 @@ def test_invoke_list_shows_every_task():
 
 
 def test_scan_gate_with_the_project_policy(contract, double, client, tmp_path):
-    """The Harbor-side gate runs the same policy code as `invoke gate` on Harbor's report."""
+    """The Harbor-side gate runs the same policy code as `invoke scan-report` on Harbor's report."""
     from datetime import date
 
     from rapidship.gates.policy import load_policy, report_decider

@@ -144,7 +144,7 @@ def test_the_page_names_the_scope_once_and_what_only_a_site_runs(records):
     assert "from the push records" in scope and "cpu-debian12 arm64" in scope and "cuda12-ubuntu22" in scope
     assert html.count("cuda12-ubuntu22") == 1  # listed once, not as a row of NOT RUN cells
     assert "<b>\u2713 released</b>" in html  # Harbor's scan is the site's: named with its command, never passed
-    assert "only a site or its Harbor can run: Harbor&#39;s scan" in html and "invoke harbor.gate --variant" in html
+    assert "only a site or its Harbor can run: Harbor&#39;s scan" in html and "invoke harbor.scan --variant" in html
     assert re.search(r'<td class="st site"[^>]*>.*?<b>SITE ONLY</b>', html, re.S)
 
 

@@ -22,7 +22,7 @@ def test_the_task_writes_the_page_pngs_and_summary_and_names_what_is_broken(reco
     assert "not in this release: " in err and "cpu-debian12 arm64 (no push record names it)" in err
     assert "9 build record" not in err
     assert (f"only a site or its Harbor can run: Harbor's scan ({VARIANT} {ARCH}, only the site's Harbor): "
-            f"invoke harbor.gate --variant {VARIANT}") in err
+            f"invoke harbor.scan --variant {VARIANT}") in err
     said = f"not released: user FAIL ({VARIANT} {ARCH}); trivy CORRUPT ({VARIANT} {ARCH})"
     assert f"release: {said}" in err and "1 FAIL" in err and str(out / "index.html") in err
     assert said in (out / "index.html").read_text()  # the page's words

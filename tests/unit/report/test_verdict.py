@@ -20,7 +20,7 @@ def chain(**verdicts: str) -> ReleaseRecord:
 def test_every_check_passed_is_released_and_harbor_is_named_with_its_command(records):
     v = verdict(records.full().summary())
     assert v.words == "released" and v.released
-    assert [x.command for x in v.site] == [f"invoke harbor.gate --variant {VARIANT}"]
+    assert [x.command for x in v.site] == [f"invoke harbor.scan --variant {VARIANT}"]
     assert "only the site's Harbor" in v.site[0].where
 
 
@@ -54,4 +54,4 @@ def test_the_page_says_the_verdict_in_the_same_words(records):
     summary = records.summary()
     html = render(summary, {})
     assert verdict(summary).words in html
-    assert f"invoke harbor.gate --variant {VARIANT}" in html
+    assert f"invoke harbor.scan --variant {VARIANT}" in html

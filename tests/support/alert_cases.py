@@ -374,6 +374,31 @@ def _outside(w) -> dict:
 CASES += (gpus_recorded,)
 
 
+# --- a worker given part of a GPU: the collector exports the share's memory, the rule judges that ---
+def shared_gpus() -> dict:
+    from rapidship.runtime.gpu_share import Quota, on_slice, with_quota
+    from rapidship.runtime.gpu_view import Gpu
+
+    c = Case("a worker on a MIG slice or under a memory quota: what others hold of its share fires though the card "
+             "has room; the same worker judged against the whole card would not")
+    mib = 2**20
+    card = Gpu(0, "NVIDIA H100 80GB HBM3", 80 * GiB, 40 * GiB, True,
+               [{"index": 2, "total": 9856 * mib, "free": 200 * mib, "profile": "1g.10gb", "uuid": "MIG-a"}], 9, 0)
+    on = c.worker("slice", gpus=_view(on_slice(card, card.mig_slices[0])), device_limit=6 * GiB, device_tier=GiB)
+    c.worker("card", gpus=_view(card), device_limit=6 * GiB, device_tier=GiB)   # the card: 50 % used
+    quota = with_quota(Gpu(0, "NVIDIA A100-SXM4-40GB", 40 * GiB, GiB), Quota(30 * GiB, "CUDA_DEVICE_MEMORY_LIMIT=30g", True))
+    q = c.worker("quota", gpus=_view(quota), device_limit=24 * GiB, device_tier=2 * GiB)
+    c.expect("30s", "GpuMemoryFullOutsideDask")
+    c.expect("2m", "GpuMemoryFullOutsideDask", *(
+        alert("GpuMemoryFullOutsideDask", "warning", w, WORKER,
+              OUTSIDE.format(gpu="0", worker=w.name, share=f"{(total - free - own) / (total - own) * 100:.4g}%"), gpu="0")
+        for w, total, free, own in ((on, 9856 * mib, 200 * mib, GiB), (q, 30 * GiB, GiB, 2 * GiB))))
+    return c.test(c.steady(11))
+
+
+CASES += (shared_gpus,)
+
+
 def render(config: Path = SHIPPED) -> str:
     """The whole test file, as `promtool test rules` reads it, its targets labelled as `config` labels them."""
     Case.labelling = scrape_labels.read(config)

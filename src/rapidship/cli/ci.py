@@ -132,8 +132,10 @@ def ci_runners(c, pipeline=None, offline=False, require=None):
                                       "(GET /projects/:id/variables, JSON)"})
 @exits_cleanly
 def ci_variables(c, file=None):
-    """Exit 2 naming each variable that lets a merge-request job see a credential protected or release
-    builds use: not masked, not protected, scoped elsewhere, a mapped name set directly, a shared value."""
+    """Check a project's CI variables: no merge-request job may see a protected build's credential.
+
+    Exits 2 naming each variable that would let it: not masked, not protected, scoped elsewhere, a
+    mapped name set directly, a value shared with a protected one."""
     from rapidship.ci.variables import check
     from rapidship.errors import ConfigError
 

@@ -109,7 +109,7 @@ def test_a_conda_layer_is_measured_per_package_from_its_conda_meta(tmp_path):
     (dist / "METADATA").write_text("Name: Toolz\n\n")
     (dist / "RECORD").write_text("toolz/__init__.py,,\ntoolz-1.0.0.dist-info/RECORD,,\n")
     (layer / "conda-meta").mkdir()
-    (layer / "conda-meta/toolz-1.0.0-pyh0_0.json").write_text(json.dumps({"name": "toolz", "files": [
+    (layer / "conda-meta/toolz-1.0.0-pyh0_0.json").write_text(json.dumps({"name": "toolz", "version": "1.0.0", "build": "pyh0_0", "files": [
         "lib/python3.11/site-packages/toolz/__init__.py", "lib/python3.11/site-packages/toolz-1.0.0.dist-info/METADATA",
         "lib/python3.11/site-packages/toolz-1.0.0.dist-info/RECORD"]}))
     held = measure(layer, "python/small_1")

@@ -48,11 +48,11 @@ FIGURES = [
                                    f"{gb(stored(M, 'max_over_time(rapidship_gpu_memory_used_bytes'))}"),
     ("docs/monitoring.md", lambda: f"was {gb(stored('gpu-metrics-no-rmm-allocator.json', 'max_over_time(rapidship_gpu_memory_used_bytes'), 1)}"),
     ("docs/monitoring.md", lambda: f"its highest, {gb(stored('gpu-metrics-no-rmm-allocator.json', 'max_over_time(rapidship_rmm_allocated_bytes'))}"),
-    ("docs/gpu-smoke.md", lambda: "still held after " + record("gpu-20g-close90-no-gc.json")["notes"][0]
+    ("docs/measurements/gpu-smoke.md", lambda: "still held after " + record("gpu-20g-close90-no-gc.json")["notes"][0]
                                    .split("still held after ")[1].split(" s ")[0] + " s"),
-    ("docs/gpu-smoke.md", lambda: f"{record('gpu-20g-before.json')['stages'][0]['spill_file_bytes'] / 1e9:.1f} GB in "
+    ("docs/measurements/gpu-smoke.md", lambda: f"{record('gpu-20g-before.json')['stages'][0]['spill_file_bytes'] / 1e9:.1f} GB in "
                                   f"{record('gpu-20g-before.json')['stages'][0]['spill_files']} spill files"),
-    ("docs/gpu-smoke.md", lambda: "is above what\n  GPU 0 NVIDIA H200 has (140.40 GiB)"
+    ("docs/measurements/gpu-smoke.md", lambda: "is above what\n  GPU 0 NVIDIA H200 has (140.40 GiB)"
      if "above what GPU 0 NVIDIA H200 has (140.40 GiB)" in record("refused-400gb.json")["problems"][0] else "MISMATCH"),
 ]
 
@@ -78,7 +78,7 @@ def test_the_clean_drains_passed_with_no_note_and_the_cut_one_has_its_note():
 MEASUREMENTS = ROOT / "docs/measurements"
 BYTES = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3}){2,}(?![\d,])")
 GIGABYTES = re.compile(r"(?<![\d.,])(\d+)\.(\d{1,2}) GB\b")
-GUIDES = {"README.md": None, "docs/sizes.md": None, "docs/prune.md": "## ", "docs/gpu-smoke.md": "## "}
+GUIDES = {"README.md": None, "docs/sizes.md": None, "docs/prune.md": "## ", "docs/measurements/gpu-smoke.md": "## "}
 
 
 def recorded_numbers() -> set[int]:

@@ -148,7 +148,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", default="cpu-debian12")
     parser.add_argument("--arch", default="amd64", help="amd64, arm64 or all (both on one disc; image bytes summed)")
-    parser.add_argument("--json", help="also write the figures here (the record docs/benchmarks.md quotes)")
+    parser.add_argument("--json", help="also write the figures here (the record docs/measurements/benchmarks.md quotes)")
     parser.add_argument("--note", default="", help="what else ran on the machine meanwhile (kept in the record)")
     parser.add_argument("--patch", help="PACKAGE==VERSION: a third release, a patch release --since the full one, "
                                         "with that package of the variant's lock pinned to VERSION (from the index)")

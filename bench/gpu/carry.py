@@ -40,7 +40,7 @@ class Job:
 
 JOBS = {job.name: job for job in (
     Job("prune", "pruned device code: RAPIDS wheels pruned to sm_90, then the machine's CUDA 13 libraries too, "
-                 "against cuDF/cuML/cuRAND/cuBLAS answers; sm_80 only refused (docs/gpu-smoke.md, docs/prune.md)",
+                 "against cuDF/cuML/cuRAND/cuBLAS answers; sm_80 only refused (docs/measurements/gpu-smoke.md, docs/prune.md)",
         "parts"),
     Job("forms", "the pruner's newer forms: cuFFT, cuBLASLt and NCCL copies pruned and run, the whole CUDA tree "
                  "pruned in place (ARGS: fft gemm nccl tree; docs/prune.md)", "none"),
@@ -48,9 +48,9 @@ JOBS = {job.name: job for job in (
                  "dtype, epilogues and batches bit-identical; sm_80 only fails loudly (docs/prune.md)", "none"),
     Job("nccl", "libnccl pruned to sm_90 runs NCCL's collectives exactly; sm_80 only refused (docs/prune.md)", "none"),
     Job("round2", "the GPU guard at the first CUDA import, the doctor with the real NVML, the GPU smoke closing "
-                  "cleanly (ONLY=123; docs/gpu-smoke.md)", "dir"),
+                  "cleanly (ONLY=123; docs/measurements/gpu-smoke.md)", "dir"),
     Job("smoke_big", "the spill smoke past the documented sizes: 64 GB CuPy, 300 dask-cudf partitions, refused "
-                     "limits, no worker (STEPS=1,2,3,4; docs/gpu-smoke.md)", "parts"),
+                     "limits, no worker (STEPS=1,2,3,4; docs/measurements/gpu-smoke.md)", "parts"),
     Job("cluster", "the cluster smoke over UCX: N dask cuda workers each under a cgroup cap, the image's job and "
                    "the bench client (docs/cluster.md)", "parts"),
     Job("giants", "which large optional files (numba_cuda_mlir, libnvrtc.alt, ptxas, nvlzcat) cuDF/numba "

@@ -23,7 +23,7 @@ from pathlib import Path
 from support.commands import ROOT
 from support.doc_pages import MARKER, NOT_RUN, PAGES, RUNNABLE, Block, blocks, compare, run_page, runnable
 
-DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "docs/measurements").glob("*.md")])
 COMMANDS = {"invoke", "docker", "docker-compose", "sh", "bash", "python", "python3", "curl", "sudo", "promtool",
             "nvidia-smi", "rapids-doctor", "rapids-smoke", "dask", "export", "cd", "git", "pip", "skopeo", "cosign",
             "trivy", "mount", "xorriso", "genisoimage", "apt", "apt-get", "kubectl"}

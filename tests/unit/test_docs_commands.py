@@ -12,7 +12,7 @@ import pytest
 
 from support.commands import ROOT
 
-DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "docs/measurements").glob("*.md")])
 INVOKE_OWN = {"--help", "-h", "--list", "-l", "--complete", "--echo", "-e", "--dry", "-d"}
 
 
@@ -72,7 +72,7 @@ def check(command: str, flags: dict[str, set[str]]) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_invoke_command_in_the_docs_names_a_task_and_flags_it_takes(doc):
     flags = task_flags()
     bad = [f"{cmd!r}: {why}" for cmd in commands(doc.read_text()) if (why := check(cmd, flags))]

@@ -48,11 +48,11 @@ FIGURES = [
                                    f"{gb(stored(M, 'max_over_time(rapidship_gpu_memory_used_bytes'))}"),
     ("docs/monitoring.md", lambda: f"was {gb(stored('gpu-metrics-no-rmm-allocator.json', 'max_over_time(rapidship_gpu_memory_used_bytes'), 1)}"),
     ("docs/monitoring.md", lambda: f"its highest, {gb(stored('gpu-metrics-no-rmm-allocator.json', 'max_over_time(rapidship_rmm_allocated_bytes'))}"),
-    ("docs/gpu-smoke.md", lambda: "still held after " + record("gpu-20g-close90-no-gc.json")["notes"][0]
+    ("docs/measurements/gpu-smoke.md", lambda: "still held after " + record("gpu-20g-close90-no-gc.json")["notes"][0]
                                    .split("still held after ")[1].split(" s ")[0] + " s"),
-    ("docs/gpu-smoke.md", lambda: f"{record('gpu-20g-before.json')['stages'][0]['spill_file_bytes'] / 1e9:.1f} GB in "
+    ("docs/measurements/gpu-smoke.md", lambda: f"{record('gpu-20g-before.json')['stages'][0]['spill_file_bytes'] / 1e9:.1f} GB in "
                                   f"{record('gpu-20g-before.json')['stages'][0]['spill_files']} spill files"),
-    ("docs/gpu-smoke.md", lambda: "is above what\n  GPU 0 NVIDIA H200 has (140.40 GiB)"
+    ("docs/measurements/gpu-smoke.md", lambda: "is above what\n  GPU 0 NVIDIA H200 has (140.40 GiB)"
      if "above what GPU 0 NVIDIA H200 has (140.40 GiB)" in record("refused-400gb.json")["problems"][0] else "MISMATCH"),
 ]
 
@@ -78,7 +78,9 @@ def test_the_clean_drains_passed_with_no_note_and_the_cut_one_has_its_note():
 MEASUREMENTS = ROOT / "docs/measurements"
 BYTES = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3}){2,}(?![\d,])")
 GIGABYTES = re.compile(r"(?<![\d.,])(\d+)\.(\d{1,2}) GB\b")
-GUIDES = {"README.md": None, "docs/sizes.md": None, "docs/prune.md": "## ", "docs/gpu-smoke.md": "## "}
+GUIDES = {"README.md": None, "docs/sizes.md": None, "docs/prune.md": "## ", "docs/measurements/gpu-smoke.md": "## ",
+          "docs/quickstart.md": None, "docs/architecture.md": None, "docs/harbor.md": None, "docs/report.md": None,
+          "docs/spill.md": None}
 
 
 def recorded_numbers() -> set[int]:
@@ -131,3 +133,87 @@ def test_the_figure_check_catches_a_stale_and_a_made_up_figure():
     assert unrecorded("the image is 4,242,138,753 bytes", numbers) == ["4,242,138,753"]
     assert unrecorded("now 3.51 GB, and 7,000,001 bytes", numbers) == ["7,000,001", "3.51 GB"]
     assert prose("a\n<!-- generated: t (x) -->\n1,111,111,111\n<!-- end generated: t -->\n## b\n9.99 GB", "## ") == "a\n"
+
+
+# Sizes, layer counts and times the guides quote, each with its date, from the image records
+# (docs/measurements/images/) and the newest release chain (docs/measurements/release-chain-*/): a
+# record remade, or a figure or a date edited on the page alone, fails here until both agree.
+CHAIN = sorted(MEASUREMENTS.glob("release-chain-*"))[-1]
+CHAIN_DATE = CHAIN.name.removeprefix("release-chain-")
+PATCH_DAY_CPU = MEASUREMENTS / "patch-day-2026-12-06/d-zlib1g-cpu-amd64.json"
+CPU, R8090, R8090_ARM, R90, RALL = ("cpu-debian12-amd64", "cuda12-debian12-amd64-80-90", "cuda12-debian12-arm64-80-90",
+                                   "cuda12-debian12-amd64-90", "cuda12-debian12-amd64-all")
+
+
+def image(name: str) -> dict:
+    return json.loads((MEASUREMENTS / "images" / f"{name}.json").read_text())
+
+
+def chain(name: str, release: str) -> str:
+    """A release's whole chain in seconds, as the page writes it."""
+    return f"{json.loads((CHAIN / name).read_text())['releases'][release]['chain_s']:.1f} s"
+
+
+def sized(name: str) -> str:
+    return f"{gb(image(name)['size_bytes'])}"
+
+
+def first_build(name: str) -> str:
+    build = image(name)["build"]
+    assert "cold build cache" in build, build
+    return f"first build took {build.split(' s ')[0]} s from a cold build cache ({image(name)['date']})"
+
+
+DATED = [
+    ("README.md", lambda: f"**{sized(R8090)}** for A100 + H100/H200 ({image(R8090)['date']})"),
+    ("README.md", lambda: f"{sized(R90)} for H100/H200 alone ({image(R90)['date']})"),
+    ("README.md", lambda: f"{sized(RALL)} with all device code ({image(RALL)['date']})"),
+    ("README.md", lambda: f"In time, on 2 cores ({CHAIN_DATE}, warm build cache;"),
+    ("README.md", lambda: f"a release of the CPU image {chain('cpu-debian12-amd64.json', 'full')}, of the RAPIDS image "
+                          f"{chain('cuda12-debian12-amd64.json', 'full')} (both arches on one disc "
+                          f"{chain('cuda12-debian12-all.json', 'full')}); a patch release of one package "
+                          f"{chain('cpu-debian12-amd64.json', 'patch').removesuffix(' s')} s and "
+                          f"{chain('cuda12-debian12-amd64.json', 'patch')}"),
+    ("README.md", lambda: first_build(R8090)),
+    ("docs/quickstart.md", lambda: f"took {chain('cpu-debian12-amd64.json', 'full')} for this image with a warm build "
+                                   f"cache in the release chain of {CHAIN_DATE}"),
+    ("docs/sizes.md", lambda: f"it is {sized(R8090)} on amd64 and {sized(R8090_ARM)} on arm64 ({image(R8090)['date']})"),
+    ("docs/sizes.md", lambda: f"with all device code it was {sized(RALL)} ({image(RALL)['date']})"),
+    ("docs/sizes.md", lambda: f"`cpu-debian12` (dask, for CI and laptops) is {sized(CPU)} ({image(CPU)['date']})"),
+    ("docs/sizes.md", lambda: f"the RAPIDS image, counted the same way, {image(R8090)['layers']} (its record"),
+    ("docs/measurements/harbor.md", lambda: f"has {json.loads(PATCH_DAY_CPU.read_text())['image_layers']['n1']} layers "
+                                            f"(`{PATCH_DAY_CPU.relative_to(ROOT)}`), "
+                                            f"{json.loads(PATCH_DAY_CPU.read_text())['image_layers']['n1'] + 1} blobs"),
+]
+
+
+@pytest.mark.parametrize("doc, figure", DATED, ids=[f"{d}-{i}" for i, (d, _) in enumerate(DATED)])
+def test_the_guide_quotes_the_record_with_its_date(doc, figure):
+    want = figure()
+    assert want in " ".join((ROOT / doc).read_text().split()), f"{doc} should say {want!r} (from docs/measurements/)"
+
+
+def test_the_release_chain_quoted_as_without_the_smoke_has_no_smoke_stage():
+    stages = json.loads((CHAIN / "cpu-debian12-amd64.json").read_text())["releases"]["full"]["stages"]
+    assert "smoke" not in {s["stage"] for s in stages}  # docs/quickstart.md: "build to report, the smoke aside"
+
+
+def test_the_cpu_image_record_is_its_sources_figures():
+    """Its size is the release chain's built image, its layer count the patch-day image's."""
+    cpu = image(CPU)
+    assert cpu["size_bytes"] == json.loads((CHAIN / "cpu-debian12-amd64.json").read_text())["releases"]["full"]["sizes"]["image"]
+    assert cpu["date"] == CHAIN_DATE
+    assert cpu["layers"] == json.loads(PATCH_DAY_CPU.read_text())["image_layers"]["n1"]
+
+
+def test_a_figure_that_is_no_measurement_is_called_one_and_never_compared_in_the_readme():
+    sizes, readme = " ".join((ROOT / "docs/sizes.md").read_text().split()), (ROOT / "README.md").read_text()
+    for path in sorted((MEASUREMENTS / "images").glob("*.json")):
+        if json.loads(path.read_text()).get("approximate"):
+            assert f"`{path.relative_to(ROOT)}`" in sizes and "is not a measurement" in sizes, path.name
+            assert f"{gb(json.loads(path.read_text())['size_bytes'], 1)}" not in readme, path.name
+
+
+def test_the_architecture_guide_states_no_line_counts():
+    """Line counts go stale with the next commit: the dated ones are docs/measurements/architecture.md's."""
+    assert not re.search(r"\b\d+ lines\b", (ROOT / "docs/architecture.md").read_text())

@@ -30,7 +30,8 @@ def ns():
 
 def copy(tmp_path):
     """The pages with generated parts and the records they read, in a scratch root."""
-    for rel in ("README.md", "docs/sizes.md", "docs/benchmarks.md", "docs/export.md", TASKS_PAGE):
+    for rel in ("README.md", "docs/sizes.md", "docs/measurements/benchmarks.md", "docs/measurements/export.md",
+                TASKS_PAGE):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, tmp_path / rel)
     for records in [ROOT / "docs/measurements/images", *(ROOT / "docs/measurements").glob("release-chain-*"),
@@ -85,7 +86,7 @@ def test_a_release_chain_record_that_changed_makes_the_benchmarks_page_stale(tmp
     raw = json.loads(record.read_text())
     raw["releases"]["delta"]["chain_s"] += 1
     record.write_text(json.dumps(raw))
-    assert stale(root, ns, m) == ["docs/benchmarks.md"]
+    assert stale(root, ns, m) == ["docs/measurements/benchmarks.md"]
 
 
 def test_a_task_in_no_family_is_named():
@@ -118,4 +119,4 @@ def test_a_patch_day_record_that_changed_makes_the_export_page_stale(tmp_path, n
     raw = json.loads(record.read_text())
     raw["imports"]["delta_import_s"] += 1
     record.write_text(json.dumps(raw))
-    assert stale(root, ns, m) == ["docs/export.md"]
+    assert stale(root, ns, m) == ["docs/measurements/export.md"]

@@ -1,4 +1,4 @@
-"""Figures docs/sizes.md and docs/export.md quote about the env's layers are the records' own
+"""Figures docs/sizes.md and docs/measurements/export.md quote about the env's layers are the records' own
 (docs/measurements/layers-cpu-2026-12-05: the images measured by `invoke size-report --delta-cost`
 and bench/patch_layers.py): a re-measurement that changes a number, or an edit of the text, fails
 here until both agree."""
@@ -47,18 +47,18 @@ FIGURES = [
     ("docs/sizes.md", growth),
     ("docs/sizes.md", lambda: f"{record(PLANNED)['layers']} layers, {record(PLANNED)['zstd_bytes']:,} zstd"),
     ("docs/sizes.md", lambda: f"`dask-cpu` {len(record(PLANNED)['plan']['layers'])} env layers"),
-    ("docs/export.md", lambda: f"**{record(BEFORE)['delta_cost']['misses']} of "
+    ("docs/measurements/export.md", lambda: f"**{record(BEFORE)['delta_cost']['misses']} of "
                                f"{record(BEFORE)['delta_cost']['distributions']}**"),
-    ("docs/export.md", lambda: f"**{record(PLANNED)['delta_cost']['misses']} of "
+    ("docs/measurements/export.md", lambda: f"**{record(PLANNED)['delta_cost']['misses']} of "
                                f"{record(PLANNED)['delta_cost']['distributions']}**"),
-    ("docs/export.md", lambda: worst(BEFORE)),
-    ("docs/export.md", lambda: worst(PLANNED)),
-    ("docs/export.md", lambda: f"`numpy` {row(PLANNED, 'numpy')['carried_bytes']:,} B for "
+    ("docs/measurements/export.md", lambda: worst(BEFORE)),
+    ("docs/measurements/export.md", lambda: worst(PLANNED)),
+    ("docs/measurements/export.md", lambda: f"`numpy` {row(PLANNED, 'numpy')['carried_bytes']:,} B for "
                                f"{row(PLANNED, 'numpy')['own_bytes']:,}"),
-    ("docs/export.md", lambda: f"its own files, zstd: {record(PATCH)['own_zstd_bytes']:,} B"),
-    ("docs/export.md", lambda: disc("before")),
-    ("docs/export.md", lambda: disc("planned")),
-    ("docs/export.md", lambda: f"the table predicted {record(PATCH)['planned']['package']['carried_bytes']:,} B for it"),
+    ("docs/measurements/export.md", lambda: f"its own files, zstd: {record(PATCH)['own_zstd_bytes']:,} B"),
+    ("docs/measurements/export.md", lambda: disc("before")),
+    ("docs/measurements/export.md", lambda: disc("planned")),
+    ("docs/measurements/export.md", lambda: f"the table predicted {record(PATCH)['planned']['package']['carried_bytes']:,} B for it"),
 ]
 
 
@@ -105,16 +105,16 @@ def rapids_growth() -> str:
 
 HOTFIX = "cudf hotfix"
 RAPIDS_FIGURES = [
-    ("docs/export.md", lambda: f"| parts by kind | {rapids(R_BEFORE)['layers']} | **{rapids(R_BEFORE)['delta_cost']['misses']} "
+    ("docs/measurements/export.md", lambda: f"| parts by kind | {rapids(R_BEFORE)['layers']} | **{rapids(R_BEFORE)['delta_cost']['misses']} "
                                f"of {rapids(R_BEFORE)['delta_cost']['distributions']}** | {rapids_worst(R_BEFORE)}"),
-    ("docs/export.md", lambda: f"| {rapids(R_PLANNED)['layers']} ({len(rapids(R_PLANNED)['plan']['layers'])}) | "
+    ("docs/measurements/export.md", lambda: f"| {rapids(R_PLANNED)['layers']} ({len(rapids(R_PLANNED)['plan']['layers'])}) | "
                                f"**{rapids(R_PLANNED)['delta_cost']['misses']} of "
                                f"{rapids(R_PLANNED)['delta_cost']['distributions']}** | {rapids_worst(R_PLANNED)}"),
-    *[("docs/export.md", (lambda d=d: f"| `{d}` | {patch_cell(R_BEFORE, d)} | **{patch_cell(R_PLANNED, d)}** |"))
+    *[("docs/measurements/export.md", (lambda d=d: f"| `{d}` | {patch_cell(R_BEFORE, d)} | **{patch_cell(R_PLANNED, d)}** |"))
       for d in ("numpy", "pyarrow", "cudf-cu12", "libcudf-cu12", "dask")],
-    ("docs/export.md", lambda: f"own bytes {rapids(R_PLANNED)['patches'][HOTFIX]['own_bytes']:,}) carries the union"),
-    ("docs/export.md", lambda: f"**{rapids(R_PLANNED)['patches'][HOTFIX]['carried_bytes']:,} B** planned"),
-    ("docs/export.md", lambda: f"{rapids(R_BEFORE)['patches'][HOTFIX]['carried_bytes']:,} B in parts by kind"),
+    ("docs/measurements/export.md", lambda: f"own bytes {rapids(R_PLANNED)['patches'][HOTFIX]['own_bytes']:,}) carries the union"),
+    ("docs/measurements/export.md", lambda: f"**{rapids(R_PLANNED)['patches'][HOTFIX]['carried_bytes']:,} B** planned"),
+    ("docs/measurements/export.md", lambda: f"{rapids(R_BEFORE)['patches'][HOTFIX]['carried_bytes']:,} B in parts by kind"),
     ("docs/sizes.md", lambda: f"the parts by kind {rapids(R_BEFORE)['size_bytes']:,} bytes, {rapids(R_BEFORE)['layers']} "
                               f"layers, {rapids(R_BEFORE)['zstd_bytes']:,} zstd"),
     ("docs/sizes.md", rapids_growth),
@@ -152,7 +152,7 @@ def test_sizes_quotes_the_load_and_start_record():
 
 def test_export_quotes_the_arm64_record():
     arm = rapids("planned-arm64.json")
-    text = " ".join((ROOT / "docs/export.md").read_text().split())
+    text = " ".join((ROOT / "docs/measurements/export.md").read_text().split())
     want = (f"The same on arm64: {arm['delta_cost']['misses']} of {arm['delta_cost']['distributions']} above the goal, "
             f"worst {rapids_worst('planned-arm64.json')}")
     assert want in text, want
@@ -162,7 +162,7 @@ def test_export_quotes_the_arm64_record():
 def test_export_quotes_the_hotfix_record():
     a = rapids("hotfix-a-amd64.json")
     runs, imp = a["runs"], a["imports"]
-    text = " ".join((ROOT / "docs/export.md").read_text().split())
+    text = " ".join((ROOT / "docs/measurements/export.md").read_text().split())
     for want in (f"the full N+1 disc {runs['N+1 full']['archive_bytes']:,} B, the delta "
                  f"**{runs['N+1 delta']['archive_bytes']:,} B ({a['delta_share'] * 100:.2f} %)**, written in "
                  f"{runs['N+1 delta']['seconds']} s (the full one {runs['N+1 full']['seconds']} s)",
@@ -201,7 +201,7 @@ def test_the_debian_update_ships_its_package_and_dpkgs_state_and_the_doc_says_wh
     assert d["base_packages_changed"] == {"zlib1g": ["1:1.2.13.dfsg-1", "1:1.2.13.dfsg-1+deb12u1"]}
     assert delta <= 1.25 * d["own_zstd_bytes"] + 2_000_000  # the delta-cost goal, for a base package
     assert delta < d["before"]["apt_step_whole_delta_bytes"] < d["before"]["one_layer_base_zstd_bytes"]
-    text = " ".join((ROOT / "docs/export.md").read_text().split())
+    text = " ".join((ROOT / "docs/measurements/export.md").read_text().split())
     assert f"the base was one layer ({d['before']['one_layer_base_zstd_bytes']:,} B of zstd)" in text
     assert f"with the base split and the apt step still whole, {d['before']['apt_step_whole_delta_bytes']:,} B" in text
 

@@ -3,7 +3,7 @@
 # spread over the machine's GPUs (all on one with one GPU), talking UCX over TCP (UCX_TLS=tcp,cuda_copy;
 # NVLINK=1 adds NVLink through cuda_ipc). Clients: the image's job (rapids_runtime.cluster --xp cupy)
 # and cluster_client.py (JOBS="runtime bench").
-# Wheels: .whl/p* + .whl/SUM (one tar of the wheels docs/gpu-smoke.md lists), installed with --target.
+# Wheels: .whl/p* + .whl/SUM (one tar of the wheels docs/measurements/gpu-smoke.md lists), installed with --target.
 # Also: the doctor's view of the field worker command, with and without ucxx importable.
 N=${N:-2}; GB=${GB:-12}; DEV=${DEV:-1GB}; HOST=${HOST:-2GB}; CAP=${CAP:-5G}
 PIDS=""; CGS=""

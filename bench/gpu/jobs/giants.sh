@@ -5,7 +5,7 @@
 # The machine's wheels are CUDA 13 (cudf-cu13, numba-cuda-mlir, its own nvidia/cu13 tree); the image's
 # are cu12 of the same RAPIDS, numba-cuda and numba-cuda-mlir versions: which Python package imports
 # what, and which program a UDF starts, does not depend on the CUDA major.
-# Wheels as for the smoke_big job (.whl/p* + .whl/SUM: docs/gpu-smoke.md). Reports land in $OUT.
+# Wheels as for the smoke_big job (.whl/p* + .whl/SUM: docs/measurements/gpu-smoke.md). Reports land in $OUT.
 versions
 step "trace, then hide what nothing loaded and run again"
 python3 "$HERE/jobs/giants_trace.py" --out "$OUT/giants.json" --hide

@@ -6,7 +6,7 @@
 #  2. the doctor with the real NVML: a device limit above the GPU refused (dask cuda worker and
 #     rapids-smoke), CUDA_VISIBLE_DEVICES honoured
 #  3. the GPU spill smoke, twice, checking that the cluster now closes cleanly (no shutdown note)
-# Wheels: .whl/w/*.whl (docs/gpu-smoke.md lists them; 12 MB). Reports land in $OUT.
+# Wheels: .whl/w/*.whl (docs/measurements/gpu-smoke.md lists them; 12 MB). Reports land in $OUT.
 ONLY=${ONLY:-123}   # which steps to run (ONLY=1 the guard alone)
 versions
 

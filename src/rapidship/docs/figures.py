@@ -64,7 +64,7 @@ def measured(images: dict[str, ImageSize], variant: str, gpu_archs: tuple[int, .
     return ", ".join(f"{gb(r.size_bytes)} {r.arch}" for r in found) or "not built here"
 
 
-RELEASE_CHAIN = Path("docs/measurements")
+RELEASE_CHAIN = Path("docs/measurements")  # the records, and the pages the tables below go on
 PATCH_GOAL_S = 300  # issue: one package bumped, delta disc verified, under 5 minutes on a 2-core machine
 
 
@@ -77,7 +77,7 @@ def release_chain_tables(root: Path) -> str:
     out = []
     for path in sorted(folders[-1].glob("*.json"), key=lambda p: (p.stem.removesuffix("-patch"), p.stem)):
         rec = json.loads(path.read_text())
-        rel = path.relative_to(root / "docs").as_posix()
+        rel = path.relative_to(root / RELEASE_CHAIN).as_posix()
         rates = ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in rec["rates_bytes_per_s"].items())
         note = f" {rec['note'].rstrip('.')}." if rec.get("note") else ""
         patch = f"; the patch release pins `{rec['patch']}`" if rec.get("patch") else ""
@@ -126,7 +126,7 @@ def patch_day_table(root: Path) -> str:
         imp = rec["imports"]
         said = imp["delta_said"].removeprefix("delta disc: ").split(" from docker save")[0]
         kept, _, refed = said.partition("; ")
-        out.append(f"| [{rec['case']}]({path.relative_to(root / 'docs').as_posix()}): {rec['changed']} | "
+        out.append(f"| [{rec['case']}]({path.relative_to(root / RELEASE_CHAIN).as_posix()}): {rec['changed']} | "
                    f"`{rec['variant']}` {rec['arch']} | {rec['own_zstd_bytes']:,} | {full:,} | **{delta:,}** | "
                    f"{delta / rec['own_zstd_bytes']:.2f}x | {imp['full_import_s']:.1f} s, **{imp['delta_import_s']:.1f} s** "
                    f"({imp['goal_s']:.1f} s: {'met' if imp['met'] else 'missed'}) | "

@@ -16,8 +16,8 @@ def generated(root: Path, ns, matrix) -> dict[str, str]:
     parts = {
         "README.md": {"pipeline": readme.pipeline_picture(), "variants": readme.variant_table(matrix, images)},
         "docs/sizes.md": {"sizes": sizes_table(images, matrix.defaults.budget_bytes)},
-        "docs/benchmarks.md": {"release-chain": release_chain_tables(root)},
-        "docs/export.md": {"patch-day": patch_day_table(root)},
+        "docs/measurements/benchmarks.md": {"release-chain": release_chain_tables(root)},
+        "docs/measurements/export.md": {"patch-day": patch_day_table(root)},
     }
     out = {TASKS_PAGE: reference.page(ns)}
     for page, made in parts.items():

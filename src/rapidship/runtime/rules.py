@@ -271,7 +271,7 @@ def findings_for(f: Facts, d: Derived, intent: Intent | None = None) -> list[Fin
                                f"{sd.path}"))
     # cuDF partitions are only measured (and so spilled) where dask_cudf registered its sizeof.
     # distributed.worker.preload does not count: LocalCUDACluster passes its own preload list
-    # (dask_cuda.initialize), so the config's is never read; measured on an H200 (docs/gpu-smoke.md).
+    # (dask_cuda.initialize), so the config's is never read; measured on an H200 (docs/measurements/gpu-smoke.md).
     if sc.cudf_available and sc.dask_cuda_available and "dask_cudf" not in sc.pre_import:
         out.append(Finding("WARNING", "cudf", "cuDF is installed but workers are not told to import dask_cudf: "
                            "cuDF partitions then have no sizeof, never fill the device tier and never spill; "

@@ -1,6 +1,6 @@
 """The pruner on a real NVIDIA CUDA library (libnvjpeg from the nvidia-nvjpeg-cu12 wheel, a test
 extra), checked by NVIDIA's own cuobjdump (nvidia-cuda-cuobjdump wheel) and loaded by the real
-dynamic loader. No GPU here: nvjpegGetProperty runs on the CPU, the GPU proof is docs/gpu-smoke.md.
+dynamic loader. No GPU here: nvjpegGetProperty runs on the CPU, the GPU proof is docs/measurements/gpu-smoke.md.
 """
 
 from __future__ import annotations

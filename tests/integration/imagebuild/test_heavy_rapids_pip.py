@@ -4,7 +4,7 @@ to the variant's gpu_archs) against the 4.7 GB budget.
 Heavy: several GB of downloads and a few minutes of build. Never in CI; run by hand with
 `python -m pytest -m heavy tests/test_heavy_rapids_pip.py` and copy the numbers into docs/sizes.md.
 No GPU here: the pruned libraries are loaded by the dynamic loader and cuDF/cuML imported; the GPU
-proof of the same pruning is docs/gpu-smoke.md.
+proof of the same pruning is docs/measurements/gpu-smoke.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 cluster's internal network and writes F (file_sd); Prometheus loads the shipped alert rules and
 scrapes what F names, every second. What Prometheus stored agrees with the smoke record; every
 query of the shipped dashboard returns data (its GPU panels return none on CPU workers: the GPU
-run in docs/gpu-smoke.md covers them); a healthy spilling cluster raises no alert although its
+run in docs/measurements/gpu-smoke.md covers them); a healthy spilling cluster raises no alert although its
 page cache fills the cgroup; the run that OOM-kills a worker fires WorkerOomKilled. The smoke
 holds its cluster up until Prometheus has read every worker's end values, so a Prometheus that
 scrapes less often than the smoke (or found the targets late) still stores the kill.

@@ -1,6 +1,6 @@
 """The GPU guard holds whatever starts the process: a fresh interpreter with a stand-in NVML (an
 H200, compute capability 9.0) and a stand-in CUDA package, the image's prune record either covering
-that GPU or not. (On the real H200 with CuPy: docs/gpu-smoke.md.)"""
+that GPU or not. (On the real H200 with CuPy: docs/measurements/gpu-smoke.md.)"""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_the_pth_line_installs_the_guard_and_costs_little(tmp_path):
     t0 = time.perf_counter()
     for _ in range(5):
         subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, check=True)
-    assert (time.perf_counter() - t0) / 5 < 2.0  # an interpreter start, not a measurement (docs/benchmarks.md)
+    assert (time.perf_counter() - t0) / 5 < 2.0  # an interpreter start, not a measurement (docs/measurements/benchmarks.md)
 
 
 def test_the_guarded_names_come_from_every_distribution_that_ships_device_code(tmp_path):

@@ -8,6 +8,7 @@ font, style or image: the CSS is inline, the charts are inline SVG.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -24,8 +25,18 @@ _TEMPLATES = Path(__file__).parent
 def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(_TEMPLATES)), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters |= {"gb": _gb, "mb": _mb, "short": _short, "count": _count}
+    env.filters |= {"gb": _gb, "mb": _mb, "short": _short, "count": _count, "breakable": breakable}
     return env
+
+
+LONG_TOKEN = 16  # characters: a digest, a path or a ref; no word of a cell is this long
+
+
+def breakable(text: str) -> Markup:
+    """The text escaped, each long token (LONG_TOKEN characters or more, no space) in a span that may
+    break anywhere: words wrap only at spaces and hyphens, a digest or a path where it must."""
+    return Markup("").join(Markup('<span class="tok">{}</span>').format(part) if len(part) >= LONG_TOKEN else part
+                           for part in re.split(r"(\S+)", str(text)))
 
 
 def _gb(n: int | None) -> str:

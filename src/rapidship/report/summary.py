@@ -367,12 +367,14 @@ def _days_left(expires: str, today: date) -> int | None:
 
 # ---- signatures, exports, versions -----------------------------------------------------------
 
-def sign_row(vid: str, rec: VariantRecords) -> SignRow:
+def sign_row(vid: str, rec: VariantRecords, in_release: set[tuple[str, str]] | None = None) -> SignRow:
+    """`in_release`: the release's variant x arch (None: every arch sign.json signs)."""
     row: dict[str, Any] = {}
     if rec.sign.ok:
         s = rec.sign.value
         row |= {"key_fingerprint": s.key_fingerprint, "signed_at": s.signed_at, "index_digest": s.index.digest,
-                "arches": [SignedArch(a, d.digest, d.signature, d.attestations, d.image_id) for a, d in sorted(s.arches.items())]}
+                "arches": [SignedArch(a, d.digest, d.signature, d.attestations, d.image_id) for a, d in sorted(s.arches.items())
+                           if in_release is None or (vid, a) in in_release]}
     if rec.push.ok:
         p = rec.push.value
         row |= {"pushed_to": f"{p.registry}/{p.repository}:{p.tag}", "pushed_index": p.index_digest,
@@ -403,9 +405,11 @@ def export_row(got: Got, built: dict[tuple[str, str], str] | None = None) -> Exp
                      volumes=[ExportVolume(v.number, v.iso, v.iso_bytes, v.iso_sha256) for v in r.volumes])
 
 
-def version_row(v, rec: VariantRecords, images: dict[tuple[str, str], ImageRecords]) -> VersionRow:
+def version_row(v, rec: VariantRecords, images: dict[tuple[str, str], ImageRecords],
+                in_release: set[tuple[str, str]] | None = None) -> VersionRow:
+    """`in_release`: the release's variant x arch (None: every arch of the variant)."""
     per_arch = []
-    for arch in (a.value for a in v.arches):
+    for arch in (a.value for a in v.arches if in_release is None or (v.id, a.value) in in_release):
         img = images[(v.id, arch)]
         labels: dict[str, str] = {}
         if img.gates.ok:
@@ -436,7 +440,8 @@ def version_row(v, rec: VariantRecords, images: dict[tuple[str, str], ImageRecor
 def summarize(records: Records, *, today: date, generated_at: str, commit: str,
               variants: list[str] | None = None, arches: list[str] | None = None) -> Summary:
     scope = release_scope(records, variants, arches)
-    runs = smoke_runs(records)
+    in_release = set(scope.images)
+    runs = [r for r in smoke_runs(records) if (r.variant, r.arch) in in_release or not r.variant]  # "": its owner unknown
     rows, sizes, bytes_, scans = [], [], [], []
     states: list[RecordState] = []
     in_scope = [v for v in records.variants if any(vid == v.id for vid, _ in scope.images)]
@@ -466,11 +471,12 @@ def summarize(records: Records, *, today: date, generated_at: str, commit: str,
     states += [g.state for g in chains]
     return Summary(
         generated_at=generated_at, today=today.isoformat(), commit=commit, workspace=records.root,
-        rows=rows, sizes=sizes, bytes=bytes_, scans=scans, allowlist=allowlist(records.images, today), smoke=runs,
-        signatures=[sign_row(v.id, records.per_variant[v.id]) for v in in_scope],
+        rows=rows, sizes=sizes, bytes=bytes_, scans=scans, smoke=runs,
+        allowlist=allowlist({k: i for k, i in records.images.items() if k in in_release}, today),
+        signatures=[sign_row(v.id, records.per_variant[v.id], in_release) for v in in_scope],
         exports=[export_row(g, {k: i.build.value.image_id for k, i in records.images.items() if i.build.ok})
                  for g in records.exports],
-        versions=[version_row(v, records.per_variant[v.id], records.images) for v in in_scope],
+        versions=[version_row(v, records.per_variant[v.id], records.images, in_release) for v in in_scope],
         records=states, scope=scope, releases=[release_run(g.value) for g in chains if g.ok])
 
 

@@ -384,3 +384,40 @@ def test_a_disc_carrying_another_build_of_an_image_is_stale_side_by_side(records
     records.put(records.ws.build(VARIANT, ARCH), built())
     assert records.summary().exports[0].images[0].stale == ""
     assert export().images[0].image_id == built().image_id
+
+
+def test_an_amd64_release_has_no_arm64_row_anywhere_but_the_note(records):
+    """An earlier `invoke push` of every arch left arm64 in push.json, and arm64's build, smoke and
+    signature are there too; the release (its record, as `invoke release --arch amd64` leaves it)
+    is amd64: the page's scope is the release's arches, and arm64 is only in "not in this release"."""
+    import re
+    from dataclasses import replace
+
+    from rapidship.records import ArchImage, ReleaseRecord, ReleaseStage
+    from rapidship.release.plan import STAGES
+    from rapidship.report.page import render
+    from unit.report.samples import push
+
+    arm = "arm64"
+    records.full()
+    both = push()
+    both = both.model_copy(update={"arches": {**both.arches, arm: ArchImage(arch=arm, tag="t-arm64", digest="sha256:" + "7" * 64,
+                                                                           size=1, media_type="m", platform={})}})
+    records.put(records.ws.push(VARIANT), both)
+    records.put(records.ws.build(VARIANT, arm), built().model_copy(update={"arch": arm, "image_id": OTHER_ID}))
+    records.put(records.ws.smoke_dir() / f"{VARIANT}-{arm}-cpu-uid1001.json",
+                replace(smoke(), plan={**smoke().plan, "arch": arm, "ref": OTHER_ID}))
+    signed = sign()
+    records.put(records.ws.sign(VARIANT), signed.model_copy(update={"arches": {**signed.arches, arm: signed.arches[ARCH]}}))
+    records.put(records.ws.release(VARIANT), ReleaseRecord(variant=VARIANT, arches=[ARCH], started_at="2026-12-01T10:00:00+00:00",
+                                                           stages=[ReleaseStage(name=s, verdict="pass") for s in STAGES]))
+    for summary in (records.summary(), records.summary(variants=[VARIANT], arches=[ARCH])):  # invoke report; the chain's
+        assert summary.scope.images == [(VARIANT, ARCH)]
+        assert (VARIANT, [arm]) in [(o.variant, o.arches) for o in summary.scope.out_of_scope]
+        assert [(r.variant, r.arch) for r in summary.smoke] == [(VARIANT, ARCH)]
+        assert [i.arch for v in summary.versions for i in v.images] == [ARCH]
+        assert [a.arch for s in summary.signatures for a in s.arches] == [ARCH]
+        html = render(summary, {})
+        body = html[html.index('<section id="matrix">'):html.index('<section id="records">')]  # the files read: all
+        assert arm not in re.sub(r"<[^>]+>", "", body), re.findall(r".{80}arm64.{40}", body)
+    assert records.summary().scope.source == "release records"

@@ -265,6 +265,16 @@ def _stage(s: dict) -> SmokeStage:
 
 # ---- sizes, bytes, scans ---------------------------------------------------------------------
 
+def released_name(arch: str, push: Got, build) -> str:
+    """The name the release pushed (and signed) this image under: registry/repository:tag@digest from
+    push.json; before a push (or a push of another image) the build's release name, never the run's
+    engine name (config.matrix.run_id)."""
+    pushed = push.value.arches.get(arch) if push.ok else None
+    if pushed and (build is None or not pushed.image_id or pushed.image_id == build.image_id):
+        return f"{push.value.registry}/{push.value.repository}:{pushed.tag}@{pushed.digest}"
+    return build.release_name if build else ""
+
+
 def size_row(vid: str, arch: str, budget: int, img: ImageRecords) -> SizeRow:
     if not img.build.ok:
         return SizeRow(vid, arch, None, None, budget, _unread(img.build))
@@ -462,7 +472,8 @@ def summarize(records: Records, *, today: date, generated_at: str, commit: str,
                      "smoke": smoke_cell(mine, img.build, gpu=bool(v.cuda)),
                      "signature": signature_cell(arch, rec.sign, img.build)}
             b = img.build.value if img.build.ok else None
-            rows.append(ImageRow(v.id, arch, b.ref if b else v.ref(arch), b.image_id if b else "", cells))
+            rows.append(ImageRow(v.id, arch, released_name(arch, rec.push, b) or v.ref(arch), b.image_id if b else "",
+                                 cells, engine_ref=b.ref if b else ""))
             sizes.append(size_row(v.id, arch, v.budget_bytes, img))
             bytes_.append(bytes_report(v.id, arch, img.size))
             scans.append(scan_row(v.id, arch, img))

@@ -421,3 +421,22 @@ def test_an_amd64_release_has_no_arm64_row_anywhere_but_the_note(records):
         body = html[html.index('<section id="matrix">'):html.index('<section id="records">')]  # the files read: all
         assert arm not in re.sub(r"<[^>]+>", "", body), re.findall(r".{80}arm64.{40}", body)
     assert records.summary().scope.source == "release records"
+
+
+def test_the_image_cell_names_the_released_image_not_the_run_s_engine_name(records):
+    """Under RAPIDSHIP_RUN_ID the engine's name ends in the run's id; the release pushed and signed
+    registry/repository:tag@digest (push.json), and before a push the name signatures and discs use."""
+    import re
+
+    from rapidship.report.page import render
+
+    engine = "rapidship/dask:26.10-cpu-debian12-py3.11-amd64-alice"
+    records.full(build=built().model_copy(update={"ref": engine, "name": "rapidship/dask:26.10-cpu-debian12-py3.11-amd64"}))
+    summary = records.summary()
+    pushed = f"127.0.0.1:5000/staging/dask:t-amd64@sha256:{'f' * 64}"
+    assert row(summary).ref == pushed
+    cell = re.search(r'<td class="ref".*?</td>', render(summary, {}), re.S).group(0)
+    assert "127.0.0.1:5000/staging/dask:t-amd64" in cell and "alice" not in re.sub(r'title="[^"]*"', "", cell)
+    records.ws.push(VARIANT).unlink()
+    records.ws.sign(VARIANT).unlink()
+    assert row(records.summary(variants=[VARIANT], arches=[ARCH])).ref == "rapidship/dask:26.10-cpu-debian12-py3.11-amd64"

@@ -340,6 +340,7 @@ class ExportRow:
     key_fingerprint: str = ""
     images: list[ExportImage] = field(default_factory=list)
     volumes: list[ExportVolume] = field(default_factory=list)
+    verify: Cell = Cell(MISSING)  # what export-verify proved of these ISO hashes (its record, bound to them)
 
 
 @dataclass(frozen=True)

@@ -396,8 +396,9 @@ def sign_row(vid: str, rec: VariantRecords, in_release: set[tuple[str, str]] | N
     return SignRow(vid, rec.sign.state, rec.push.state, rec.promote.state, **row)
 
 
-def export_row(got: Got, built: dict[tuple[str, str], str] | None = None) -> ExportRow:
-    """`built`: the image id of each (variant, arch) build record, to flag a disc of another build."""
+def export_row(got: Got, built: dict[tuple[str, str], str] | None = None, verified: list[Got] = ()) -> ExportRow:
+    """`built`: the image id of each (variant, arch) build record, to flag a disc of another build;
+    `verified`: the export-verify records there are (build/<variant>/export-verify.json)."""
     if not got.ok:
         return ExportRow(got.state)
     r = got.value
@@ -412,7 +413,32 @@ def export_row(got: Got, built: dict[tuple[str, str], str] | None = None) -> Exp
                      key_fingerprint=r.signing_key_fingerprint,
                      images=[ExportImage(i.ref, i.arch, i.image_id, i.size_bytes, i.signed_digest, i.variant, stale(i))
                              for i in r.images],
-                     volumes=[ExportVolume(v.number, v.iso, v.iso_bytes, v.iso_sha256) for v in r.volumes])
+                     volumes=[ExportVolume(v.number, v.iso, v.iso_bytes, v.iso_sha256) for v in r.volumes],
+                     verify=verify_cell(r, verified))
+
+
+def verify_cell(disc, verified: list[Got]) -> Cell:
+    """The export-verify record bound to this disc: its export id and every ISO's sha256 as export.json lists
+    them. PASS when every image was read back with its own id; a record of this export but other ISO
+    bytes is STALE; none is NOT RUN (and a record that cannot be read, CORRUPT)."""
+    hashes = {v.iso: v.iso_sha256 for v in disc.volumes}
+    mine = [g.value for g in verified if g.ok and g.value.export_id == disc.export_id]
+    bound = next((rec for rec in mine if rec.iso_sha256 == hashes), None)
+    if bound is not None:
+        other = {k: v for k, v in bound.images.items() if k != v}
+        if other:
+            return Cell(FAIL, f"{len(other)} image(s) read back with another id: "
+                              + ", ".join(f"{short(k)} -> {short(v)}" for k, v in other.items()))
+        return Cell(PASS, f"verified with key {short(bound.verified_with, 23)}, {len(bound.images)} image(s) read back "
+                          f"with their own ids, {bound.seconds:.1f} s")
+    if mine:
+        return Cell(STALE, "export-verify checked ISOs of other hashes than this disc lists",
+                    "run invoke release again: its export-verify stage verifies the disc as it is")
+    corrupt = next((g for g in verified if not g.ok), None)
+    if corrupt is not None:
+        return _unread(corrupt)
+    return Cell(MISSING, "no export-verify record of this disc", "invoke release runs export-verify and records it "
+                             "(build/<variant>/export-verify.json); invoke export-verify --from DIR --key cosign.pub checks it")
 
 
 def version_row(v, rec: VariantRecords, images: dict[tuple[str, str], ImageRecords],
@@ -480,12 +506,14 @@ def summarize(records: Records, *, today: date, generated_at: str, commit: str,
     states += [g.state for g in (*records.smoke, *records.cluster, *records.exports)]
     chains = [records.per_variant[v.id].release for v in in_scope if records.per_variant[v.id].release is not None]
     states += [g.state for g in chains]
+    verified = [v.export_verify for v in records.per_variant.values() if v.export_verify is not None]
+    states += [g.state for g in verified]
     return Summary(
         generated_at=generated_at, today=today.isoformat(), commit=commit, workspace=records.root,
         rows=rows, sizes=sizes, bytes=bytes_, scans=scans, smoke=runs,
         allowlist=allowlist({k: i for k, i in records.images.items() if k in in_release}, today),
         signatures=[sign_row(v.id, records.per_variant[v.id], in_release) for v in in_scope],
-        exports=[export_row(g, {k: i.build.value.image_id for k, i in records.images.items() if i.build.ok})
+        exports=[export_row(g, {k: i.build.value.image_id for k, i in records.images.items() if i.build.ok}, verified)
                  for g in records.exports],
         versions=[version_row(v, records.per_variant[v.id], records.images, in_release) for v in in_scope],
         records=states, scope=scope, releases=[release_run(g.value) for g in chains if g.ok])

@@ -440,3 +440,35 @@ def test_the_image_cell_names_the_released_image_not_the_run_s_engine_name(recor
     records.ws.push(VARIANT).unlink()
     records.ws.sign(VARIANT).unlink()
     assert row(records.summary(variants=[VARIANT], arches=[ARCH])).ref == "rapidship/dask:26.10-cpu-debian12-py3.11-amd64"
+
+
+def test_each_disc_shows_its_export_verify_outcome_bound_to_its_hashes(records):
+    """build/<variant>/export-verify.json (invoke release's export-verify stage) names the export and the
+    ISO hashes it verified: the disc with those hashes shows it; another disc, or other hashes, does not."""
+    import re
+
+    from rapidship.records import ExportVerified
+    from rapidship.report.page import render
+    from unit.report.samples import IMAGE_ID
+
+    records.full()
+    iso = {"rapidship-01234567-01of01.iso": "8" * 64}
+
+    def disc(summary):
+        return summary.exports[0].verify
+
+    assert disc(records.summary()).status == MISSING and "invoke release" in disc(records.summary()).note
+    proved = ExportVerified(export_id="0123456789abcdef", iso_sha256=iso, verified_with="sha256:" + "1" * 64,
+                            images={IMAGE_ID: IMAGE_ID}, seconds=2.5)
+    records.put(records.ws.export_verify(VARIANT), proved)
+    summary = records.summary()
+    assert disc(summary).status == PASS and "1 image(s) read back with their own ids" in disc(summary).detail
+    html = render(summary, {})
+    section = re.search(r'<section id="exports">.*?</section>', html, re.S).group(0)
+    assert re.search(r'export-verify.*?<b>PASS</b>', section, re.S) and "sha256:111111111111111" in section
+    records.put(records.ws.export_verify(VARIANT), proved.model_copy(update={"iso_sha256": {iso.popitem()[0]: "9" * 64}}))
+    assert disc(records.summary()).status == STALE  # it verified other bytes than this disc's
+    records.put(records.ws.export_verify(VARIANT), proved.model_copy(update={"images": {IMAGE_ID: OTHER_ID}}))
+    assert disc(records.summary()).status == FAIL  # an image read back with another id
+    records.ws.export_verify(VARIANT).write_text("not json")
+    assert disc(records.summary()).status == CORRUPT

@@ -15,10 +15,11 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from rapidship.report.charts import Chart
-from rapidship.report.model import COLUMNS, LABELS, MARKS, SEVERITIES, Summary
+from rapidship.report.model import COLUMNS, LABELS, MARKS, SEVERITIES, ReleaseRun, Summary
 from rapidship.report.verdict import verdict
 
-TEMPLATE = "page.html.j2"
+TEMPLATE, TIMELINE = "page.html.j2", "timeline.html.j2"
+TIMELINE_MARKS = ("<!-- release timeline -->\n", "<!-- end release timeline -->")  # around it in the page
 _TEMPLATES = Path(__file__).parent
 
 
@@ -59,4 +60,9 @@ def render(summary: Summary, charts: dict[str, Chart]) -> str:
     svgs = {name: Markup(chart.svg) for name, chart in charts.items()}  # noqa: S704 - matplotlib's output, text escaped
     template = environment().get_template(TEMPLATE)
     return template.render(s=summary, v=verdict(summary), charts=charts, svgs=svgs, columns=COLUMNS, labels=LABELS,
-                           marks=MARKS, severities=SEVERITIES)
+                           marks=MARKS, severities=SEVERITIES, releases=summary.releases)
+
+
+def timeline(releases: list[ReleaseRun]) -> str:
+    """The page's release timeline alone (between its TIMELINE_MARKS), as render() writes it."""
+    return environment().get_template(TIMELINE).render(releases=releases)

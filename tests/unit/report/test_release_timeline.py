@@ -99,3 +99,30 @@ def test_a_stage_that_worked_gets_the_bar_the_skipped_ones_a_marker(tmp_path):
     rows = timeline(html)
     assert rows["build"][0] == "pass" and 'class="bar pass" style="width:100.0%' in rows["build"][1]
     assert all(rows[s][0] == "skipped" and 'class="bar skipped"' in rows[s][1] for s in STAGES[1:])
+
+
+def test_the_page_shows_the_latest_release_record_not_the_run_that_wrote_it(tmp_path):
+    """Run 1 wrote the page (its report stage ran); run 2, a minute later, found every record current
+    and skipped the report stage. At its end the chain brings the page's timeline to its own record:
+    the page shows run 2, the latest, not run 1."""
+    from rapidship.records import ReleaseRecord
+    from rapidship.report.write import retime
+
+    ws = Workspace(tmp_path / "build")
+    chain_record(ws)
+    first = ws.load(ws.release(VARIANT), ReleaseRecord, "invoke release", "release record")
+    written, _ = page_of(tmp_path, ws)
+    later = first.model_copy(update={"started_at": "2026-12-05T10:01:00+00:00", "stages": [
+        s.model_copy(update={"verdict": "skipped", "seconds": 0.01, "started_at": "2026-12-05T10:01:00+00:00"})
+        for s in first.stages]})
+    ws.save(ws.release(VARIANT), later)
+    assert first.started_at != later.started_at
+    retime(ws, written.index.parent)
+    html = written.index.read_text()
+    assert "started 2026-12-05T10:01:00+00:00" in html and f"started {first.started_at}" not in html
+    assert set(dict(re.findall(r'<tr data-stage="([^"]+)">.*?<b>([^<]+)</b>', html, re.S)).values()) == {"skipped"}
+    assert html.count('<section id="release">') == 1 and '<section id="matrix">' in html
+    import json
+
+    assert [r["started_at"] for r in json.loads((written.index.parent / "report.json").read_text())["releases"]] == [
+        later.started_at]

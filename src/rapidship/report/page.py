@@ -35,9 +35,13 @@ LONG_TOKEN = 16  # characters: a digest, a path or a ref; no word of a cell is t
 
 def breakable(text: str) -> Markup:
     """The text escaped, each long token (LONG_TOKEN characters or more, no space) in a span that may
-    break anywhere: words wrap only at spaces and hyphens, a digest or a path where it must."""
-    return Markup("").join(Markup('<span class="tok">{}</span>').format(part) if len(part) >= LONG_TOKEN else part
-                           for part in re.split(r"(\S+)", str(text)))
+    break after a '/', ':' or '@' (a path, a ref), else anywhere (a digest): words wrap only at spaces
+    and hyphens."""
+    def token(part: str) -> Markup:
+        pieces = re.split(r"(?<=[/:@])", part)
+        return Markup('<span class="tok">{}</span>').format(Markup("<wbr>").join(pieces))
+
+    return Markup("").join(token(part) if len(part) >= LONG_TOKEN else part for part in re.split(r"(\S+)", str(text)))
 
 
 def _gb(n: int | None) -> str:

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict
 from rapidship.imagebuild.size_report import SizeReport
 from rapidship.config.matrix import Variant
 from rapidship.export.write import ExportRecord
-from rapidship.records import (BuiltImage, ClusterSmokeRecord, ContentRecord, GatesRecord, PromoteRecord, PushRecord,
+from rapidship.records import (BuiltImage, ClusterSmokeRecord, ContentRecord, ExportVerified, GatesRecord, PromoteRecord,
+                               PushRecord,
                                RecordError, ReleaseRecord, Rendered, ScanRecord, SignRecord, Workspace, load)
 from rapidship.report.model import CORRUPT, MISSING, RecordState
 from rapidship.smoke.run import SmokeResult
@@ -66,6 +67,7 @@ class VariantRecords:
     sign: Got[SignRecord]
     harbor: Got[HarborGate]
     release: Got[ReleaseRecord] | None = None  # invoke release's record (None: the chain never ran here)
+    export_verify: Got[ExportVerified] | None = None  # what its export-verify stage proved of a disc (None: never ran)
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,9 @@ def collect(ws: Workspace, variants: list[Variant], export_dirs: list[Path]) -> 
             harbor=read(ws.variant_dir(vid) / HARBOR_GATE, HarborGate, f"invoke harbor.scan --variant {vid}",
                         "Harbor gate record"),
             release=read(ws.release(vid), ReleaseRecord, f"invoke release --variant {vid}", "release record")
-            if ws.release(vid).exists() else None)
+            if ws.release(vid).exists() else None,
+            export_verify=read(ws.export_verify(vid), ExportVerified, f"invoke release --variant {vid}",
+                               "export-verify record") if ws.export_verify(vid).exists() else None)
     smoke_dir = ws.smoke_dir()
     smoke_files = sorted(p for p in smoke_dir.glob("*.json") if not p.name.startswith(".")) if smoke_dir.is_dir() else []
     smoke = [read(p, SmokeResult, "invoke smoke", "smoke record") for p in smoke_files if not CLUSTER_FILE.search(p.name)]

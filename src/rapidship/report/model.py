@@ -67,9 +67,10 @@ class ImageRow:
 
     variant: str
     arch: str
-    ref: str
+    ref: str                # the released name: registry/repository:tag@digest once pushed, else image:tag
     image_id: str
     cells: dict[str, Cell]
+    engine_ref: str = ""    # the engine's name of the build (with the run's id), on hover
 
     @property
     def status(self) -> str:
@@ -339,6 +340,7 @@ class ExportRow:
     key_fingerprint: str = ""
     images: list[ExportImage] = field(default_factory=list)
     volumes: list[ExportVolume] = field(default_factory=list)
+    verify: Cell = Cell(MISSING)  # what export-verify proved of these ISO hashes (its record, bound to them)
 
 
 @dataclass(frozen=True)

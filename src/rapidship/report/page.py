@@ -8,24 +8,40 @@ font, style or image: the CSS is inline, the charts are inline SVG.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from rapidship.report.charts import Chart
-from rapidship.report.model import COLUMNS, LABELS, MARKS, SEVERITIES, Summary
+from rapidship.report.model import COLUMNS, LABELS, MARKS, SEVERITIES, ReleaseRun, Summary
 from rapidship.report.verdict import verdict
 
-TEMPLATE = "page.html.j2"
+TEMPLATE, TIMELINE = "page.html.j2", "timeline.html.j2"
+TIMELINE_MARKS = ("<!-- release timeline -->\n", "<!-- end release timeline -->")  # around it in the page
 _TEMPLATES = Path(__file__).parent
 
 
 def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(_TEMPLATES)), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters |= {"gb": _gb, "mb": _mb, "short": _short, "count": _count}
+    env.filters |= {"gb": _gb, "mb": _mb, "short": _short, "count": _count, "breakable": breakable}
     return env
+
+
+LONG_TOKEN = 16  # characters: a digest, a path or a ref; no word of a cell is this long
+
+
+def breakable(text: str) -> Markup:
+    """The text escaped, each long token (LONG_TOKEN characters or more, no space) in a span that may
+    break after a '/', ':' or '@' (a path, a ref), else anywhere (a digest): words wrap only at spaces
+    and hyphens."""
+    def token(part: str) -> Markup:
+        pieces = re.split(r"(?<=[/:@])", part)
+        return Markup('<span class="tok">{}</span>').format(Markup("<wbr>").join(pieces))
+
+    return Markup("").join(token(part) if len(part) >= LONG_TOKEN else part for part in re.split(r"(\S+)", str(text)))
 
 
 def _gb(n: int | None) -> str:
@@ -48,4 +64,9 @@ def render(summary: Summary, charts: dict[str, Chart]) -> str:
     svgs = {name: Markup(chart.svg) for name, chart in charts.items()}  # noqa: S704 - matplotlib's output, text escaped
     template = environment().get_template(TEMPLATE)
     return template.render(s=summary, v=verdict(summary), charts=charts, svgs=svgs, columns=COLUMNS, labels=LABELS,
-                           marks=MARKS, severities=SEVERITIES)
+                           marks=MARKS, severities=SEVERITIES, releases=summary.releases)
+
+
+def timeline(releases: list[ReleaseRun]) -> str:
+    """The page's release timeline alone (between its TIMELINE_MARKS), as render() writes it."""
+    return environment().get_template(TIMELINE).render(releases=releases)

@@ -265,6 +265,16 @@ def _stage(s: dict) -> SmokeStage:
 
 # ---- sizes, bytes, scans ---------------------------------------------------------------------
 
+def released_name(arch: str, push: Got, build) -> str:
+    """The name the release pushed (and signed) this image under: registry/repository:tag@digest from
+    push.json; before a push (or a push of another image) the build's release name, never the run's
+    engine name (config.matrix.run_id)."""
+    pushed = push.value.arches.get(arch) if push.ok else None
+    if pushed and (build is None or not pushed.image_id or pushed.image_id == build.image_id):
+        return f"{push.value.registry}/{push.value.repository}:{pushed.tag}@{pushed.digest}"
+    return build.release_name if build else ""
+
+
 def size_row(vid: str, arch: str, budget: int, img: ImageRecords) -> SizeRow:
     if not img.build.ok:
         return SizeRow(vid, arch, None, None, budget, _unread(img.build))
@@ -367,12 +377,14 @@ def _days_left(expires: str, today: date) -> int | None:
 
 # ---- signatures, exports, versions -----------------------------------------------------------
 
-def sign_row(vid: str, rec: VariantRecords) -> SignRow:
+def sign_row(vid: str, rec: VariantRecords, in_release: set[tuple[str, str]] | None = None) -> SignRow:
+    """`in_release`: the release's variant x arch (None: every arch sign.json signs)."""
     row: dict[str, Any] = {}
     if rec.sign.ok:
         s = rec.sign.value
         row |= {"key_fingerprint": s.key_fingerprint, "signed_at": s.signed_at, "index_digest": s.index.digest,
-                "arches": [SignedArch(a, d.digest, d.signature, d.attestations, d.image_id) for a, d in sorted(s.arches.items())]}
+                "arches": [SignedArch(a, d.digest, d.signature, d.attestations, d.image_id) for a, d in sorted(s.arches.items())
+                           if in_release is None or (vid, a) in in_release]}
     if rec.push.ok:
         p = rec.push.value
         row |= {"pushed_to": f"{p.registry}/{p.repository}:{p.tag}", "pushed_index": p.index_digest,
@@ -384,8 +396,9 @@ def sign_row(vid: str, rec: VariantRecords) -> SignRow:
     return SignRow(vid, rec.sign.state, rec.push.state, rec.promote.state, **row)
 
 
-def export_row(got: Got, built: dict[tuple[str, str], str] | None = None) -> ExportRow:
-    """`built`: the image id of each (variant, arch) build record, to flag a disc of another build."""
+def export_row(got: Got, built: dict[tuple[str, str], str] | None = None, verified: list[Got] = ()) -> ExportRow:
+    """`built`: the image id of each (variant, arch) build record, to flag a disc of another build;
+    `verified`: the export-verify records there are (build/<variant>/export-verify.json)."""
     if not got.ok:
         return ExportRow(got.state)
     r = got.value
@@ -400,12 +413,39 @@ def export_row(got: Got, built: dict[tuple[str, str], str] | None = None) -> Exp
                      key_fingerprint=r.signing_key_fingerprint,
                      images=[ExportImage(i.ref, i.arch, i.image_id, i.size_bytes, i.signed_digest, i.variant, stale(i))
                              for i in r.images],
-                     volumes=[ExportVolume(v.number, v.iso, v.iso_bytes, v.iso_sha256) for v in r.volumes])
+                     volumes=[ExportVolume(v.number, v.iso, v.iso_bytes, v.iso_sha256) for v in r.volumes],
+                     verify=verify_cell(r, verified))
 
 
-def version_row(v, rec: VariantRecords, images: dict[tuple[str, str], ImageRecords]) -> VersionRow:
+def verify_cell(disc, verified: list[Got]) -> Cell:
+    """The export-verify record bound to this disc: its export id and every ISO's sha256 as export.json lists
+    them. PASS when every image was read back with its own id; a record of this export but other ISO
+    bytes is STALE; none is NOT RUN (and a record that cannot be read, CORRUPT)."""
+    hashes = {v.iso: v.iso_sha256 for v in disc.volumes}
+    mine = [g.value for g in verified if g.ok and g.value.export_id == disc.export_id]
+    bound = next((rec for rec in mine if rec.iso_sha256 == hashes), None)
+    if bound is not None:
+        other = {k: v for k, v in bound.images.items() if k != v}
+        if other:
+            return Cell(FAIL, f"{len(other)} image(s) read back with another id: "
+                              + ", ".join(f"{short(k)} -> {short(v)}" for k, v in other.items()))
+        return Cell(PASS, f"verified with key {short(bound.verified_with, 23)}, {len(bound.images)} image(s) read back "
+                          f"with their own ids, {bound.seconds:.1f} s")
+    if mine:
+        return Cell(STALE, "export-verify checked ISOs of other hashes than this disc lists",
+                    "run invoke release again: its export-verify stage verifies the disc as it is")
+    corrupt = next((g for g in verified if not g.ok), None)
+    if corrupt is not None:
+        return _unread(corrupt)
+    return Cell(MISSING, "no export-verify record of this disc", "invoke release runs export-verify and records it "
+                             "(build/<variant>/export-verify.json); invoke export-verify --from DIR --key cosign.pub checks it")
+
+
+def version_row(v, rec: VariantRecords, images: dict[tuple[str, str], ImageRecords],
+                in_release: set[tuple[str, str]] | None = None) -> VersionRow:
+    """`in_release`: the release's variant x arch (None: every arch of the variant)."""
     per_arch = []
-    for arch in (a.value for a in v.arches):
+    for arch in (a.value for a in v.arches if in_release is None or (v.id, a.value) in in_release):
         img = images[(v.id, arch)]
         labels: dict[str, str] = {}
         if img.gates.ok:
@@ -436,7 +476,8 @@ def version_row(v, rec: VariantRecords, images: dict[tuple[str, str], ImageRecor
 def summarize(records: Records, *, today: date, generated_at: str, commit: str,
               variants: list[str] | None = None, arches: list[str] | None = None) -> Summary:
     scope = release_scope(records, variants, arches)
-    runs = smoke_runs(records)
+    in_release = set(scope.images)
+    runs = [r for r in smoke_runs(records) if (r.variant, r.arch) in in_release or not r.variant]  # "": its owner unknown
     rows, sizes, bytes_, scans = [], [], [], []
     states: list[RecordState] = []
     in_scope = [v for v in records.variants if any(vid == v.id for vid, _ in scope.images)]
@@ -457,20 +498,24 @@ def summarize(records: Records, *, today: date, generated_at: str, commit: str,
                      "smoke": smoke_cell(mine, img.build, gpu=bool(v.cuda)),
                      "signature": signature_cell(arch, rec.sign, img.build)}
             b = img.build.value if img.build.ok else None
-            rows.append(ImageRow(v.id, arch, b.ref if b else v.ref(arch), b.image_id if b else "", cells))
+            rows.append(ImageRow(v.id, arch, released_name(arch, rec.push, b) or v.ref(arch), b.image_id if b else "",
+                                 cells, engine_ref=b.ref if b else ""))
             sizes.append(size_row(v.id, arch, v.budget_bytes, img))
             bytes_.append(bytes_report(v.id, arch, img.size))
             scans.append(scan_row(v.id, arch, img))
     states += [g.state for g in (*records.smoke, *records.cluster, *records.exports)]
     chains = [records.per_variant[v.id].release for v in in_scope if records.per_variant[v.id].release is not None]
     states += [g.state for g in chains]
+    verified = [v.export_verify for v in records.per_variant.values() if v.export_verify is not None]
+    states += [g.state for g in verified]
     return Summary(
         generated_at=generated_at, today=today.isoformat(), commit=commit, workspace=records.root,
-        rows=rows, sizes=sizes, bytes=bytes_, scans=scans, allowlist=allowlist(records.images, today), smoke=runs,
-        signatures=[sign_row(v.id, records.per_variant[v.id]) for v in in_scope],
-        exports=[export_row(g, {k: i.build.value.image_id for k, i in records.images.items() if i.build.ok})
+        rows=rows, sizes=sizes, bytes=bytes_, scans=scans, smoke=runs,
+        allowlist=allowlist({k: i for k, i in records.images.items() if k in in_release}, today),
+        signatures=[sign_row(v.id, records.per_variant[v.id], in_release) for v in in_scope],
+        exports=[export_row(g, {k: i.build.value.image_id for k, i in records.images.items() if i.build.ok}, verified)
                  for g in records.exports],
-        versions=[version_row(v, records.per_variant[v.id], records.images) for v in in_scope],
+        versions=[version_row(v, records.per_variant[v.id], records.images, in_release) for v in in_scope],
         records=states, scope=scope, releases=[release_run(g.value) for g in chains if g.ok])
 
 

@@ -17,8 +17,8 @@ from rapidship.records import Workspace, save, write_atomic
 from rapidship.report.charts import charts as draw
 from rapidship.report.collect import collect
 from rapidship.report.model import Summary
-from rapidship.report.page import render
-from rapidship.report.summary import summarize
+from rapidship.report.page import TIMELINE_MARKS, render, timeline
+from rapidship.report.summary import release_run, summarize
 from rapidship.report.verdict import verdict
 
 INDEX, SUMMARY = "index.html", "report.json"
@@ -82,6 +82,33 @@ def report(ws: Workspace, variants, export_dirs: list[Path], out: Path, today: d
     summary = summary_of(ws, variants, export_dirs, today, commit, scope)
     index, js, pngs = write(summary, out)
     return Written(summary, index, js, pngs, index.stat().st_size, round(time.monotonic() - start, 2))
+
+
+def retime(ws: Workspace, out: Path) -> bool:
+    """Bring the page in `out` to the latest release records: its timeline (and report.json's) drawn
+    again from each chain record of its variants as it is now, the rest of the page as it was written.
+    The chain calls it when it ends: a run that skipped the report stage (its records current) would
+    otherwise leave the page showing the run that wrote it. False when there is no such page."""
+    import json
+
+    from rapidship.records import RecordError, ReleaseRecord, load
+
+    index, js = out / INDEX, out / SUMMARY
+    try:
+        data = json.loads(js.read_text())
+        page = index.read_text()
+        shown = [r["variant"] for r in data.get("releases") or []]
+        latest = [load(ws.release(v), ReleaseRecord, f"invoke release --variant {v}", "release record") for v in shown]
+    except (OSError, ValueError, KeyError, TypeError, RecordError):
+        return False
+    start, end = TIMELINE_MARKS
+    if not shown or page.count(start) != 1 or page.count(end) != 1:
+        return False
+    runs = [release_run(r) for r in latest]
+    head, rest = page.split(start)
+    write_atomic(index, head + start + timeline(runs) + end + rest.split(end, 1)[1])
+    save(js, {**data, "releases": [asdict(r) for r in runs]})
+    return True
 
 
 def summary_of(ws: Workspace, variants, export_dirs: list[Path], today: date | None = None, commit: str | None = None,

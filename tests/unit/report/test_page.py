@@ -155,7 +155,41 @@ def test_the_overall_verdict_is_never_cut_at_1400_px(records):
     head = re.search(r'<table class="matrix">.*?<thead><tr>(.*?)</tr>', html, re.S).group(1)
     assert re.findall(r"<th[^>]*>([^<]+)</th>", head)[:4] == ["variant", "arch", "image", "overall"]
     assert re.search(r"table\.matrix \{[^}]*table-layout: fixed", html)
-    assert re.search(r"table\.matrix td, table\.matrix th \{[^}]*overflow-wrap: anywhere", html)
+
+
+def css_rules(html: str) -> list[tuple[str, dict[str, str]]]:
+    """The page's CSS as (selector, {property: value}), comments and @media wrappers left out."""
+    css = re.sub(r"/\*.*?\*/", "", re.search(r"<style>(.*?)</style>", html, re.S).group(1), flags=re.S)
+    css = re.sub(r"@media[^{]*\{", "", css)
+    return [(sel.strip(), {k.strip(): v.strip() for k, _, v in (d.partition(":") for d in body.split(";")) if v.strip()})
+            for sel, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css)]
+
+
+def test_words_in_the_matrix_wrap_only_between_words(records):
+    """"amd6/4", "signatur/e": a cell breaks at spaces and hyphens, never inside a word. Only a long
+    token (a digest, a path: 16 characters or more) may break anywhere, and a narrow screen scrolls
+    the matrix sideways instead of squeezing its words."""
+    html = page(records.full(gates=gates(image_id="sha256:" + "b" * 64)).summary())  # STALE: both digests in the cell
+    rules = css_rules(html)
+    for sel, decl in rules:
+        assert decl.get("word-break", "normal") == "normal", (sel, decl)  # break-all / break-word cut words
+        if decl.get("overflow-wrap") == "anywhere":
+            assert sel in (".tok", "code, .mono"), sel  # long tokens only
+    matrix = dict(rules)["table.matrix td, table.matrix th"]
+    assert (matrix["overflow-wrap"], matrix["word-break"], matrix["hyphens"]) == ("normal", "normal", "manual")
+    assert "overflow-wrap" not in dict(rules)["table.matrix .st .word"]
+    assert dict(rules)[".scroll"]["overflow-x"] == "auto" and "min-width" in dict(rules)["table.matrix"]
+    assert re.search(r'<div class="scroll">\s*<table class="matrix">', html)
+    body = re.search(r'<table class="matrix">.*?</table>', html, re.S).group(0)
+    tokens = [t.replace("<wbr>", "") for t in re.findall(r'<span class="tok">(.*?)</span>', body)]  # may break after / : @
+    assert tokens and all(len(t) >= 16 and " " not in t for t in tokens)
+    assert "sha256:bbbbbbbbbbbb," in tokens and "sha256:aaaaaaaaaaaa" in tokens
+    text = re.sub(r"<[^>]+>", " ", body)
+    checks = [t for t in tokens if t.startswith("sha256:")]  # the image cell's ref breaks after / : @ only
+    for word in ("amd64", "signature", "allowlisted", "attestations"):  # whole words, none in a breakable token
+        assert word in text.split() and not any(word in t for t in checks)
+    ref = re.search(r'<td class="ref".*?</td>', body, re.S).group(0)
+    assert "/<wbr>" in ref and ":<wbr>" in ref
 
 
 def test_the_scan_section_lists_every_finding_by_id_and_the_sbom(records):

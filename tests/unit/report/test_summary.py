@@ -384,3 +384,91 @@ def test_a_disc_carrying_another_build_of_an_image_is_stale_side_by_side(records
     records.put(records.ws.build(VARIANT, ARCH), built())
     assert records.summary().exports[0].images[0].stale == ""
     assert export().images[0].image_id == built().image_id
+
+
+def test_an_amd64_release_has_no_arm64_row_anywhere_but_the_note(records):
+    """An earlier `invoke push` of every arch left arm64 in push.json, and arm64's build, smoke and
+    signature are there too; the release (its record, as `invoke release --arch amd64` leaves it)
+    is amd64: the page's scope is the release's arches, and arm64 is only in "not in this release"."""
+    import re
+    from dataclasses import replace
+
+    from rapidship.records import ArchImage, ReleaseRecord, ReleaseStage
+    from rapidship.release.plan import STAGES
+    from rapidship.report.page import render
+    from unit.report.samples import push
+
+    arm = "arm64"
+    records.full()
+    both = push()
+    both = both.model_copy(update={"arches": {**both.arches, arm: ArchImage(arch=arm, tag="t-arm64", digest="sha256:" + "7" * 64,
+                                                                           size=1, media_type="m", platform={})}})
+    records.put(records.ws.push(VARIANT), both)
+    records.put(records.ws.build(VARIANT, arm), built().model_copy(update={"arch": arm, "image_id": OTHER_ID}))
+    records.put(records.ws.smoke_dir() / f"{VARIANT}-{arm}-cpu-uid1001.json",
+                replace(smoke(), plan={**smoke().plan, "arch": arm, "ref": OTHER_ID}))
+    signed = sign()
+    records.put(records.ws.sign(VARIANT), signed.model_copy(update={"arches": {**signed.arches, arm: signed.arches[ARCH]}}))
+    records.put(records.ws.release(VARIANT), ReleaseRecord(variant=VARIANT, arches=[ARCH], started_at="2026-12-01T10:00:00+00:00",
+                                                           stages=[ReleaseStage(name=s, verdict="pass") for s in STAGES]))
+    for summary in (records.summary(), records.summary(variants=[VARIANT], arches=[ARCH])):  # invoke report; the chain's
+        assert summary.scope.images == [(VARIANT, ARCH)]
+        assert (VARIANT, [arm]) in [(o.variant, o.arches) for o in summary.scope.out_of_scope]
+        assert [(r.variant, r.arch) for r in summary.smoke] == [(VARIANT, ARCH)]
+        assert [i.arch for v in summary.versions for i in v.images] == [ARCH]
+        assert [a.arch for s in summary.signatures for a in s.arches] == [ARCH]
+        html = render(summary, {})
+        body = html[html.index('<section id="matrix">'):html.index('<section id="records">')]  # the files read: all
+        assert arm not in re.sub(r"<[^>]+>", "", body), re.findall(r".{80}arm64.{40}", body)
+    assert records.summary().scope.source == "release records"
+
+
+def test_the_image_cell_names_the_released_image_not_the_run_s_engine_name(records):
+    """Under RAPIDSHIP_RUN_ID the engine's name ends in the run's id; the release pushed and signed
+    registry/repository:tag@digest (push.json), and before a push the name signatures and discs use."""
+    import re
+
+    from rapidship.report.page import render
+
+    engine = "rapidship/dask:26.10-cpu-debian12-py3.11-amd64-alice"
+    records.full(build=built().model_copy(update={"ref": engine, "name": "rapidship/dask:26.10-cpu-debian12-py3.11-amd64"}))
+    summary = records.summary()
+    pushed = f"127.0.0.1:5000/staging/dask:t-amd64@sha256:{'f' * 64}"
+    assert row(summary).ref == pushed
+    cell = re.search(r'<td class="ref".*?</td>', render(summary, {}), re.S).group(0)
+    assert "127.0.0.1:5000/staging/dask:t-amd64" in cell and "alice" not in re.sub(r'title="[^"]*"', "", cell)
+    records.ws.push(VARIANT).unlink()
+    records.ws.sign(VARIANT).unlink()
+    assert row(records.summary(variants=[VARIANT], arches=[ARCH])).ref == "rapidship/dask:26.10-cpu-debian12-py3.11-amd64"
+
+
+def test_each_disc_shows_its_export_verify_outcome_bound_to_its_hashes(records):
+    """build/<variant>/export-verify.json (invoke release's export-verify stage) names the export and the
+    ISO hashes it verified: the disc with those hashes shows it; another disc, or other hashes, does not."""
+    import re
+
+    from rapidship.records import ExportVerified
+    from rapidship.report.page import render
+    from unit.report.samples import IMAGE_ID
+
+    records.full()
+    iso = {"rapidship-01234567-01of01.iso": "8" * 64}
+
+    def disc(summary):
+        return summary.exports[0].verify
+
+    assert disc(records.summary()).status == MISSING and "invoke release" in disc(records.summary()).note
+    proved = ExportVerified(export_id="0123456789abcdef", iso_sha256=iso, verified_with="sha256:" + "1" * 64,
+                            images={IMAGE_ID: IMAGE_ID}, seconds=2.5)
+    records.put(records.ws.export_verify(VARIANT), proved)
+    summary = records.summary()
+    assert disc(summary).status == PASS and "1 image(s) read back with their own ids" in disc(summary).detail
+    html = render(summary, {})
+    section = re.search(r'<section id="exports">.*?</section>', html, re.S).group(0)
+    assert re.search(r'export-verify.*?<b>PASS</b>', section, re.S) and "sha256:111111111111111" in section
+    records.put(records.ws.export_verify(VARIANT), proved.model_copy(update={"iso_sha256": {iso.popitem()[0]: "9" * 64}}))
+    assert disc(records.summary()).status == STALE  # it verified other bytes than this disc's
+    records.put(records.ws.export_verify(VARIANT), proved.model_copy(update={"images": {IMAGE_ID: OTHER_ID}}))
+    assert disc(records.summary()).status == FAIL  # an image read back with another id
+    records.ws.export_verify(VARIANT).write_text("not json")
+    assert disc(records.summary()).status == CORRUPT

@@ -286,10 +286,10 @@ RUN --mount=type=bind,source=builder/layer-plan.json,target=/mnt/layer-plan.json
     --mount=type=bind,from=env-9,source=/out/records,target=/parts/9 \
     --mount=type=bind,from=env-10,source=/out/records,target=/parts/10 \
     --mount=type=bind,from=env-11,source=/out/records,target=/parts/11 \
-    mkdir -p /out \
- && python3.11 /mnt/layer_record.py merge --plan /mnt/layer-plan.json --out /out/rapidship-layers.json /parts/* \
- && python3.11 /tmp/builder/measure_trims.py --merge /parts/*/trims.json --out /out/rapidship-trims.json \
- && python3.11 /mnt/dedupe.py --merge /parts/*/dedupe.json --out /out/rapidship-dedupe.json
+    mkdir -p /out/records \
+ && python3.11 /mnt/layer_record.py merge --plan /mnt/layer-plan.json --out /out/records/layers.json /parts/* \
+ && python3.11 /tmp/builder/measure_trims.py --merge /parts/*/trims.json --out /out/records/trims.json \
+ && python3.11 /mnt/dedupe.py --merge /parts/*/dedupe.json --out /out/records/dedupe.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -324,9 +324,7 @@ COPY --from=env-8 /out/layers/python/small_1/ /opt/rapids/
 COPY --from=env-9 /out/layers/python/small_2/ /opt/rapids/
 COPY --from=env-10 /out/layers/python/small_3/ /opt/rapids/
 COPY --from=env-11 /out/layers/venv/ /opt/rapids/
-COPY --from=env-records /out/rapidship-layers.json /opt/rapidship/layers.json
-COPY --from=env-records /out/rapidship-trims.json /opt/rapidship/trims.json
-COPY --from=env-records /out/rapidship-dedupe.json /opt/rapidship/dedupe.json
+COPY --from=env-records /out/records/ /opt/rapidship/
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
 COPY runtime/rapidship-gpu-guard.pth runtime/sitecustomize.py /opt/rapids/lib/python3.11/site-packages/

@@ -843,17 +843,17 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numba-cuda --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 37
-# ---- env layer compiled/pyyaml ----
+# ---- env layer compiled/small_2 ----
 FROM builder AS env-38-made
 ARG TARGETARCH
-COPY lock/parts/compiled/pyyaml/ /tmp/part/
+COPY lock/parts/compiled/small_2/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/pyyaml --records /out/records \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/small_2 --records /out/records \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 # device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
@@ -861,9 +861,9 @@ RUN --mount=type=secret,id=cacert,required=false \
 COPY builder/prune/ /tmp/builder/prune/
 RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/compiled/pyyaml
+      --record /out/records/prune.json /out/layers/compiled/small_2
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pyyaml --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 38
 # ---- env layer rapids/libkvikio-cu12 ----
 FROM builder AS env-39-made
@@ -953,8 +953,52 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/cudf-cu12 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 42
-# ---- env layer compiled/small_1 ----
+# ---- env layer compiled/small_4 ----
 FROM builder AS env-43-made
+ARG TARGETARCH
+COPY lock/parts/compiled/small_4/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/small_4 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/compiled/small_4
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_4 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 43
+# ---- env layer rapids/small_5 ----
+FROM builder AS env-44-made
+ARG TARGETARCH
+COPY lock/parts/rapids/small_5/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_5 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/small_5
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_5 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 44
+# ---- env layer compiled/small_1 ----
+FROM builder AS env-45-made
 ARG TARGETARCH
 COPY lock/parts/compiled/small_1/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -974,62 +1018,18 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/compiled/small_1
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_1 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 43
-# ---- env layer compiled/treelite ----
-FROM builder AS env-44-made
-ARG TARGETARCH
-COPY lock/parts/compiled/treelite/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/treelite --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/compiled/treelite
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/treelite --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 44
-# ---- env layer rapids/pylibraft-cu12 ----
-FROM builder AS env-45-made
-ARG TARGETARCH
-COPY lock/parts/rapids/pylibraft-cu12/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/pylibraft-cu12 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/pylibraft-cu12
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/pylibraft-cu12 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 45
-# ---- env layer rapids/rmm-cu12 ----
+# ---- env layer compiled/small_3 ----
 FROM builder AS env-46-made
 ARG TARGETARCH
-COPY lock/parts/rapids/rmm-cu12/ /tmp/part/
+COPY lock/parts/compiled/small_3/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/rmm-cu12 --records /out/records \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/small_3 --records /out/records \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 # device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
@@ -1037,34 +1037,12 @@ RUN --mount=type=secret,id=cacert,required=false \
 COPY builder/prune/ /tmp/builder/prune/
 RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/rmm-cu12
+      --record /out/records/prune.json /out/layers/compiled/small_3
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/rmm-cu12 --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_3 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 46
-# ---- env layer compiled/tornado ----
-FROM builder AS env-47-made
-ARG TARGETARCH
-COPY lock/parts/compiled/tornado/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/tornado --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/compiled/tornado
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/tornado --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 47
 # ---- env layer python/dask ----
-FROM builder AS env-48-made
+FROM builder AS env-47-made
 ARG TARGETARCH
 COPY lock/parts/python/dask/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1084,9 +1062,9 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/dask
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 48
+      --index /out/records/big.json --layer 47
 # ---- env layer python/pygments ----
-FROM builder AS env-49-made
+FROM builder AS env-48-made
 ARG TARGETARCH
 COPY lock/parts/python/pygments/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1106,185 +1084,31 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/pygments
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/pygments --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 48
+# ---- env layer rapids/small_2 ----
+FROM builder AS env-49-made
+ARG TARGETARCH
+COPY lock/parts/rapids/small_2/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_2 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/small_2
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_2 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 49
-# ---- env layer rapids/nvforest-cu12 ----
-FROM builder AS env-50-made
-ARG TARGETARCH
-COPY lock/parts/rapids/nvforest-cu12/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/nvforest-cu12 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/nvforest-cu12
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/nvforest-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 50
-# ---- env layer python/distributed ----
-FROM builder AS env-51-made
-ARG TARGETARCH
-COPY lock/parts/python/distributed/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/distributed --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/python/distributed
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 51
-# ---- env layer rapids/ucxx-cu12 ----
-FROM builder AS env-52-made
-ARG TARGETARCH
-COPY lock/parts/rapids/ucxx-cu12/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/ucxx-cu12 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/ucxx-cu12
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/ucxx-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 52
-# ---- env layer compiled/small_2 ----
-FROM builder AS env-53-made
-ARG TARGETARCH
-COPY lock/parts/compiled/small_2/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/small_2 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/compiled/small_2
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 53
-# ---- env layer python/small_7 ----
-FROM builder AS env-54-made
-ARG TARGETARCH
-COPY lock/parts/python/small_7/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_7 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/python/small_7
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_7 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 54
-# ---- env layer python/small_6 ----
-FROM builder AS env-55-made
-ARG TARGETARCH
-COPY lock/parts/python/small_6/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_6 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/python/small_6
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_6 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 55
-# ---- env layer cuda/small_1 ----
-FROM builder AS env-56-made
-ARG TARGETARCH
-COPY lock/parts/cuda/small_1/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/cuda/small_1 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/cuda/small_1
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/small_1 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 56
-# ---- env layer python/small_5 ----
-FROM builder AS env-57-made
-ARG TARGETARCH
-COPY lock/parts/python/small_5/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_5 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/python/small_5
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_5 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 57
 # ---- env layer python/small_2 ----
-FROM builder AS env-58-made
+FROM builder AS env-50-made
 ARG TARGETARCH
 COPY lock/parts/python/small_2/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1304,18 +1128,18 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/small_2
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 58
-# ---- env layer rapids/small_1 ----
-FROM builder AS env-59-made
+      --index /out/records/big.json --layer 50
+# ---- env layer rapids/small_3 ----
+FROM builder AS env-51-made
 ARG TARGETARCH
-COPY lock/parts/rapids/small_1/ /tmp/part/
+COPY lock/parts/rapids/small_3/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_1 --records /out/records \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_3 --records /out/records \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 # device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
@@ -1323,21 +1147,21 @@ RUN --mount=type=secret,id=cacert,required=false \
 COPY builder/prune/ /tmp/builder/prune/
 RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/small_1
+      --record /out/records/prune.json /out/layers/rapids/small_3
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_1 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 59
-# ---- env layer python/small_1 ----
-FROM builder AS env-60-made
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_3 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 51
+# ---- env layer rapids/small_6 ----
+FROM builder AS env-52-made
 ARG TARGETARCH
-COPY lock/parts/python/small_1/ /tmp/part/
+COPY lock/parts/rapids/small_6/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_1 --records /out/records \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_6 --records /out/records \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 # device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
@@ -1345,12 +1169,78 @@ RUN --mount=type=secret,id=cacert,required=false \
 COPY builder/prune/ /tmp/builder/prune/
 RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/python/small_1
+      --record /out/records/prune.json /out/layers/rapids/small_6
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_1 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 60
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_6 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 52
+# ---- env layer python/small_5 ----
+FROM builder AS env-53-made
+ARG TARGETARCH
+COPY lock/parts/python/small_5/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_5 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/python/small_5
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_5 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 53
+# ---- env layer rapids/small_4 ----
+FROM builder AS env-54-made
+ARG TARGETARCH
+COPY lock/parts/rapids/small_4/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_4 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/small_4
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_4 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 54
+# ---- env layer cuda/small_1 ----
+FROM builder AS env-55-made
+ARG TARGETARCH
+COPY lock/parts/cuda/small_1/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/cuda/small_1 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/cuda/small_1
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/small_1 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 55
 # ---- env layer python/small_3 ----
-FROM builder AS env-61-made
+FROM builder AS env-56-made
 ARG TARGETARCH
 COPY lock/parts/python/small_3/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1370,9 +1260,31 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/small_3
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_3 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 61
+      --index /out/records/big.json --layer 56
+# ---- env layer rapids/small_1 ----
+FROM builder AS env-57-made
+ARG TARGETARCH
+COPY lock/parts/rapids/small_1/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_1 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/small_1
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_1 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 57
 # ---- env layer python/small_4 ----
-FROM builder AS env-62-made
+FROM builder AS env-58-made
 ARG TARGETARCH
 COPY lock/parts/python/small_4/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1392,9 +1304,31 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/small_4
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_4 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 62
+      --index /out/records/big.json --layer 58
+# ---- env layer python/small_1 ----
+FROM builder AS env-59-made
+ARG TARGETARCH
+COPY lock/parts/python/small_1/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_1 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/python/small_1
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_1 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 59
 # ---- env layer venv ----
-FROM builder AS env-63-made
+FROM builder AS env-60-made
 ARG TARGETARCH
 RUN /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
  && mkdir -p /out/layers/venv && cp -a /opt/rapids/. /out/layers/venv/ \
@@ -1402,7 +1336,7 @@ RUN /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setup
       --trims /tmp/builder/trims.json
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/venv --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 63
+      --index /out/records/big.json --layer 60
 # ---- every layer's large files, by content: each layer's copies of a file below, planned as links ----
 FROM builder AS env-index
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1466,9 +1400,6 @@ RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,from=env-58-made,source=/out/records,target=/parts/58 \
     --mount=type=bind,from=env-59-made,source=/out/records,target=/parts/59 \
     --mount=type=bind,from=env-60-made,source=/out/records,target=/parts/60 \
-    --mount=type=bind,from=env-61-made,source=/out/records,target=/parts/61 \
-    --mount=type=bind,from=env-62-made,source=/out/records,target=/parts/62 \
-    --mount=type=bind,from=env-63-made,source=/out/records,target=/parts/63 \
     python3.11 /mnt/dedupe.py --plan-links /parts/*/big.json --out /out/links
 FROM env-1-made AS env-1
 RUN --mount=type=bind,from=env-index,source=/out/links/1.json,target=/mnt/links.json \
@@ -1696,8 +1627,8 @@ FROM env-38-made AS env-38
 RUN --mount=type=bind,from=env-index,source=/out/links/38.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pyyaml --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/pyyaml --layer compiled/pyyaml --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_2 --layer compiled/small_2 --out /out/records/layer.json
 FROM env-39-made AS env-39
 RUN --mount=type=bind,from=env-index,source=/out/links/39.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1726,124 +1657,106 @@ FROM env-43-made AS env-43
 RUN --mount=type=bind,from=env-index,source=/out/links/43.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_1 --layer compiled/small_1 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_4 --layer compiled/small_4 --out /out/records/layer.json
 FROM env-44-made AS env-44
 RUN --mount=type=bind,from=env-index,source=/out/links/44.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/treelite --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/treelite --layer compiled/treelite --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_5 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_5 --layer rapids/small_5 --out /out/records/layer.json
 FROM env-45-made AS env-45
 RUN --mount=type=bind,from=env-index,source=/out/links/45.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/pylibraft-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/pylibraft-cu12 --layer rapids/pylibraft-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_1 --layer compiled/small_1 --out /out/records/layer.json
 FROM env-46-made AS env-46
 RUN --mount=type=bind,from=env-index,source=/out/links/46.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/rmm-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/rmm-cu12 --layer rapids/rmm-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_3 --layer compiled/small_3 --out /out/records/layer.json
 FROM env-47-made AS env-47
 RUN --mount=type=bind,from=env-index,source=/out/links/47.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/tornado --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/tornado --layer compiled/tornado --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/dask --layer python/dask --out /out/records/layer.json
 FROM env-48-made AS env-48
 RUN --mount=type=bind,from=env-index,source=/out/links/48.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/dask --layer python/dask --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/pygments --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/pygments --layer python/pygments --out /out/records/layer.json
 FROM env-49-made AS env-49
 RUN --mount=type=bind,from=env-index,source=/out/links/49.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/pygments --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/pygments --layer python/pygments --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_2 --layer rapids/small_2 --out /out/records/layer.json
 FROM env-50-made AS env-50
 RUN --mount=type=bind,from=env-index,source=/out/links/50.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/nvforest-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/nvforest-cu12 --layer rapids/nvforest-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_2 --layer python/small_2 --out /out/records/layer.json
 FROM env-51-made AS env-51
 RUN --mount=type=bind,from=env-index,source=/out/links/51.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/distributed --layer python/distributed --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_3 --layer rapids/small_3 --out /out/records/layer.json
 FROM env-52-made AS env-52
 RUN --mount=type=bind,from=env-index,source=/out/links/52.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/ucxx-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/ucxx-cu12 --layer rapids/ucxx-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_6 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_6 --layer rapids/small_6 --out /out/records/layer.json
 FROM env-53-made AS env-53
 RUN --mount=type=bind,from=env-index,source=/out/links/53.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_2 --layer compiled/small_2 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_5 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_5 --layer python/small_5 --out /out/records/layer.json
 FROM env-54-made AS env-54
 RUN --mount=type=bind,from=env-index,source=/out/links/54.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_7 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_7 --layer python/small_7 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_4 --layer rapids/small_4 --out /out/records/layer.json
 FROM env-55-made AS env-55
 RUN --mount=type=bind,from=env-index,source=/out/links/55.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_6 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_6 --layer python/small_6 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/small_1 --layer cuda/small_1 --out /out/records/layer.json
 FROM env-56-made AS env-56
 RUN --mount=type=bind,from=env-index,source=/out/links/56.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/small_1 --layer cuda/small_1 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_3 --layer python/small_3 --out /out/records/layer.json
 FROM env-57-made AS env-57
 RUN --mount=type=bind,from=env-index,source=/out/links/57.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_5 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_5 --layer python/small_5 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_1 --layer rapids/small_1 --out /out/records/layer.json
 FROM env-58-made AS env-58
 RUN --mount=type=bind,from=env-index,source=/out/links/58.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_2 --layer python/small_2 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_4 --layer python/small_4 --out /out/records/layer.json
 FROM env-59-made AS env-59
 RUN --mount=type=bind,from=env-index,source=/out/links/59.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_1 --layer rapids/small_1 --out /out/records/layer.json
-FROM env-60-made AS env-60
-RUN --mount=type=bind,from=env-index,source=/out/links/60.json,target=/mnt/links.json \
-    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_1 --layer python/small_1 --out /out/records/layer.json
-FROM env-61-made AS env-61
-RUN --mount=type=bind,from=env-index,source=/out/links/61.json,target=/mnt/links.json \
-    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_3 --layer python/small_3 --out /out/records/layer.json
-FROM env-62-made AS env-62
-RUN --mount=type=bind,from=env-index,source=/out/links/62.json,target=/mnt/links.json \
-    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_4 --layer python/small_4 --out /out/records/layer.json
-FROM env-63-made AS env-63
-RUN --mount=type=bind,from=env-index,source=/out/links/63.json,target=/mnt/links.json \
+FROM env-60-made AS env-60
+RUN --mount=type=bind,from=env-index,source=/out/links/60.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/venv --links /mnt/links.json --out /out/records/dedupe.json \
@@ -1914,9 +1827,6 @@ RUN --mount=type=bind,source=builder/layer-plan.json,target=/mnt/layer-plan.json
     --mount=type=bind,from=env-58,source=/out/records,target=/parts/58 \
     --mount=type=bind,from=env-59,source=/out/records,target=/parts/59 \
     --mount=type=bind,from=env-60,source=/out/records,target=/parts/60 \
-    --mount=type=bind,from=env-61,source=/out/records,target=/parts/61 \
-    --mount=type=bind,from=env-62,source=/out/records,target=/parts/62 \
-    --mount=type=bind,from=env-63,source=/out/records,target=/parts/63 \
     mkdir -p /out/records \
  && python3.11 /mnt/layer_record.py merge --plan /mnt/layer-plan.json --out /out/records/layers.json /parts/* \
  && python3.11 /tmp/builder/measure_trims.py --merge /parts/*/trims.json --out /out/records/trims.json \
@@ -1982,32 +1892,29 @@ COPY --from=env-34 /out/layers/rapids/pylibcudf-cu12/ /opt/rapids/
 COPY --from=env-35 /out/layers/cuda/cuda-core/ /opt/rapids/
 COPY --from=env-36 /out/layers/rapids/libucxx-cu12/ /opt/rapids/
 COPY --from=env-37 /out/layers/compiled/numba-cuda/ /opt/rapids/
-COPY --from=env-38 /out/layers/compiled/pyyaml/ /opt/rapids/
+COPY --from=env-38 /out/layers/compiled/small_2/ /opt/rapids/
 COPY --from=env-39 /out/layers/rapids/libkvikio-cu12/ /opt/rapids/
 COPY --from=env-40 /out/layers/compiled/contourpy/ /opt/rapids/
 COPY --from=env-41 /out/layers/cuda/nvidia-cufile-cu12/ /opt/rapids/
 COPY --from=env-42 /out/layers/rapids/cudf-cu12/ /opt/rapids/
-COPY --from=env-43 /out/layers/compiled/small_1/ /opt/rapids/
-COPY --from=env-44 /out/layers/compiled/treelite/ /opt/rapids/
-COPY --from=env-45 /out/layers/rapids/pylibraft-cu12/ /opt/rapids/
-COPY --from=env-46 /out/layers/rapids/rmm-cu12/ /opt/rapids/
-COPY --from=env-47 /out/layers/compiled/tornado/ /opt/rapids/
-COPY --from=env-48 /out/layers/python/dask/ /opt/rapids/
-COPY --from=env-49 /out/layers/python/pygments/ /opt/rapids/
-COPY --from=env-50 /out/layers/rapids/nvforest-cu12/ /opt/rapids/
-COPY --from=env-51 /out/layers/python/distributed/ /opt/rapids/
-COPY --from=env-52 /out/layers/rapids/ucxx-cu12/ /opt/rapids/
-COPY --from=env-53 /out/layers/compiled/small_2/ /opt/rapids/
-COPY --from=env-54 /out/layers/python/small_7/ /opt/rapids/
-COPY --from=env-55 /out/layers/python/small_6/ /opt/rapids/
-COPY --from=env-56 /out/layers/cuda/small_1/ /opt/rapids/
-COPY --from=env-57 /out/layers/python/small_5/ /opt/rapids/
-COPY --from=env-58 /out/layers/python/small_2/ /opt/rapids/
-COPY --from=env-59 /out/layers/rapids/small_1/ /opt/rapids/
-COPY --from=env-60 /out/layers/python/small_1/ /opt/rapids/
-COPY --from=env-61 /out/layers/python/small_3/ /opt/rapids/
-COPY --from=env-62 /out/layers/python/small_4/ /opt/rapids/
-COPY --from=env-63 /out/layers/venv/ /opt/rapids/
+COPY --from=env-43 /out/layers/compiled/small_4/ /opt/rapids/
+COPY --from=env-44 /out/layers/rapids/small_5/ /opt/rapids/
+COPY --from=env-45 /out/layers/compiled/small_1/ /opt/rapids/
+COPY --from=env-46 /out/layers/compiled/small_3/ /opt/rapids/
+COPY --from=env-47 /out/layers/python/dask/ /opt/rapids/
+COPY --from=env-48 /out/layers/python/pygments/ /opt/rapids/
+COPY --from=env-49 /out/layers/rapids/small_2/ /opt/rapids/
+COPY --from=env-50 /out/layers/python/small_2/ /opt/rapids/
+COPY --from=env-51 /out/layers/rapids/small_3/ /opt/rapids/
+COPY --from=env-52 /out/layers/rapids/small_6/ /opt/rapids/
+COPY --from=env-53 /out/layers/python/small_5/ /opt/rapids/
+COPY --from=env-54 /out/layers/rapids/small_4/ /opt/rapids/
+COPY --from=env-55 /out/layers/cuda/small_1/ /opt/rapids/
+COPY --from=env-56 /out/layers/python/small_3/ /opt/rapids/
+COPY --from=env-57 /out/layers/rapids/small_1/ /opt/rapids/
+COPY --from=env-58 /out/layers/python/small_4/ /opt/rapids/
+COPY --from=env-59 /out/layers/python/small_1/ /opt/rapids/
+COPY --from=env-60 /out/layers/venv/ /opt/rapids/
 COPY --from=env-records /out/records/ /opt/rapidship/
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/

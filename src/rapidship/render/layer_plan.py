@@ -70,7 +70,10 @@ CHANNEL_KINDS = {"rapidsai": "rapids", "rapidsai-nightly": "rapids", "nvidia": "
 KIND_RATES = {"cuda": 4, "compiled": 4, "rapids": 8, "python": 12}
 ORDER_STEPS = 2  # the order key's steps per doubling of releases per byte
 LEAST_BUDGET = len(KINDS) + 1  # one group per kind and the venv: any lock fits
-MOST_BUDGET = 80  # overlay2 refuses more than ~125 layers: room for the base's (imagebuild/base_layers.BUDGET) and the runtime's own
+IMAGE_LAYERS = 100  # an image's most: overlay2 refuses ~125, and a site's image derived from ours needs room
+RUNTIME_STEPS = 5  # the runtime's own layers beside the env's and its apt step: records, programs, bytecode
+# the base's (imagebuild/base_layers.BUDGET, 26) and the runtime's apt step split (RUNTIME_BUDGET, 8) take the rest
+MOST_BUDGET = IMAGE_LAYERS - 26 - 8 - RUNTIME_STEPS
 
 
 @dataclass(frozen=True)

@@ -19,40 +19,8 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && rm -rf /var/lib/apt/lists/*
 COPY builder/install_layer.py builder/measure_trims.py builder/target_layout.py builder/trims.json /tmp/builder/
 RUN python3.11 -m venv /opt/rapids
-# ---- env layer compiled/pyyaml ----
-FROM builder AS env-1-made
-ARG TARGETARCH
-COPY lock/parts/compiled/pyyaml/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/pyyaml --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pyyaml --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 1
-# ---- env layer compiled/tornado ----
-FROM builder AS env-2-made
-ARG TARGETARCH
-COPY lock/parts/compiled/tornado/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/tornado --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/tornado --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 2
 # ---- env layer compiled/numpy ----
-FROM builder AS env-3-made
+FROM builder AS env-1-made
 ARG TARGETARCH
 COPY lock/parts/compiled/numpy/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -66,9 +34,25 @@ RUN --mount=type=secret,id=cacert,required=false \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numpy --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 3
+      --index /out/records/big.json --layer 1
+# ---- env layer compiled/pyyaml ----
+FROM builder AS env-2-made
+ARG TARGETARCH
+COPY lock/parts/compiled/pyyaml/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/pyyaml --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pyyaml --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 2
 # ---- env layer compiled/small_1 ----
-FROM builder AS env-4-made
+FROM builder AS env-3-made
 ARG TARGETARCH
 COPY lock/parts/compiled/small_1/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -82,25 +66,25 @@ RUN --mount=type=secret,id=cacert,required=false \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_1 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 4
-# ---- env layer compiled/small_2 ----
-FROM builder AS env-5-made
+      --index /out/records/big.json --layer 3
+# ---- env layer compiled/tornado ----
+FROM builder AS env-4-made
 ARG TARGETARCH
-COPY lock/parts/compiled/small_2/ /tmp/part/
+COPY lock/parts/compiled/tornado/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/small_2 --records /out/records \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/tornado --records /out/records \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 5
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/tornado --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 4
 # ---- env layer python/dask ----
-FROM builder AS env-6-made
+FROM builder AS env-5-made
 ARG TARGETARCH
 COPY lock/parts/python/dask/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -114,9 +98,9 @@ RUN --mount=type=secret,id=cacert,required=false \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 6
+      --index /out/records/big.json --layer 5
 # ---- env layer python/distributed ----
-FROM builder AS env-7-made
+FROM builder AS env-6-made
 ARG TARGETARCH
 COPY lock/parts/python/distributed/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -130,6 +114,22 @@ RUN --mount=type=secret,id=cacert,required=false \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 6
+# ---- env layer compiled/small_2 ----
+FROM builder AS env-7-made
+ARG TARGETARCH
+COPY lock/parts/compiled/small_2/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/small_2 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 7
 # ---- env layer python/small_1 ----
 FROM builder AS env-8-made
@@ -208,44 +208,44 @@ FROM env-1-made AS env-1
 RUN --mount=type=bind,from=env-index,source=/out/links/1.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pyyaml --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/pyyaml --layer compiled/pyyaml --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numpy --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/numpy --layer compiled/numpy --out /out/records/layer.json
 FROM env-2-made AS env-2
 RUN --mount=type=bind,from=env-index,source=/out/links/2.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/tornado --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/tornado --layer compiled/tornado --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pyyaml --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/pyyaml --layer compiled/pyyaml --out /out/records/layer.json
 FROM env-3-made AS env-3
 RUN --mount=type=bind,from=env-index,source=/out/links/3.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numpy --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/numpy --layer compiled/numpy --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_1 --layer compiled/small_1 --out /out/records/layer.json
 FROM env-4-made AS env-4
 RUN --mount=type=bind,from=env-index,source=/out/links/4.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_1 --layer compiled/small_1 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/tornado --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/tornado --layer compiled/tornado --out /out/records/layer.json
 FROM env-5-made AS env-5
 RUN --mount=type=bind,from=env-index,source=/out/links/5.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_2 --layer compiled/small_2 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/dask --layer python/dask --out /out/records/layer.json
 FROM env-6-made AS env-6
 RUN --mount=type=bind,from=env-index,source=/out/links/6.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/dask --layer python/dask --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/distributed --layer python/distributed --out /out/records/layer.json
 FROM env-7-made AS env-7
 RUN --mount=type=bind,from=env-index,source=/out/links/7.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/distributed --layer python/distributed --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_2 --layer compiled/small_2 --out /out/records/layer.json
 FROM env-8-made AS env-8
 RUN --mount=type=bind,from=env-index,source=/out/links/8.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -286,10 +286,10 @@ RUN --mount=type=bind,source=builder/layer-plan.json,target=/mnt/layer-plan.json
     --mount=type=bind,from=env-9,source=/out/records,target=/parts/9 \
     --mount=type=bind,from=env-10,source=/out/records,target=/parts/10 \
     --mount=type=bind,from=env-11,source=/out/records,target=/parts/11 \
-    mkdir -p /out \
- && python3.11 /mnt/layer_record.py merge --plan /mnt/layer-plan.json --out /out/rapidship-layers.json /parts/* \
- && python3.11 /tmp/builder/measure_trims.py --merge /parts/*/trims.json --out /out/rapidship-trims.json \
- && python3.11 /mnt/dedupe.py --merge /parts/*/dedupe.json --out /out/rapidship-dedupe.json
+    mkdir -p /out/records \
+ && python3.11 /mnt/layer_record.py merge --plan /mnt/layer-plan.json --out /out/records/layers.json /parts/* \
+ && python3.11 /tmp/builder/measure_trims.py --merge /parts/*/trims.json --out /out/records/trims.json \
+ && python3.11 /mnt/dedupe.py --merge /parts/*/dedupe.json --out /out/records/dedupe.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -313,20 +313,18 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
  && rm -rf /tmp/* /var/tmp/*
 
-COPY --from=env-1 /out/layers/compiled/pyyaml/ /opt/rapids/
-COPY --from=env-2 /out/layers/compiled/tornado/ /opt/rapids/
-COPY --from=env-3 /out/layers/compiled/numpy/ /opt/rapids/
-COPY --from=env-4 /out/layers/compiled/small_1/ /opt/rapids/
-COPY --from=env-5 /out/layers/compiled/small_2/ /opt/rapids/
-COPY --from=env-6 /out/layers/python/dask/ /opt/rapids/
-COPY --from=env-7 /out/layers/python/distributed/ /opt/rapids/
+COPY --from=env-1 /out/layers/compiled/numpy/ /opt/rapids/
+COPY --from=env-2 /out/layers/compiled/pyyaml/ /opt/rapids/
+COPY --from=env-3 /out/layers/compiled/small_1/ /opt/rapids/
+COPY --from=env-4 /out/layers/compiled/tornado/ /opt/rapids/
+COPY --from=env-5 /out/layers/python/dask/ /opt/rapids/
+COPY --from=env-6 /out/layers/python/distributed/ /opt/rapids/
+COPY --from=env-7 /out/layers/compiled/small_2/ /opt/rapids/
 COPY --from=env-8 /out/layers/python/small_1/ /opt/rapids/
 COPY --from=env-9 /out/layers/python/small_2/ /opt/rapids/
 COPY --from=env-10 /out/layers/python/small_3/ /opt/rapids/
 COPY --from=env-11 /out/layers/venv/ /opt/rapids/
-COPY --from=env-records /out/rapidship-layers.json /opt/rapidship/layers.json
-COPY --from=env-records /out/rapidship-trims.json /opt/rapidship/trims.json
-COPY --from=env-records /out/rapidship-dedupe.json /opt/rapidship/dedupe.json
+COPY --from=env-records /out/records/ /opt/rapidship/
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
 COPY runtime/rapidship-gpu-guard.pth runtime/sitecustomize.py /opt/rapids/lib/python3.11/site-packages/

@@ -49,11 +49,11 @@ RUN --mount=type=bind,source=builder/layer-plan.json,target=/mnt/layer-plan.json
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/prune,target=/mnt/prune \
     --mount=type=bind,from=env-1,source=/out/records,target=/parts/1 \
-    mkdir -p /out \
- && /opt/installer/bin/python /mnt/layer_record.py merge --plan /mnt/layer-plan.json --out /out/rapidship-layers.json /parts/* \
- && /opt/installer/bin/python /tmp/builder/measure_trims.py --merge /parts/*/trims.json --out /out/rapidship-trims.json \
- && /opt/installer/bin/python /mnt/dedupe.py --merge /parts/*/dedupe.json --out /out/rapidship-dedupe.json \
- && PYTHONPATH=/mnt /opt/installer/bin/python -m prune.merge --record /out/rapidship-prune.json /parts/*/prune.json
+    mkdir -p /out/records \
+ && /opt/installer/bin/python /mnt/layer_record.py merge --plan /mnt/layer-plan.json --out /out/records/layers.json /parts/* \
+ && /opt/installer/bin/python /tmp/builder/measure_trims.py --merge /parts/*/trims.json --out /out/records/trims.json \
+ && /opt/installer/bin/python /mnt/dedupe.py --merge /parts/*/dedupe.json --out /out/records/dedupe.json \
+ && PYTHONPATH=/mnt /opt/installer/bin/python -m prune.merge --record /out/records/prune.json /parts/*/prune.json
 
 # ---- runtime: the OS base, the env, a non-root user; no compilers, no package caches ----
 FROM ${RUNTIME_BASE} AS runtime
@@ -75,10 +75,7 @@ RUN --mount=type=bind,source=builder/hash_pycs.py,target=/mnt/hash_pycs.py \
  && rm -rf /tmp/* /var/tmp/*
 
 COPY --from=env-1 /out/layers/env/ /opt/rapids/
-COPY --from=env-records /out/rapidship-layers.json /opt/rapidship/layers.json
-COPY --from=env-records /out/rapidship-trims.json /opt/rapidship/trims.json
-COPY --from=env-records /out/rapidship-prune.json /opt/rapidship/prune.json
-COPY --from=env-records /out/rapidship-dedupe.json /opt/rapidship/dedupe.json
+COPY --from=env-records /out/records/ /opt/rapidship/
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/
 COPY runtime/rapidship-gpu-guard.pth runtime/sitecustomize.py /opt/rapids/lib/python3.11/site-packages/

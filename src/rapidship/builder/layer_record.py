@@ -10,7 +10,7 @@ so a layer whose files did not change is the same layer, byte for byte, in the n
 
     python3.11 layer_record.py measure --prefix /out/layers/cuda/nvidia-cublas-cu12 --layer cuda/nvidia-cublas-cu12 \
         --out /out/records/layer.json
-    python3.11 layer_record.py merge --plan layer-plan.json --out /out/rapidship-layers.json /parts/1 /parts/2 ...
+    python3.11 layer_record.py merge --plan layer-plan.json --out /out/records/layers.json /parts/1 /parts/2 ...
 
 `measure` counts one layer's files and bytes, in total and per distribution (the dist-info RECORD or
 conda-meta record that names a file; bytecode goes with its source; what none names counts to the

@@ -196,7 +196,9 @@ def size_report(c, variant, arch=None, top="25", json=False, delta_cost=False, v
             from rapidship.imagebuild.delta_cost import measure, summary
 
             with console.status(f"delta cost of each distribution of {built.ref} (docker save, zstd -3 per layer)"):
-                rep.delta_cost = summary(*measure(built.ref))
+                rates = {layer["name"]: layer["releases_per_year"] for layer in rep.layers.get("layers", [])
+                         if layer["releases_per_year"]}  # an image planned before rates were kept: none
+                rep.delta_cost = summary(*measure(built.ref), rates=rates)
         path = write_report(ws, rep)
         if json:
             console.print_json(rep.to_json())
@@ -262,6 +264,11 @@ def _print_size_report(rep):
                                                      "re-fed on import (tar)"],
                       [(r["distribution"], f"{r['carried_bytes']:,}", f"{r['own_bytes']:,}", f"{r['ratio']:.2f}x",
                         "ok" if r["within_goal"] else "[red]MISS[/]", f"{r.get('refed_bytes', 0):,}") for r in d["rows"]])
+        if year := d.get("per_year"):
+            console.err.print(f"re-fed on import in a year of patches (each layer's releases x the bytes above it): "
+                              f"{gb(year['plan_bytes'])} in this order, {gb(year['best_order_bytes'])} in the best "
+                              f"order of the same layers ({year['ratio']:.3f}x); an update of the base re-feeds "
+                              f"{gb(year['base_update_refed_bytes'])}")
     verdict = "[green]within[/]" if rep.within_budget else "[red]OVER[/]"
     console.err.print(f"image {gb(rep.image_bytes)} (uncompressed), zstd -3 {gb(rep.zstd_bytes)}, budget "
                       f"{gb(rep.budget_bytes)}: {verdict}, headroom {rep.headroom_bytes:,} bytes")

@@ -52,7 +52,7 @@ def _pattern(value: str, regex: re.Pattern, example: str) -> str:
     return value
 
 
-DEFAULT_LAYER_BUDGET = 80
+DEFAULT_LAYER_BUDGET = 60
 
 
 def _layer_budget(value: Any) -> Any:
@@ -62,8 +62,8 @@ def _layer_budget(value: Any) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, int) or not LEAST_BUDGET <= value <= MOST_BUDGET:
         raise ValueError(f"{value!r} is not a whole number of layers from {LEAST_BUDGET} to {MOST_BUDGET} (the env's "
-                         f"layers: one group per kind and the venv at least; overlay2 refuses images of more than "
-                         f"~125 layers, and the base and the runtime need their own)")
+                         f"layers: one group per kind and the venv at least; an image keeps within 100 layers, and "
+                         f"the base and the runtime need their own)")
     return value
 
 

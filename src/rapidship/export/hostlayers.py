@@ -57,6 +57,18 @@ class Sorted:
     absent: frozenset[str]      # diff_ids neither on the disc nor in the engine
 
 
+def held_on_disc(configs: list[tuple[str, ...]], on_disc: Callable[[str], bool], engine: Engine) -> frozenset[str]:
+    """Pure: the layers the disc carries that docker's loader would not read, wherever a config
+    lists them: their chain (from the config's own diff_ids) is in the engine. A full disc onto an
+    engine that holds the release, or the lower layers of a patch, need not be fed again."""
+    held, needed = set(), set()
+    for diff_ids in configs:
+        for diff_id, chain in zip(diff_ids, chain_ids(diff_ids)):
+            if on_disc(diff_id):
+                (held if chain in engine.chains else needed).add(diff_id)
+    return frozenset(held - needed)
+
+
 def sort_missing(configs: list[tuple[str, ...]], on_disc: Callable[[str], bool], engine: Engine,
                  skip_held_chains: bool) -> Sorted:
     """Pure: for every layer of every signed config that the disc lacks, whether the loader can skip

@@ -172,7 +172,8 @@ def plan_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: None
     takes a layer whose chain it holds from its own store."""
     wanted = [repack.Wanted(i["image_id"], (i["ref"],), label(i)) for i in checked.images]
     found = decompressed(checked, lambda r: repack.scan(r, {w.image_id for w in wanted}), on_bytes)
-    plan, problems = repack.plan(found, wanted)
+    leave_out = held_by_engine(found, wanted) if for_docker else frozenset()
+    plan, problems = repack.plan(found, wanted, leave_out=leave_out)
     extends = checked.manifest.get("extends") or {}
     if problems and extends:
         missing = repack.missing_layers(found, wanted)
@@ -180,14 +181,23 @@ def plan_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: None
         if unlisted:
             raise refusal([f"layer {d[:23]}... is neither on the disc nor among the layers it says the host "
                            f"holds ({len(unlisted)} such)" for d in unlisted[:3]])
-        plan, problems = from_host(found, wanted, extends, on_bytes, for_docker)
+        plan, problems = from_host(found, wanted, extends, on_bytes, for_docker, leave_out)
     if problems:
         raise refusal(problems)
     return plan
 
 
+def held_by_engine(found: repack.Scan, wanted: list[repack.Wanted]) -> frozenset[str]:
+    """The disc's layers whose chain the engine holds wherever the signed configs list them: docker's
+    loader would not read them, so they are not fed (a full disc onto an engine that holds the
+    release, the layers below a patch's lowest change)."""
+    configs = [d for w in wanted if isinstance(d := repack.diff_ids(found.configs.get(w.image_id, b"")), tuple)]
+    engine = hostlayers.engine_layers(hostlayers.images())
+    return hostlayers.held_on_disc(configs, lambda d: d[7:] in found.blobs, engine)
+
+
 def from_host(found: repack.Scan, wanted: list[repack.Wanted], extends: dict, on_bytes: Callable[[int], None],
-              for_docker: bool) -> tuple[repack.Plan, list[str]]:
+              for_docker: bool, leave_out: frozenset[str] = frozenset()) -> tuple[repack.Plan, list[str]]:
     """The layers a delta disc lacks, each by chain ID or by content, never by what the host names:
     docker's loader keeps those whose chain (from the signed config's diff_ids) the engine holds; the
     others are read from the engine's layer store and hashed; what that cannot give, from `docker
@@ -208,7 +218,7 @@ def from_host(found: repack.Scan, wanted: list[repack.Wanted], extends: dict, on
             raise refusal([base_missing(extends, len(left))])
         saved = scan_engine(holders, on_bytes)
     missing = repack.missing_layers(found, wanted)
-    plan, problems = repack.plan(found, wanted, saved, frozenset((missing - set(need.needed)) | set(stored)))
+    plan, problems = repack.plan(found, wanted, saved, frozenset((missing - set(need.needed)) | set(stored)), leave_out)
     return dataclasses.replace(plan, held_images=tuple(holders), from_store=stored, skipped=need.skipped), problems
 
 

@@ -87,6 +87,7 @@ class Plan:
     # a delta disc: layers read from the engine's layer store (export/hostlayers.py): diff_id -> (chain, bytes)
     from_store: dict[str, tuple[str, int]] = field(default_factory=dict)
     skipped: int = 0  # layers the disc lacks that docker's loader takes from the engine by chain ID
+    left_out: int = 0  # layers the disc carries, not fed: docker's loader holds their chains
 
     @property
     def held_layers(self) -> set[str]:
@@ -138,10 +139,11 @@ def diff_ids(config: bytes) -> tuple[str, ...] | str:
 
 
 def plan(found: Scan, wanted: list[Wanted], held: Scan | None = None,
-         elsewhere: frozenset[str] = frozenset()) -> tuple[Plan, list[str]]:
+         elsewhere: frozenset[str] = frozenset(), leave_out: frozenset[str] = frozenset()) -> tuple[Plan, list[str]]:
     """Every image's config and layers by content (a layer the archive lacks from `held`, the host's
     own archive, when given; none for the diff_ids `elsewhere`, which the host gives another way:
-    export/hostlayers.py); problems name the image and what is missing."""
+    export/hostlayers.py, nor for those to `leave_out`, whose chains the loader holds); problems
+    name the image and what is missing."""
     images: list[Planned] = []
     take: dict[int, str] = {}
     sizes: dict[int, int] = {}
@@ -158,6 +160,8 @@ def plan(found: Scan, wanted: list[Wanted], held: Scan | None = None,
             problems.append(f"{want.label}: {layers}")
             continue
         for i, diff_id in enumerate(layers, 1):
+            if diff_id in leave_out:
+                continue
             blob = found.blobs.get(diff_id[7:])
             kept = held.blobs.get(diff_id[7:]) if held is not None and blob is None else None
             if blob is None and diff_id in elsewhere:
@@ -176,8 +180,8 @@ def plan(found: Scan, wanted: list[Wanted], held: Scan | None = None,
             if named.setdefault(tag, image.image_id) != image.image_id:
                 problems.append(f"the disc gives the name {tag} to two images ({named[tag][:19]} and "
                                 f"{image.image_id[:19]}): a loader would keep only one")
-    ignored = found.members - len(take) - len({i.image_id for i in images})
-    return Plan(tuple(images), take, sizes, ignored, held_take, held_sizes), problems
+    ignored = found.members - len(take) - len({i.image_id for i in images}) - len(leave_out & {"sha256:" + h for h in found.blobs})
+    return Plan(tuple(images), take, sizes, ignored, held_take, held_sizes, left_out=len(leave_out)), problems
 
 
 def missing_layers(found: Scan, wanted: list[Wanted]) -> set[str]:

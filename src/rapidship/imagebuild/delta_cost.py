@@ -7,7 +7,10 @@ with any package). The table gives, for each distribution, those layers' zstd by
 D's own files alone in one tar, zstd-compressed ("own"), and carried / own, worst first. Goal:
 carried <= 1.25 x own + 2 MB for every distribution (docs/export.md). Beside it, "re-fed": the tar
 bytes of the unchanged layers above the lowest changed one, which a site's engine writes again on
-import because their chain IDs change with any layer below (render/layer_plan.py orders for it).
+import because their chain IDs change with any layer below (render/layer_plan.py orders for it). Over a
+year (`yearly`): each env layer's releases a year (the image's layers.json) times the tar bytes above
+it, for the image's order and for the best order of the same layers, and what an update of the base
+(a Debian security fix) re-feeds: every layer from the env's lowest up.
 
 Pure core: `cost_table` (sizes in, rows out). Edge: `measure(ref)` reads the image once from
 `docker save`: the dist-info RECORDs name each file's distribution (the builder's own reading,
@@ -27,6 +30,7 @@ from pathlib import Path
 
 from rapidship.builder.layer_record import canonical, conda_paths, metadata_name, owner_of, record_paths
 from rapidship.imagebuild.normalise import ZstdCount, layer_member, layer_steps, save_to
+from rapidship.render.layer_plan import best_order, yearly_refeed
 
 GOAL_RATIO = 1.25
 GOAL_SLACK_BYTES = 2_000_000
@@ -85,12 +89,26 @@ def cost_table(own: dict[str, int], lies_in: dict[str, set[int]], layer_bytes: d
     return sorted(rows, key=lambda r: (-r.ratio, r.distribution))
 
 
-def summary(rows: list[Cost], layers: list[LayerCost]) -> dict:
-    """Pure: the table as a record (the size report's `delta_cost`)."""
+def yearly(layers: list[LayerCost], rates: dict[str, int]) -> dict:
+    """Pure: the image's layers (bottom first) and each planned layer's releases a year, by its name
+    -> the tar bytes a site's engine is expected to write again in a year, in this order and in the
+    best order of the same layers, and what an update of the base re-feeds. A layer of the env's
+    records changes with every patch; layers no plan names (the base's, the runtime's steps) count
+    no releases: their rates are not known here."""
+    every = sum(rates.values())
+    chain = [(every if layer.env_records else rates.get(layer.label, 0), layer.tar_bytes) for layer in layers]
+    plan, best = yearly_refeed(chain), yearly_refeed(best_order(chain))
+    planned = [layer.index for layer in layers if layer.label in rates]
+    return {"plan_bytes": round(plan), "best_order_bytes": round(best), "ratio": round(plan / best, 4) if best else 1.0,
+            "base_update_refed_bytes": sum(layer.tar_bytes for layer in layers if planned and layer.index >= planned[0])}
+
+
+def summary(rows: list[Cost], layers: list[LayerCost], rates: dict[str, int] | None = None) -> dict:
+    """Pure: the table as a record (the size report's `delta_cost`); with the plan's rates, `yearly`."""
     misses = [r for r in rows if not r.within_goal]
     return {"goal": GOAL, "distributions": len(rows), "misses": len(misses),
             "worst": rows[0].to_json() if rows else None, "rows": [r.to_json() for r in rows],
-            "layers": [asdict(layer) for layer in layers]}
+            "layers": [asdict(layer) for layer in layers]} | ({"per_year": yearly(layers, rates)} if rates else {})
 
 
 # ---- edge: the image through docker save, layers and distributions through zstd -----------------

@@ -103,6 +103,7 @@ def layers_summary(record: dict | None) -> dict:
         return {}
     return {k: record.get(k) for k in ("budget", "group_bytes", "sizes")} | {"layers": [
         {"name": layer["name"], "why": layer["why"], "files": layer.get("files", 0), "bytes": layer.get("bytes", 0),
+         "releases_per_year": layer.get("releases_per_year", 0),
          "distributions": [f"{d['name']} {d['version']}" for d in layer["distributions"]]}
         for layer in record["layers"]]}
 

@@ -7,9 +7,15 @@ wheel (any arch: one plan serves every arch of a Dockerfile) and whether every l
 Python (`none-any`). A wheel is zip-deflated, so its size is close to what its files weigh
 compressed on a disc; render refuses a record whose distributions or versions are not the lock's.
 Beside them, `releases_per_year`: how many releases the index shows in the year before the locked
-version's series (same major.minor) began, from the files' upload times (PEP 700). The layer plan
-puts the more often released higher (render/layer_plan.py); counting before the series began keeps
-it the same for every patch of the series, so a patch release plans its layers as its release did.
+version's series (its major version: 14.x, 2.x, or a year of a date-versioned project) began, from
+the files' upload times (PEP 700). The layer plan orders layers by it per byte
+(render/layer_plan.py); counting before the series began keeps it the same for every version of the
+series, up or down, so a patch release plans its layers as its release did. A minor series moved
+it: cupy 14.1.1 counted 5, 14.2.0 counted 4, and the patch moved cupy's layer. The plan weighs that
+rate by `order_bytes`, the wheel size when the series was first recorded here: a record made again
+(`invoke lock` after a pin, up or down) keeps both figures of a distribution whose major series it
+still pins, and `order_from` names the version they were read at; no first wheel of a series would
+do (NVIDIA's 12.9.41 nvjitlink wheel weighs 7x its 12.9.86 one).
 """
 
 from __future__ import annotations
@@ -54,10 +60,9 @@ def locked_hashes(text: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     return found
 
 
-def releases_per_year(version: str, files: list[dict]) -> int:
-    """Pure: final releases first uploaded in the 365 days before `version`'s series (its major.minor)
-    first appeared on the index; 0 where the index gives no upload times."""
-    first: dict[Version, datetime] = {}
+def _finals(files: list[dict]) -> dict[Version, tuple[datetime, list[dict]]]:
+    """Each final release on the index -> (its first upload time, its files)."""
+    out: dict[Version, tuple[datetime, list[dict]]] = {}
     for f in files:
         name, when = f.get("filename", ""), f.get("upload-time")
         try:
@@ -66,17 +71,41 @@ def releases_per_year(version: str, files: list[dict]) -> int:
         except (InvalidWheelFilename, InvalidSdistFilename, ValueError, TypeError):
             continue
         if not (found.is_prerelease or found.is_devrelease):
-            first[found] = min(first.get(found, at), at)
-    series = [at for v, at in first.items() if v.release[:2] == Version(version).release[:2]]
-    if not series:
+            first, mine = out.get(found, (at, []))
+            out[found] = (min(first, at), [*mine, f])
+    return out
+
+
+def _series_start(version: str, finals: dict[Version, tuple[datetime, list[dict]]]) -> Version | None:
+    """The first final release of `version`'s series (its major version)."""
+    series = [v for v in finals if v.release[:1] == Version(version).release[:1]]
+    return min(series, key=lambda v: (finals[v][0], v)) if series else None
+
+
+def releases_per_year(version: str, files: list[dict]) -> int:
+    """Pure: final releases first uploaded in the 365 days before `version`'s series (its major
+    version) first appeared on the index; 0 where the index gives no upload times."""
+    finals = _finals(files)
+    start = _series_start(version, finals)
+    if start is None:
         return 0
-    began = min(series)
-    return sum(began - timedelta(days=365) <= at < began for at in first.values())
+    began = finals[start][0]
+    return sum(began - timedelta(days=365) <= at < began for at, _ in finals.values())
 
 
-def record_from_index(env: str, lock_text: str, files_by_name: dict[str, list[dict]], where: str) -> dict:
+def _carried(previous: dict | None, version: str) -> dict | None:
+    """A previous record's order figures where it pinned the same major series."""
+    if previous and "order_bytes" in previous and Version(previous["version"]).release[:1] == Version(version).release[:1]:
+        return {key: previous[key] for key in ("releases_per_year", "order_bytes", "order_from")}
+    return None
+
+
+def record_from_index(env: str, lock_text: str, files_by_name: dict[str, list[dict]], where: str,
+                      previous: dict[str, dict] | None = None) -> dict:
     """Pure: the lock and the index's file lists (PEP 691 `files`, keyed by canonical name) -> the
-    record. ConfigError naming the package when the index does not list a locked file or its size."""
+    record, each distribution's order figures carried from `previous` (the record this one
+    replaces) within its major series. ConfigError naming the package when the index does not list a
+    locked file or its size."""
     distributions = {}
     for name, (version, hashes) in sorted(locked_hashes(lock_text).items()):
         by_hash = {f.get("hashes", {}).get("sha256"): f for f in files_by_name.get(name, [])}
@@ -89,10 +118,13 @@ def record_from_index(env: str, lock_text: str, files_by_name: dict[str, list[di
         if any(not isinstance(f.get("size"), int) for f in sized):
             raise ConfigError(f"{where}: {name}", "the index serves no file sizes (PEP 700)",
                               "pass an index that does (PyPI does) with --index-url")
-        distributions[name] = {"version": version, "wheel_bytes": max((f["size"] for f in sized), default=0),
+        wheel_bytes = max((f["size"] for f in sized), default=0)
+        order = _carried((previous or {}).get(name), version) or {
+            "releases_per_year": releases_per_year(version, files_by_name.get(name, [])),
+            "order_bytes": wheel_bytes, "order_from": version}
+        distributions[name] = {"version": version, "wheel_bytes": wheel_bytes,
                                "pure": all(f["filename"].endswith("-none-any.whl") for f in sized),
-                               "wheels": len(sized),
-                               "releases_per_year": releases_per_year(version, files_by_name.get(name, []))}
+                               "wheels": len(sized)} | order
     return {"format": FORMAT, "env": env, "lock_sha256": hashlib.sha256(lock_text.encode()).hexdigest(),
             "distributions": distributions}
 
@@ -119,8 +151,12 @@ def fetch_files(names: list[str], index_url: str) -> dict[str, list[dict]]:
 def write_sizes(env: str, lock: Path, locks: Path, index_url: str | None = None) -> Path:
     text = lock.read_text()
     files = fetch_files(sorted(locked_hashes(text)), index_url or "https://pypi.org/simple")
-    record = record_from_index(env, text, files, str(lock))
     out = sizes_path(locks, env)
+    try:  # the record this replaces: its order figures stay within a series
+        previous = json.loads(out.read_text())["distributions"]
+    except (OSError, ValueError, KeyError, TypeError):
+        previous = None
+    record = record_from_index(env, text, files, str(lock), previous)
     out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return out
 

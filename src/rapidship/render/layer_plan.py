@@ -7,15 +7,20 @@ order up to GROUP_BYTES of wheels, so a patch of one re-ships at most a layer th
 makes more layers than the variant's `layer_budget` (variants.yaml), the limit doubles until it fits.
 
 The order is the import's cost: an engine keys a layer by its chain (it and every layer below), so
-a patch makes the site's loader write again every layer above the lowest one it changes. So the
-kinds lie from the fewest patches per byte to the most: NVIDIA's wheels (the CUDA release), compiled
-libraries (each patched on its own), the RAPIDS train (all of it every two months, and its
-hotfixes), pure Python (the most frequent, and small). Inside a kind, a distribution of its own
-layer lies higher the more releases the index showed in the year before its series began
-(lock/sizes.py: the cuDF family's hotfixes put it above cuML's and UCX's), then by name; not by
-size: N and N+1 must plan alike for a delta to stay small, and a size order moved layers when a
-patch changed a wheel's size a little (a test shows it). Groups of small ones lie on top of their
-kind, in name order.
+a patch makes the site's loader write again every layer above the lowest one it changes. A year of
+patches costs the site, summed over layers, each layer's patches times the bytes above it; the order
+that makes that least puts layers by patches per byte, the fewest at the bottom (swap two neighbours
+i below j: the cost changes by rate_i x size_j - rate_j x size_i). So every layer, of any kind, lies
+by its releases a year per byte, in half-octave steps (ORDER_STEPS), then by name. N and N+1 must
+plan alike for a delta to stay small, so both figures are the series' (lock/sizes.py): the releases
+in the year before its major series began and its wheel's size when the series was first recorded,
+kept by every record made again for a version of the series (KIND_RATES and this package's size
+where there are none: a conda channel); this version's own size moved layers when a patch changed it
+a little (a test shows it).
+`yearly_refeed` gives a plan's cost and `best_order` the exact optimum; a test holds the plan within
+1.05x of it. Small
+distributions share a layer with others of their kind (the kinds change at different rates: the CUDA
+release, the RAPIDS release train, compiled libraries, pure Python), in name order.
 
 Both flavours share this plan (and every stage after it): a pip lock's distributions weigh their
 wheels (lock/sizes.py), a conda lock's packages their `.conda` files (the lock records each one's
@@ -33,7 +38,9 @@ image keeps (/opt/rapidship/layers.json) and `invoke size-report` shows.
 from __future__ import annotations
 
 import json
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 FORMAT = 1
@@ -45,7 +52,7 @@ REST = "venv"  # the venv itself (bin/python, pyvenv.cfg) and whatever no RECORD
 CONDA_REST = "env"  # conda: the env's own files no package names (conda-meta/history): always the last layer
 RESTS = {REST: "the venv itself (bin/, pyvenv.cfg) and files no RECORD names",
          CONDA_REST: "the env's own files no package names (conda-meta/history)"}
-KINDS = {  # in layer order, the most bytes per patch first; why they are grouped apart
+KINDS = {  # why they are grouped apart
     "cuda": "changes with the CUDA release (NVIDIA's wheels)",
     "compiled": "compiled code, changes with its own releases",
     "rapids": "changes with the RAPIDS release train and its hotfixes",
@@ -58,8 +65,15 @@ _RAPIDS_PURE = {"dask-cuda", "rapids-dask-dependency", "rapids-logger", "distrib
 _CONDA_CUDA = re.compile(r"^(cuda-|libcublas|libcufft|libcufile|libcurand|libcusolver|libcusparse|libnpp|libnvjitlink"
                          r"|libnvjpeg|libnvfatbin|libnvvm|libnvptxcompiler|nccl$|libnccl)")
 CHANNEL_KINDS = {"rapidsai": "rapids", "rapidsai-nightly": "rapids", "nvidia": "cuda"}
+# releases a year where the index shows none (a conda channel records no upload times): the CUDA
+# release's updates, a compiled library's, the RAPIDS train's six and its hotfixes, pure Python's
+KIND_RATES = {"cuda": 4, "compiled": 4, "rapids": 8, "python": 12}
+ORDER_STEPS = 2  # the order key's steps per doubling of releases per byte
 LEAST_BUDGET = len(KINDS) + 1  # one group per kind and the venv: any lock fits
-MOST_BUDGET = 80  # overlay2 refuses more than ~125 layers: room for the base's (imagebuild/base_layers.BUDGET) and the runtime's own
+IMAGE_LAYERS = 100  # an image's most: overlay2 refuses ~125, and a site's image derived from ours needs room
+RUNTIME_STEPS = 5  # the runtime's own layers beside the env's and its apt step: records, programs, bytecode
+# the base's (imagebuild/base_layers.BUDGET, 26) and the runtime's apt step split (RUNTIME_BUDGET, 8) take the rest
+MOST_BUDGET = IMAGE_LAYERS - 26 - 8 - RUNTIME_STEPS
 
 
 @dataclass(frozen=True)
@@ -70,6 +84,16 @@ class Distribution:
     pure: bool     # pip: every wheel none-any; conda: noarch
     releases_per_year: int = 0  # lock/sizes.py: in the year before its series began
     channel: str = ""  # conda: the lock's channel name (a kind by channel); pip: none
+    order_bytes: int = 0  # lock/sizes.py: its wheel's size when its series was first recorded
+
+    @property
+    def weight(self) -> int:
+        return self.order_bytes or self.wheel_bytes
+
+    @property
+    def rate(self) -> int:
+        """Releases a year the plan expects: the index's count, or its kind's where it showed none."""
+        return self.releases_per_year or KIND_RATES[kind_of(self.name, self.pure, self.channel)]
 
 
 @dataclass(frozen=True)
@@ -79,10 +103,18 @@ class Layer:
     distributions: tuple[Distribution, ...]
     why: str
 
+    @property
+    def rate(self) -> int:
+        return sum(d.rate for d in self.distributions)
+
+    @property
+    def wheel_bytes(self) -> int:
+        return sum(d.wheel_bytes for d in self.distributions)
+
     def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "why": self.why,
-                "distributions": [{"name": d.name, "version": d.version, "wheel_bytes": d.wheel_bytes}
-                                  for d in self.distributions]}
+        return {"name": self.name, "kind": self.kind, "why": self.why, "releases_per_year": self.rate,
+                "distributions": [{"name": d.name, "version": d.version, "wheel_bytes": d.wheel_bytes,
+                                   "releases_per_year": d.rate} for d in self.distributions]}
 
 
 @dataclass(frozen=True)
@@ -99,6 +131,26 @@ class LayerPlan:
     def to_json(self, sizes: str) -> dict:
         return {"format": FORMAT, "budget": self.budget, "group_bytes": self.group_bytes, "sizes": sizes,
                 "rest": self.rest, "layers": [layer.to_json() for layer in self.layers]}
+
+
+def yearly_refeed(chain: Sequence[tuple[float, int]]) -> float:
+    """Pure: (releases a year, bytes) per layer, bottom first -> the bytes a site's engine is
+    expected to write again in a year: each layer's releases times the bytes of the layers above it."""
+    cost, above = 0.0, 0
+    for rate, size in reversed(chain):
+        cost += rate * above
+        above += size
+    return cost
+
+
+def best_order(chain: Sequence[tuple[float, int]]) -> list[tuple[float, int]]:
+    """Pure: the same layers in the order of least `yearly_refeed` (fewest releases per byte lowest)."""
+    return sorted(chain, key=lambda layer: layer[0] / max(layer[1], 1))
+
+
+def _order_key(layer: Layer) -> tuple[int, str]:
+    weight = sum(d.weight for d in layer.distributions)
+    return math.floor(math.log2(max(layer.rate, 1) / max(weight, 1)) * ORDER_STEPS), layer.name
 
 
 def kind_of(name: str, pure: bool, channel: str = "") -> str:
@@ -120,7 +172,7 @@ def _layers(distributions: list[Distribution], limit: int, rest: str) -> list[La
     for kind, changes in KINDS.items():
         mine = sorted((d for d in distributions if kind_of(d.name, d.pure, d.channel) == kind), key=lambda d: d.name)
         out += [Layer(f"{kind}/{d.name}", kind, (d,), f"alone: {_mb(d.wheel_bytes)} wheel")
-                for d in sorted((d for d in mine if d.wheel_bytes > limit), key=lambda d: (d.releases_per_year, d.name))]
+                for d in mine if d.wheel_bytes > limit]
         groups: list[list[Distribution]] = []
         for d in (d for d in mine if d.wheel_bytes <= limit):
             if not groups or sum(g.wheel_bytes for g in groups[-1]) + d.wheel_bytes > limit:
@@ -129,7 +181,7 @@ def _layers(distributions: list[Distribution], limit: int, rest: str) -> list[La
         out += [Layer(f"{kind}/small_{n}", kind, tuple(group),
                       f"grouped: {changes}; {_mb(sum(d.wheel_bytes for d in group))} of wheels in {len(group)}")
                 for n, group in enumerate(groups, 1)]
-    return out + [Layer(rest, rest, (), RESTS[rest])]
+    return sorted(out, key=_order_key) + [Layer(rest, rest, (), RESTS[rest])]
 
 
 def plan_layers(distributions: list[Distribution], budget: int, group_bytes: int = GROUP_BYTES,
@@ -167,7 +219,8 @@ def lock_parts(lock_text: str, plan: LayerPlan) -> dict[str, str]:
 
 def from_sizes(sizes: dict[str, dict]) -> list[Distribution]:
     """Pure: a wheel-sizes record's distributions (lock/sizes.py) -> the planner's input."""
-    return [Distribution(name, d["version"], int(d["wheel_bytes"]), bool(d["pure"]), int(d.get("releases_per_year") or 0))
+    return [Distribution(name, d["version"], int(d["wheel_bytes"]), bool(d["pure"]), int(d.get("releases_per_year") or 0),
+                         order_bytes=int(d.get("order_bytes") or 0))
             for name, d in sorted(sizes.items())]
 
 

@@ -119,6 +119,9 @@ def trusted_images(checked, public, key, progress, work, site=None, trust_root=N
                       f"loader gets an archive written from them alone, without the "
                       f"{console.counted(plan.ignored, 'other member')} of the disc's archive (docker save's folders, "
                       "per-layer json, VERSION and tag files: nothing a signature covers)")
+    if plan.left_out:
+        console.err.print(f"{console.counted(plan.left_out, 'layer')} of the disc the engine holds by chain ID "
+                          "(the same bytes below) not fed to the loader; it keeps its own")
     if plan.skipped or plan.from_store or plan.held_images:
         console.err.print(f"delta disc: {plan.skipped} layer(s) the engine holds by chain ID stay in it; "
                           f"{len(plan.from_store)} read from its layer store and "

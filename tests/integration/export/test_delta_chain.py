@@ -173,3 +173,23 @@ def test_a_site_that_skipped_a_release_is_told_which_and_nothing_is_loaded(chain
     assert "Traceback" not in said
     assert _id(refs["n2"]) is None and _id(refs["n1"]) is None
     assert _id(refs["n"]) == ids["n"]  # what the site held, it still holds
+
+
+def test_a_full_disc_onto_an_engine_that_holds_its_chains_feeds_the_loader_none_of_them(chain):
+    refs, ids = chain["refs"], chain["ids"]
+    assert _id(refs["n"]) == ids["n"]
+    proc = _import(chain["out"] / "n")
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "3 layers of the disc the engine holds by chain ID (the same bytes below) not fed to the loader" in said, said
+    assert [(x["ref"], x["image_id"]) for x in json.loads(proc.stdout)["loaded"]] == [(refs["n"], ids["n"])]
+
+
+def test_the_same_disc_onto_an_engine_without_them_feeds_every_layer(chain):
+    refs, ids = chain["refs"], chain["ids"]
+    _rmi(*refs.values())
+    assert _id(refs["n"]) is None
+    proc = _import(chain["out"] / "n")
+    assert proc.returncode == 0, proc.stderr
+    assert "not fed to the loader" not in " ".join(proc.stderr.split())
+    assert _id(refs["n"]) == ids["n"]

@@ -98,12 +98,13 @@ def test_a_patch_keeps_the_apt_step_and_leaves_the_layers_below_it_to_the_engine
         first = build(folder, env)
         sizes = folder / "locks" / "dask-cpu" / "wheel-sizes.json"
         doc = json.loads(sizes.read_text())
-        doc["distributions"]["distributed"]["releases_per_year"] = 0  # now below dask: the plan moves it
+        doc["distributions"]["distributed"]["releases_per_year"] = 1  # now second lowest: the plan moves it
         sizes.write_text(json.dumps(doc, indent=2) + "\n")
         commit(folder, "patch: distributed's layer moves")
         second = build(folder, env)
         plan = json.loads((folder / "build" / CPU_VARIANT / "builder" / "layer-plan.json").read_text())
-        assert [layer["name"] for layer in plan["layers"]][5:7] == ["python/distributed", "python/dask"]
+        names = [layer["name"] for layer in plan["layers"]]
+        assert names.index("python/distributed") == 1 and names.index("python/dask") > 1
         assert second["apt_cached"], "the runtime's apt-get step ran again for a change of the layer plan"
         # Which layers the normaliser then leaves to the engine is not asserted here: on an engine whose
         # cache holds another run's result for these steps (a --no-cache rebuild, an earlier run of this

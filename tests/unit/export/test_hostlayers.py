@@ -86,3 +86,28 @@ def test_store_bytes_that_do_not_hash_to_the_diff_id_end_the_archive_before_its_
     out, problem = _from_store(bytes(bad))
     assert "no longer hashes to its diff_id" in problem
     assert b"manifest.json" not in out and out.endswith(b"\xff" * tarfile.BLOCKSIZE)
+
+
+def test_a_disc_layer_whose_chain_the_engine_holds_everywhere_is_not_fed():
+    # N+1 whole on the disc, N in the engine: the two layers below the change stay in the engine;
+    # the fourth has N's bytes under a new parent, so it is fed
+    got = hostlayers.held_on_disc([tuple(NEW)], lambda d: True, ENGINE)
+    assert got == frozenset({layer(1), layer(2)})
+    # a layer another image on the same disc needs under a chain the engine lacks is fed after all
+    assert hostlayers.held_on_disc([tuple(BASE), (layer(5), layer(2))], lambda d: True, ENGINE) == \
+        frozenset({layer(1), layer(3), layer(4)})
+    assert hostlayers.held_on_disc([tuple(BASE)], lambda d: d != layer(1), ENGINE) == frozenset({layer(2), layer(3), layer(4)})
+
+
+def test_the_loader_gets_no_bytes_of_a_layer_left_out_and_the_manifest_still_lists_it():
+    b = Image("b", "base layer", "b's own")
+    data = archive_v1(b)
+    found = repack.scan(io.BytesIO(data), {b.id})
+    base = "sha256:" + sha(b.layers[0])
+    plan, problems = repack.plan(found, [repack.Wanted(b.id, (b.ref,), "b")], leave_out=frozenset({base}))
+    assert problems == [] and plan.left_out == 1 and sha(b.layers[0]) not in plan.take.values()
+    out = io.BytesIO()
+    repack.write(io.BytesIO(data), plan, out)
+    archive = tarfile.open(fileobj=io.BytesIO(out.getvalue()))
+    assert f"blobs/sha256/{sha(b.layers[0])}" not in archive.getnames()
+    assert f"blobs/sha256/{sha(b.layers[0])}" in archive.extractfile("manifest.json").read().decode()

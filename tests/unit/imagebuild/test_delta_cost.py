@@ -112,3 +112,19 @@ def test_a_conda_image_names_its_files_by_conda_meta():
     assert owned[Path("opt/rapids/conda-meta/numpy-2.4.5-py311h0_0.json")] == "numpy"
     assert owned[Path("opt/rapids/bin/python3.11")] == "python"
     assert owned[Path("opt/rapids/conda-meta/python-3.11.2-deb_0.json")] == "python"
+
+
+def test_a_year_of_patches_is_each_layers_releases_times_the_bytes_above_it():
+    from rapidship.imagebuild.delta_cost import LayerCost, yearly
+
+    layers = [LayerCost(0, "apt-get install ...", 1, (), False, 100),   # the base: no rate known
+              LayerCost(1, "python/small_1", 1, (), False, 10),         # patched often, but low
+              LayerCost(2, "cuda/big", 1, (), False, 1000),
+              LayerCost(3, "env-records", 1, (), True, 1)]
+    year = yearly(layers, {"python/small_1": 12, "cuda/big": 2})
+    assert year["plan_bytes"] == 12 * 1001 + 2 * 1
+    # the best order of the same layers puts the big, seldom patched one lowest: 12 x 1 + 2 x 11
+    assert year["best_order_bytes"] == 2 * (10 + 1) + 12 * 1
+    assert year["ratio"] == round(12014 / 34, 4)
+    assert year["base_update_refed_bytes"] == 1011  # every layer from the env's lowest up
+    assert "per_year" in summary([], layers, {"cuda/big": 2}) and "per_year" not in summary([], layers)

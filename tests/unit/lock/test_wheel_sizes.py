@@ -30,9 +30,27 @@ FILES = {"numpy": [{"filename": "numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.w
 def test_the_record_has_each_distributions_largest_wheel_and_whether_it_is_pure():
     record = record_from_index("e", LOCK, FILES, "locks/e/requirements.txt")
     assert record["distributions"] == {
-        "numpy": {"version": "2.4.6", "wheel_bytes": 17_000_000, "pure": False, "wheels": 2, "releases_per_year": 0},
-        "toolz": {"version": "1.2.0", "wheel_bytes": 60_789, "pure": True, "wheels": 1, "releases_per_year": 0}}
+        "numpy": {"version": "2.4.6", "wheel_bytes": 17_000_000, "pure": False, "wheels": 2, "releases_per_year": 0,
+                  "order_bytes": 17_000_000, "order_from": "2.4.6"},
+        "toolz": {"version": "1.2.0", "wheel_bytes": 60_789, "pure": True, "wheels": 1, "releases_per_year": 0,
+                  "order_bytes": 60_789, "order_from": "1.2.0"}}
     assert record["lock_sha256"] == hashlib.sha256(LOCK.encode()).hexdigest()
+
+
+def test_a_record_made_again_keeps_the_order_figures_of_a_series_it_still_pins():
+    """A pin up or down re-records the sizes: numpy's order figures stay those of its series (the plan
+    must not move its layer), a new major series is weighed afresh."""
+    first = record_from_index("e", LOCK, FILES, "l")["distributions"]
+    first["numpy"] |= {"releases_per_year": 9}  # as the index showed when 2.x was first recorded
+    patch = LOCK.replace("numpy==2.4.6", "numpy==2.3.0").replace("toolz==1.2.0", "toolz==2.0.0")
+    files = {"numpy": [dict(f, filename=f["filename"].replace("2.4.6", "2.3.0"), size=f["size"] - 900_000)
+                       for f in FILES["numpy"]],
+             "toolz": [dict(FILES["toolz"][0], filename="toolz-2.0.0-py3-none-any.whl", size=70_000)]}
+    again = record_from_index("e", patch, files, "l", first)["distributions"]
+    assert again["numpy"]["wheel_bytes"] == 16_100_000   # the record still says what this lock ships
+    assert {k: again["numpy"][k] for k in ("releases_per_year", "order_bytes", "order_from")} == \
+        {"releases_per_year": 9, "order_bytes": 17_000_000, "order_from": "2.4.6"}
+    assert again["toolz"]["order_bytes"] == 70_000 and again["toolz"]["order_from"] == "2.0.0"  # toolz 2: a new series
 
 
 def test_a_locked_file_the_index_does_not_list_or_size_is_refused():

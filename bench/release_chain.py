@@ -122,6 +122,11 @@ def show(title: str, rows: list[tuple], total: float) -> None:
         print(f"{name:14} {verdict:8} {seconds:8.1f} {f} {r}  {what}")
 
 
+def stage_record(release: dict, name: str) -> str:
+    """The record a stage of the chain's record names (by name: the chain's stages grow)."""
+    return next(stage["record"] for stage in release["stages"] if stage["name"] == name)
+
+
 def patch(folder: Path, variant: str, pin: str, env: dict) -> None:
     """The variant's lock in the scratch project (a copy, not the checkout's) with PACKAGE pinned to
     VERSION and that version's hashes from the index, its wheel sizes remade, committed."""
@@ -174,7 +179,7 @@ def main() -> None:
                  "--cache-dir", "cache", "--skip-db-update", "--offline-scan")
         records = {}
         for name in ("full", "delta", "patch") if args.patch else ("full", "delta"):
-            extra = () if name == "full" else ("--since", str(folder / records["full"]["stages"][5]["record"]))
+            extra = () if name == "full" else ("--since", str(folder / stage_record(records["full"], "export")))
             if name == "patch":
                 patch(folder, args.variant, args.patch, env)
             start = time.monotonic()
@@ -191,7 +196,7 @@ def main() -> None:
                    "patch": args.patch, "note": args.note,
                    "rates_bytes_per_s": {k: round(v) for k, v in rate.items()}, "releases": {}}
         for name, record in records.items():
-            disc = json.loads((folder / record["stages"][5]["record"]).read_text())
+            disc = json.loads((folder / stage_record(record, "export")).read_text())
             sizes = {"image": sum(b["size_bytes"] for b in record["built"]), "tar": disc["tar_bytes"],
                      "archive": disc["archive_bytes"],
                      "iso": sum(v["iso_bytes"] for v in disc["volumes"])}
@@ -204,6 +209,9 @@ def main() -> None:
                                              f"left to the engine, {n.get('seconds')} s" for a, n in normalised.items())
                                     or "did not run (the build was current)"))
             figures["releases"][name] = {"chain_s": round(record["wall"], 1), "sizes": sizes, "normalised": normalised,
+                                         "layers": {b["arch"]: b["layers"] for b in record["built"]},
+                                         "steps_cached": {b["arch"]: f"{b['cached_steps']}/{b['total_steps']}"
+                                                          for b in record["built"]} if built_now else {},
                                          "stages": [
                 {"stage": n, "verdict": v, "seconds": s, "floor_s": None if f is None else round(f, 2),
                  "ratio": None if r is None else round(r, 1), "floor_counts": w} for n, v, s, f, r, w in rows]}

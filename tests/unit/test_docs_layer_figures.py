@@ -209,5 +209,5 @@ def test_the_debian_update_ships_its_package_and_dpkgs_state_and_the_doc_says_wh
 def test_sizes_quotes_the_layer_count_of_the_image_split_by_package():
     d = patch_day("d-zlib1g-cpu-amd64.json")
     text = " ".join((ROOT / "docs/sizes.md").read_text().split())
-    assert f"the CPU image has {d['image_layers']['n1']} layers" in text
+    assert f"the CPU image had {d['image_layers']['n1']} layers" in text
     assert len(d["base_layers"]["n1"]) + 11 < d["image_layers"]["n1"] <= 125  # the base's, the env's 11 and more

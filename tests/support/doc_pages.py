@@ -109,13 +109,28 @@ def user_env(run_scoped: bool = False, **extra: str) -> dict[str, str]:
     return env
 
 
+_held = [0]  # how deep this process holds the lock
+
+
 @contextlib.contextmanager
 def page_names_lock():
-    with open(PAGE_NAMES_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    """One run at a time may use the page's own names, across processes. Re-entrant in a process:
+    the walkthrough's package fixture holds it while a test of the package takes it again (a second
+    flock of the same file in one process waits for the first: the suite hung there)."""
+    if _held[0]:
+        _held[0] += 1
         try:
             yield
         finally:
+            _held[0] -= 1
+        return
+    with open(PAGE_NAMES_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _held[0] = 1
+        try:
+            yield
+        finally:
+            _held[0] = 0
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 

@@ -18,14 +18,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from rapidship.config.matrix import DEFAULT_LAYER_BUDGET  # noqa: E402
 from rapidship.render.layer_plan import KINDS, best_order, from_sizes, plan_layers, yearly_refeed  # noqa: E402
-
-BUDGET = 80  # variants.yaml's default layer_budget
 
 
 def figures(env: str) -> dict:
     sizes = json.loads((ROOT / "locks" / env / "wheel-sizes.json").read_text())["distributions"]
-    plan = plan_layers(from_sizes(sizes), BUDGET)
+    plan = plan_layers(from_sizes(sizes), DEFAULT_LAYER_BUDGET)
     chain = [(layer.rate, layer.wheel_bytes) for layer in plan.layers]
     kinds = sorted(plan.layers, key=lambda layer: ([*KINDS, plan.rest].index(layer.kind), "/small_" in layer.name,
                                                    layer.rate, layer.name))
@@ -46,7 +45,7 @@ def main() -> None:
               f"{r['best_order_bytes'] / 1e9:.1f} GB ({r['plan_vs_best']:.3f}x), the kind order "
               f"{r['kind_order_bytes'] / 1e9:.1f} GB ({r['kind_order_vs_best']:.2f}x)")
     if args.json:
-        args.json.write_text(json.dumps({"note": "wheel bytes of the committed wheel-sizes records, budget 80",
+        args.json.write_text(json.dumps({"note": f"wheel bytes of the committed wheel-sizes records, budget {DEFAULT_LAYER_BUDGET}",
                                          "envs": rows}, indent=1) + "\n")
 
 

@@ -172,7 +172,8 @@ def plan_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: None
     takes a layer whose chain it holds from its own store."""
     wanted = [repack.Wanted(i["image_id"], (i["ref"],), label(i)) for i in checked.images]
     found = decompressed(checked, lambda r: repack.scan(r, {w.image_id for w in wanted}), on_bytes)
-    leave_out = held_by_engine(found, wanted) if for_docker else frozenset()
+    held = hostlayers.images() if for_docker else None  # the engine's images, read once for both uses
+    leave_out = held_by_engine(found, wanted, held) if held is not None else frozenset()
     plan, problems = repack.plan(found, wanted, leave_out=leave_out)
     extends = checked.manifest.get("extends") or {}
     if problems and extends:
@@ -181,29 +182,34 @@ def plan_load(checked: Checked, on_bytes: Callable[[int], None] = lambda _: None
         if unlisted:
             raise refusal([f"layer {d[:23]}... is neither on the disc nor among the layers it says the host "
                            f"holds ({len(unlisted)} such)" for d in unlisted[:3]])
-        plan, problems = from_host(found, wanted, extends, on_bytes, for_docker, leave_out)
+        plan, problems = from_host(found, wanted, extends, on_bytes, for_docker, leave_out, held)
     if problems:
         raise refusal(problems)
     return plan
 
 
-def held_by_engine(found: repack.Scan, wanted: list[repack.Wanted]) -> frozenset[str]:
-    """The disc's layers whose chain the engine holds wherever the signed configs list them: docker's
-    loader would not read them, so they are not fed (a full disc onto an engine that holds the
-    release, the layers below a patch's lowest change)."""
-    configs = [d for w in wanted if isinstance(d := repack.diff_ids(found.configs.get(w.image_id, b"")), tuple)]
-    engine = hostlayers.engine_layers(hostlayers.images())
-    return hostlayers.held_on_disc(configs, lambda d: d[7:] in found.blobs, engine)
+def signed_configs(found: repack.Scan, wanted: list[repack.Wanted]) -> list[tuple[str, ...]]:
+    """The diff_ids of each wanted image's config the archive holds (the signed ones)."""
+    return [d for w in wanted if isinstance(d := repack.diff_ids(found.configs.get(w.image_id, b"")), tuple)]
+
+
+def held_by_engine(found: repack.Scan, wanted: list[repack.Wanted], held: dict[str, list[str]]) -> frozenset[str]:
+    """The disc's layers whose chain the engine (`held`: hostlayers.images()) holds wherever the
+    signed configs list them: docker's loader would not read them, so they are not fed (a full disc
+    onto an engine that holds the release, the layers below a patch's lowest change)."""
+    return hostlayers.held_on_disc(signed_configs(found, wanted), lambda d: d[7:] in found.blobs,
+                                   hostlayers.engine_layers(held))
 
 
 def from_host(found: repack.Scan, wanted: list[repack.Wanted], extends: dict, on_bytes: Callable[[int], None],
-              for_docker: bool, leave_out: frozenset[str] = frozenset()) -> tuple[repack.Plan, list[str]]:
+              for_docker: bool, leave_out: frozenset[str] = frozenset(),
+              held: dict[str, list[str]] | None = None) -> tuple[repack.Plan, list[str]]:
     """The layers a delta disc lacks, each by chain ID or by content, never by what the host names:
     docker's loader keeps those whose chain (from the signed config's diff_ids) the engine holds; the
     others are read from the engine's layer store and hashed; what that cannot give, from `docker
     save` of the images holding it. A layer in no image of the engine: one sentence, nothing loaded."""
-    configs = [d for w in wanted if isinstance(d := repack.diff_ids(found.configs.get(w.image_id, b"")), tuple)]
-    held = hostlayers.images()
+    configs = signed_configs(found, wanted)
+    held = hostlayers.images() if held is None else held
     need = hostlayers.sort_missing(configs, lambda d: d[7:] in found.blobs, hostlayers.engine_layers(held), for_docker)
     if need.absent:
         raise refusal([base_missing(extends, len(need.absent))])

@@ -60,9 +60,10 @@ def locked_hashes(text: str) -> dict[str, tuple[str, tuple[str, ...]]]:
     return found
 
 
-def _finals(files: list[dict]) -> dict[Version, tuple[datetime, list[dict]]]:
-    """Each final release on the index -> (its first upload time, its files)."""
-    out: dict[Version, tuple[datetime, list[dict]]] = {}
+def releases_per_year(version: str, files: list[dict]) -> int:
+    """Pure: final releases first uploaded in the 365 days before `version`'s series (its major
+    version) first appeared on the index; 0 where the index gives no upload times."""
+    first: dict[Version, datetime] = {}
     for f in files:
         name, when = f.get("filename", ""), f.get("upload-time")
         try:
@@ -71,26 +72,12 @@ def _finals(files: list[dict]) -> dict[Version, tuple[datetime, list[dict]]]:
         except (InvalidWheelFilename, InvalidSdistFilename, ValueError, TypeError):
             continue
         if not (found.is_prerelease or found.is_devrelease):
-            first, mine = out.get(found, (at, []))
-            out[found] = (min(first, at), [*mine, f])
-    return out
-
-
-def _series_start(version: str, finals: dict[Version, tuple[datetime, list[dict]]]) -> Version | None:
-    """The first final release of `version`'s series (its major version)."""
-    series = [v for v in finals if v.release[:1] == Version(version).release[:1]]
-    return min(series, key=lambda v: (finals[v][0], v)) if series else None
-
-
-def releases_per_year(version: str, files: list[dict]) -> int:
-    """Pure: final releases first uploaded in the 365 days before `version`'s series (its major
-    version) first appeared on the index; 0 where the index gives no upload times."""
-    finals = _finals(files)
-    start = _series_start(version, finals)
-    if start is None:
+            first[found] = min(first.get(found, at), at)
+    series = [at for v, at in first.items() if v.release[:1] == Version(version).release[:1]]
+    if not series:
         return 0
-    began = finals[start][0]
-    return sum(began - timedelta(days=365) <= at < began for at, _ in finals.values())
+    began = min(series)
+    return sum(began - timedelta(days=365) <= at < began for at in first.values())
 
 
 def _carried(previous: dict | None, version: str) -> dict | None:

@@ -16,11 +16,10 @@ plan alike for a delta to stay small, so both figures are the series' (lock/size
 in the year before its major series began and its wheel's size when the series was first recorded,
 kept by every record made again for a version of the series (KIND_RATES and this package's size
 where there are none: a conda channel); this version's own size moved layers when a patch changed it
-a little (a test shows it).
-`yearly_refeed` gives a plan's cost and `best_order` the exact optimum; a test holds the plan within
-1.05x of it. Small
-distributions share a layer with others of their kind (the kinds change at different rates: the CUDA
-release, the RAPIDS release train, compiled libraries, pure Python), in name order.
+a little (a test shows it). `yearly_refeed` gives a plan's cost and `best_order` the exact optimum;
+a test holds the plan within 1.05x of it. Small distributions share a layer with others of their
+kind (the kinds change at different rates: the CUDA release, the RAPIDS release train, compiled
+libraries, pure Python), in name order.
 
 Both flavours share this plan (and every stage after it): a pip lock's distributions weigh their
 wheels (lock/sizes.py), a conda lock's packages their `.conda` files (the lock records each one's

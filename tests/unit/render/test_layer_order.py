@@ -1,7 +1,7 @@
 """The env's layer order is the import's cost: a site's engine writes again every layer above the
 lowest one a patch changes (their chain IDs change). A year of patches costs each layer's releases
 times the bytes above it; the kind order this replaces (cuda, compiled, rapids, python; inside a
-kind by releases) cost the RAPIDS image 4x the best order of its own layers. These tests weigh each
+kind by releases) cost the RAPIDS image 3.4x the best order of its own layers. These tests weigh each
 layer by its wheel bytes from the committed wheel-sizes record (what `invoke lock` writes), with
 the releases the index showed in the year before each major series began."""
 
@@ -15,6 +15,7 @@ import random
 import pytest
 from support.commands import ROOT
 
+from rapidship.config.matrix import DEFAULT_LAYER_BUDGET
 from rapidship.imagebuild.delta_cost import cost_table
 from rapidship.render.layer_plan import KINDS, best_order, from_sizes, plan_layers, yearly_refeed
 
@@ -27,7 +28,7 @@ def _dists(env: str = "rapids-pip", **resized: float):
             for d in from_sizes(sizes)]
 
 
-def _plan(budget: int = 80, env: str = "rapids-pip", **resized: float):
+def _plan(budget: int = DEFAULT_LAYER_BUDGET, env: str = "rapids-pip", **resized: float):
     return plan_layers(_dists(env, **resized), budget)
 
 
@@ -66,7 +67,7 @@ def test_a_pin_in_the_same_series_moves_no_layer_whatever_its_wheel_weighs():
 
     def by_own_size(factor: float):
         return plan_layers([dataclasses.replace(d, order_bytes=0, wheel_bytes=int(d.wheel_bytes * (factor if d.name in HOTFIX else 1)))
-                            for d in _dists()], 80).names
+                            for d in _dists()], DEFAULT_LAYER_BUDGET).names
     assert {by_own_size(0.97), by_own_size(1.03)} != {by_own_size(1.0)}
 
 

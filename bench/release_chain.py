@@ -9,11 +9,17 @@ then a delta release (--since the first disc) and, with --patch PACKAGE==VERSION
 that package pinned to VERSION in a copy of the lock, rebuilt and shipped --since the first disc.
 Usage (project root, engine up, the image built once so the build cache is warm):
 python3 bench/release_chain.py [--variant cpu-debian12] [--arch amd64|arm64|all] [--patch toolz==1.1.0] [--json OUT]
+
+A conda variant from the channel made of wheels (docs/conda.md): `--conda-channel CHANNEL --conda-project P`
+(P from `bench/conda_channel.py lock CHANNEL --project P`) releases P's variant with P's variants.yaml,
+envs and locks, the channel served on 127.0.0.1 and given to the build as its mirror (`--conda-channel
+URL --network host`); `--patch NAME==VERSION` re-locks P's spec with that pin (`conda_channel.py patch`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -45,14 +51,19 @@ def sh(*cmd: str, cwd: Path | None = None, env: dict | None = None) -> str:
     return proc.stdout
 
 
-def project(work: Path) -> Path:
+OWN = ("variants.yaml", "envs", "locks")  # what a conda project brings in place of the checkout's
+
+
+def project(work: Path, conda: Path | None = None) -> Path:
     folder = work / "project"
     folder.mkdir()
     for entry in ROOT.iterdir():
-        if entry.name not in (".git", "build", "tasks.py", ".gitignore"):
+        if entry.name not in (".git", "build", "tasks.py", ".gitignore") and not (conda and entry.name in OWN):
             (folder / entry.name).symlink_to(entry)
     for name in ("tasks.py", ".gitignore"):  # git reads no .gitignore through a link: build/ must stay ignored
         shutil.copy2(ROOT / name, folder / name)
+    for name in OWN if conda else ():
+        (shutil.copytree if (conda / name).is_dir() else shutil.copy2)(conda / name, folder / name)
     env = dict(os.environ, GIT_AUTHOR_DATE="2026-12-01T00:00:00+00:00", GIT_COMMITTER_DATE="2026-12-01T00:00:00+00:00")
     who = ["-c", "user.name=bench", "-c", "user.email=bench@rapidship.invalid"]
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "release chain benchmark"]):
@@ -127,6 +138,23 @@ def stage_record(release: dict, name: str) -> str:
     return next(stage["record"] for stage in release["stages"] if stage["name"] == name)
 
 
+def commit_patch(folder: Path, pin: str, env: dict) -> None:
+    who = ["-c", "user.name=bench", "-c", "user.email=bench@rapidship.invalid"]
+    for cmd in (["add", "-A", "--", "locks"], ["commit", "-q", "-m", f"patch: {pin}"]):
+        sh("git", *who, *cmd, cwd=folder, env=dict(env, GIT_AUTHOR_DATE="2026-12-02T00:00:00+00:00",
+                                                   GIT_COMMITTER_DATE="2026-12-02T00:00:00+00:00"))
+
+
+def patch_conda(folder: Path, channel: Path, pin: str, env: dict, work: Path) -> None:
+    """The conda project's spec with PACKAGE pinned to VERSION, locked against the channel (the
+    version's wheel made a package of it first), committed: the solve must move that package alone."""
+    sh(sys.executable, str(ROOT / "bench/conda_channel.py"), "patch", str(channel), "--pin", pin, "--base", str(folder),
+       "--project", str(work / "patched"), cwd=ROOT, env=env)
+    shutil.rmtree(folder / "locks")
+    shutil.copytree(work / "patched/locks", folder / "locks")
+    commit_patch(folder, pin, env)
+
+
 def patch(folder: Path, variant: str, pin: str, env: dict) -> None:
     """The variant's lock in the scratch project (a copy, not the checkout's) with PACKAGE pinned to
     VERSION and that version's hashes from the index, its wheel sizes remade, committed."""
@@ -143,10 +171,7 @@ def patch(folder: Path, variant: str, pin: str, env: dict) -> None:
     lock = folder / "locks" / lock_env / "requirements.txt"
     lock.write_text(pinned(lock.read_text(), package, version, index_hashes(package, version)))
     sh("invoke", "lock-sizes", "--env", lock_env, cwd=folder, env=env)
-    who = ["-c", "user.name=bench", "-c", "user.email=bench@rapidship.invalid"]
-    for cmd in (["add", "-A", "--", "locks"], ["commit", "-q", "-m", f"patch: {pin}"]):
-        sh("git", *who, *cmd, cwd=folder, env=dict(env, GIT_AUTHOR_DATE="2026-12-02T00:00:00+00:00",
-                                                   GIT_COMMITTER_DATE="2026-12-02T00:00:00+00:00"))
+    commit_patch(folder, pin, env)
 
 
 def main() -> None:
@@ -157,10 +182,29 @@ def main() -> None:
     parser.add_argument("--note", default="", help="what else ran on the machine meanwhile (kept in the record)")
     parser.add_argument("--patch", help="PACKAGE==VERSION: a third release, a patch release --since the full one, "
                                         "with that package of the variant's lock pinned to VERSION (from the index)")
+    parser.add_argument("--reproduce", action="store_true", help="after the full release, `invoke reproduce` its "
+                        "image (a rebuild without cache from the recorded inputs: the same image id?)")
+    parser.add_argument("--keep", action="store_true", help="leave the full and the patch release's images in the "
+                        "engine, tagged ...:n-RUN and ...:n1-RUN (for bench/delta_disc.py --import)")
+    parser.add_argument("--conda-channel", type=Path, help="the channel made of wheels (bench/conda_channel.py make)")
+    parser.add_argument("--conda-project", type=Path, help="its locked project (bench/conda_channel.py lock)")
     args = parser.parse_args()
+    if bool(args.conda_channel) != bool(args.conda_project):
+        raise SystemExit("--conda-channel and --conda-project go together")
     arches = ["amd64", "arm64"] if args.arch == "all" else [args.arch]
     work = Path(tempfile.mkdtemp(prefix="release-bench-"))
-    folder = project(work)
+    folder = project(work, args.conda_project and args.conda_project.resolve())
+    served = contextlib.ExitStack()
+    mirror = ()
+    if args.conda_channel:
+        sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
+        from support.channel_server import serve
+
+        from rapidship.config.matrix import load_matrix
+
+        [args.variant] = load_matrix(folder / "variants.yaml").variants
+        port, _ = served.enter_context(serve(args.conda_channel.resolve().parent))
+        mirror = ("--conda-channel", f"http://127.0.0.1:{port}/{args.conda_channel.name}", "--network", "host")
     run_id = f"bench{os.getpid()}"
     env = dict(os.environ, RAPIDSHIP_RUN_ID=run_id, RAPIDSHIP_SIGNING_PASSWORD="bench-only", TMPDIR=str(work),
                DOCKER_CONFIG=str(work / "docker-config"))
@@ -176,11 +220,13 @@ def main() -> None:
         invoke("keys.generate", "--out", "keys")
         invoke("trivy-db", "--advisories", "docs/examples/quickstart-advisories.yaml", "--cache-dir", "cache")
         chain = ("release", "--variant", args.variant, "--arch", args.arch, "--key", "keys/cosign.key",
-                 "--cache-dir", "cache", "--skip-db-update", "--offline-scan")
-        records = {}
+                 "--cache-dir", "cache", "--skip-db-update", "--offline-scan", *mirror)
+        records, reproduced = {}, {}
         for name in ("full", "delta", "patch") if args.patch else ("full", "delta"):
             extra = () if name == "full" else ("--since", str(folder / stage_record(records["full"], "export")))
-            if name == "patch":
+            if name == "patch" and args.conda_channel:
+                patch_conda(folder, args.conda_channel.resolve(), args.patch, env, work)
+            elif name == "patch":
                 patch(folder, args.variant, args.patch, env)
             start = time.monotonic()
             invoke(*chain, *extra)
@@ -188,12 +234,25 @@ def main() -> None:
             records[name]["wall"] = time.monotonic() - start
             records[name]["built"] = [json.loads((folder / "build" / args.variant / f"build-{a}.json").read_text())
                                       for a in arches]
+            if args.keep and name in ("full", "patch"):
+                for b in records[name]["built"]:
+                    kept = f"{b['ref'].rsplit(':', 1)[0]}:{'n' if name == 'full' else 'n1'}-{b['arch']}-{run_id}"
+                    sh("docker", "tag", b["image_id"], kept)
+                    print(f"kept {kept}")
+            if name == "full" and args.reproduce:
+                for a in arches:
+                    subprocess.run(["invoke", "reproduce", "--variant", args.variant, "--arch", a, "--digest",  # a miss
+                                    records[name]["built"][arches.index(a)]["image_id"], *mirror],  # is recorded
+                                   cwd=folder, env=env, capture_output=True)
+                    reproduced[a] = json.loads((folder / "build" / args.variant / f"reproduce-{a}.json").read_text())
+                    print(f"reproduce {a}: {'same image id' if reproduced[a]['reproduced'] else 'DIFFERENT'} "
+                          f"({reproduced[a]['seconds']} s)")
         rate = rates(records["full"]["built"][0]["image_id"], work)
         print("this machine, measured now on the image's own bytes: " +
               ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in rate.items()))
         figures = {"variant": args.variant, "arch": args.arch, "image_id": records["full"]["built"][0]["image_id"],
                    **({"image_ids": {b["arch"]: b["image_id"] for b in records["full"]["built"]}} if len(arches) > 1 else {}),
-                   "patch": args.patch, "note": args.note,
+                   "patch": args.patch, "note": args.note, **({"reproduced": reproduced} if reproduced else {}),
                    "rates_bytes_per_s": {k: round(v) for k, v in rate.items()}, "releases": {}}
         for name, record in records.items():
             disc = json.loads((folder / stage_record(record, "export")).read_text())
@@ -218,10 +277,11 @@ def main() -> None:
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
     finally:
+        served.close()
         subprocess.run(["invoke", "registry.down", "--dir", "build/registry"], cwd=folder, env=env, capture_output=True)
         refs = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
                               text=True).stdout.split()
-        mine = [r for r in refs if r.endswith(f"-{run_id}")]
+        mine = [r for r in refs if r.endswith(f"-{run_id}") and not (args.keep and (":n-" in r or ":n1-" in r))]
         if mine:
             subprocess.run(["docker", "rmi", *mine], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rapidship import console
 from rapidship.cli.options import ARCH_DEFAULT, VARIANTS_HELP, arches_flag, task
+from rapidship.cli.build import BUILD_INPUTS_HELP
 from rapidship.cli.export import MEDIA_HELP
 from rapidship.cli.scan import DB_HELP
 from rapidship.cli.sign import ONLINE_KEYS_HELP
@@ -15,7 +16,7 @@ from rapidship.errors import ConfigError, GateFailure, exits_cleanly
 from rapidship.records import Workspace
 
 
-@task(name="release",
+@task(name="release", iterable=["conda_channel"],
       help={"variant": "variant id", "arch": f"amd64, arm64 or all ({ARCH_DEFAULT})",
             "since": "a delta disc: the previous release's export.json, export folder, volume or ISO",
             "out": "folder of the disc, new or empty (default build/<variant>/disc-<what it carries>)",
@@ -26,11 +27,13 @@ from rapidship.records import Workspace
                           ".pub beside --key)",
             "policy": "trivy policy file (default policy/trivy.yaml)", "media": f"disc size: {MEDIA_HELP}",
             **DB_HELP, "report-out": "folder of the report (default build/report)", **ONLINE_KEYS_HELP,
+            **{k: f"build: {BUILD_INPUTS_HELP[k]}" for k in ("ca-bundle", "pip-index", "conda-channel", "network")},
             **VARIANTS_HELP})
 @exits_cleanly
 def release(c, variant, arch=None, since=None, out=None, registry=None, key=None, public_key=None,
             policy="policy/trivy.yaml", media="dvd", cache_dir=None, skip_db_update=False, offline_scan=False,
-            trivy=None, report_out="build/report", variants_file="variants.yaml", snapshot_key=None, timestamp_key=None):
+            trivy=None, report_out="build/report", variants_file="variants.yaml", snapshot_key=None, timestamp_key=None,
+            ca_bundle=None, pip_index=None, conda_channel=None, network=None):
     """Run every stage of a release in order, skipping those whose record still holds.
     The stages: build, gates, scan, push, smoke, sign, export, export-verify, report. The first that
     says no stops the chain (run it again to resume there); then the release's one verdict, the report
@@ -60,13 +63,20 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
     from rapidship.gates.policy import load_policy
 
     load_policy(policy, v.id)  # a bad --policy is bad input, found before any stage runs
+    from rapidship.imagebuild.buildkit import NETWORKS
+
+    if network is not None and network not in NETWORKS:  # build's own check, before any stage runs
+        raise ConfigError("--network", f"{network!r} is not one of {', '.join(NETWORKS)}",
+                          "use --network host to reach a mirror on this machine's 127.0.0.1")
     if since and not Path(since).exists():
         raise ConfigError("--since", f"{since} does not exist", "pass the previous release's export.json or disc folder")
     rel = Release(variant=v, arch_flag=arch, arches=arches, ws=Workspace(), registry=registry, key=key,
                   public_key=public_key, policy=policy, since=since, out=Path(out) if out else None,
                   report_out=Path(report_out), media=media, variants_file=variants_file,
                   scan_flags={"cache_dir": cache_dir, "skip_db_update": skip_db_update, "offline_scan": offline_scan,
-                              "trivy": trivy}, online_keys={"snapshot_key": snapshot_key, "timestamp_key": timestamp_key})
+                              "trivy": trivy}, online_keys={"snapshot_key": snapshot_key, "timestamp_key": timestamp_key},
+                  build_inputs={"ca_bundle": ca_bundle, "pip_index": pip_index, "conda_channel": conda_channel or None,
+                                "network": network})
     record = run_release(rel)
     path = rel.ws.release(v.id)
     console.table(f"release {v.id} {', '.join(arches)}: {record.seconds:.1f} s", ["stage", "verdict", "seconds", "read",

@@ -56,6 +56,7 @@ class Release:
     scan_flags: dict = field(default_factory=dict)  # scan's trivy flags (cache_dir, skip_db_update, ...)
     variants_file: str = "variants.yaml"
     online_keys: dict = field(default_factory=dict)  # sign's snapshot_key / timestamp_key, with a trust repository
+    build_inputs: dict = field(default_factory=dict)  # build's mirrors, CA bundle and network (never recorded)
 
 
 def check(stage: str, rel: Release) -> Check:

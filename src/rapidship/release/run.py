@@ -65,7 +65,7 @@ def _arches(rel: Release) -> list[Arch]:
 
 
 def _build(rel: Release) -> Ran:
-    _stage(stages_build.build, rel.variant.id, _arches(rel), variants_file=rel.variants_file)
+    _stage(stages_build.build, rel.variant.id, _arches(rel), variants_file=rel.variants_file, **rel.build_inputs)
     return Ran(None, _sizes(*[p for a in rel.arches for p in (rel.ws.build(rel.variant.id, a),
                                                              rel.ws.build_log(rel.variant.id, a))]))
 

@@ -56,3 +56,25 @@ def test_a_policy_that_is_not_there(tmp_path, keys):
 def test_a_since_that_is_not_there(tmp_path, keys):
     err = error(release(tmp_path, "--key", str(keys["ours"] / "cosign.key"), "--since", str(tmp_path / "old")))
     assert err.startswith("error: --since:")
+
+
+def test_a_network_that_build_would_refuse(tmp_path, keys):
+    err = error(release(tmp_path, "--key", str(keys["ours"] / "cosign.key"), "--network", "bridge0"))
+    assert err.startswith("error: --network: 'bridge0' is not one of")
+
+
+def test_the_build_inputs_reach_the_build_stage(monkeypatch):
+    """A conda variant's channel mirror and the RUN steps' network pass through release to build."""
+    from rapidship.release import run
+    from rapidship.release.current import Release
+
+    seen = {}
+    monkeypatch.setattr(run.stages_build, "build", lambda *a, **kw: seen.update(kw))
+    monkeypatch.setattr(run, "_sizes", lambda *paths: None)
+    inputs = {"ca_bundle": None, "pip_index": None, "conda_channel": ["http://127.0.0.1:1/wheels"], "network": "host"}
+    from rapidship.records import Workspace
+
+    rel = Release(variant=type("V", (), {"id": "x"})(), arch_flag="amd64", arches=("amd64",), ws=Workspace(),
+                  registry="r", key="k", public_key="p", policy="policy/trivy.yaml", build_inputs=inputs)
+    run._build(rel)
+    assert {k: seen[k] for k in inputs} == inputs

@@ -265,10 +265,9 @@ def _print_size_report(rep):
                       [(r["distribution"], f"{r['carried_bytes']:,}", f"{r['own_bytes']:,}", f"{r['ratio']:.2f}x",
                         "ok" if r["within_goal"] else "[red]MISS[/]", f"{r.get('refed_bytes', 0):,}") for r in d["rows"]])
         if year := d.get("per_year"):
-            console.err.print(f"re-fed on import in a year of patches (each layer's releases x the bytes above it): "
-                              f"{gb(year['plan_bytes'])} in this order, {gb(year['best_order_bytes'])} in the best "
-                              f"order of the same layers ({year['ratio']:.3f}x); an update of the base re-feeds "
-                              f"{gb(year['base_update_refed_bytes'])}")
+            from rapidship.imagebuild.delta_cost import per_year_words
+
+            console.err.print(per_year_words(year))
     verdict = "[green]within[/]" if rep.within_budget else "[red]OVER[/]"
     console.err.print(f"image {gb(rep.image_bytes)} (uncompressed), zstd -3 {gb(rep.zstd_bytes)}, budget "
                       f"{gb(rep.budget_bytes)}: {verdict}, headroom {rep.headroom_bytes:,} bytes")

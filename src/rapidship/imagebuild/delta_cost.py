@@ -103,6 +103,14 @@ def yearly(layers: list[LayerCost], rates: dict[str, int]) -> dict:
             "base_update_refed_bytes": sum(layer.tar_bytes for layer in layers if planned and layer.index >= planned[0])}
 
 
+def per_year_words(year: dict) -> str:
+    """Pure: `yearly`'s figures in the one sentence the size report and the report page both say."""
+    gb = lambda n: f"{n / 1e9:.3f} GB"  # noqa: E731
+    return (f"re-fed on import in a year of patches (each layer's releases x the bytes above it): "
+            f"{gb(year['plan_bytes'])} in this order, {gb(year['best_order_bytes'])} in the best order of the same "
+            f"layers ({year['ratio']:.3f}x); an update of the base re-feeds {gb(year['base_update_refed_bytes'])}")
+
+
 def summary(rows: list[Cost], layers: list[LayerCost], rates: dict[str, int] | None = None) -> dict:
     """Pure: the table as a record (the size report's `delta_cost`); with the plan's rates, `yearly`."""
     misses = [r for r in rows if not r.within_goal]

@@ -160,6 +160,7 @@ class BytesReport:
     delta_goal: str = ""                                       # the delta-cost table ([] = not measured)
     delta_misses: int = 0
     delta_rows: list[DeltaCostRow] = field(default_factory=list)
+    delta_per_year: str = ""                                   # delta_cost.per_year_words ("" = no rates kept)
 
     @property
     def name(self) -> str:

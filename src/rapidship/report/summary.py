@@ -15,6 +15,7 @@ from datetime import date
 from typing import Any
 
 from rapidship.records import ClusterTiers
+from rapidship.imagebuild.delta_cost import per_year_words
 from rapidship.smoke.scrape import OOM_KILLS
 from rapidship.report.collect import Got, ImageRecords, Records, VariantRecords
 from rapidship.smoke.run import negative_markers
@@ -317,7 +318,8 @@ def bytes_report(vid: str, arch: str, got: Got) -> BytesReport:
         delta_goal=str(delta.get("goal", "")), delta_misses=int(delta.get("misses") or 0),
         delta_rows=[DeltaCostRow(str(row["distribution"]), int(row["carried_bytes"]), int(row["own_bytes"]),
                                  float(row["ratio"]), bool(row["within_goal"]), int(row.get("refed_bytes") or 0))
-                    for row in delta.get("rows") or []])
+                    for row in delta.get("rows") or []],
+        delta_per_year=per_year_words(delta["per_year"]) if delta.get("per_year") else "")
 
 
 def scan_row(vid: str, arch: str, img: ImageRecords) -> ScanRow:

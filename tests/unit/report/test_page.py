@@ -222,3 +222,22 @@ def test_the_env_layer_plan_and_the_delta_cost_table_are_on_the_page(records):
     assert "0 of 23 miss it" in text
     bare = page(records.full().summary())  # a record without them says how to get them
     assert "--delta-cost" in bare and "No layer plan in this image" in bare
+
+
+def test_the_page_says_what_a_year_of_patches_re_feeds_as_the_size_report_does(records):
+    """The per-year figure of `invoke size-report --delta-cost` (the CPU image's record) in the same words."""
+    import json
+    from dataclasses import replace
+
+    from support.commands import ROOT
+
+    from rapidship.imagebuild.delta_cost import per_year_words
+
+    measured = json.loads((ROOT / "docs/measurements/layers-cpu-2026-12-05/planned.json").read_text())
+    year = json.loads((ROOT / "docs/measurements/layer-order-2026-12-07/cpu-image-per-year.json").read_text())["per_year"]
+    size = replace(size_report(), layers=measured["plan"], delta_cost=measured["delta_cost"] | {"per_year": year})
+    text = " ".join(" ".join(parse(page(records.full(size=size).summary())).text).split())
+    said = per_year_words(year)
+    assert f"The layer order: {said}." in text and f"({year['ratio']:.3f}x)" in said
+    without = " ".join(" ".join(parse(page(records.full(size=replace(size, delta_cost=measured["delta_cost"])).summary())).text).split())
+    assert "re-fed on import in a year" not in without  # a table measured without the plan's rates says nothing of it

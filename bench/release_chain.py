@@ -184,6 +184,8 @@ def main() -> None:
                                         "with that package of the variant's lock pinned to VERSION (from the index)")
     parser.add_argument("--reproduce", action="store_true", help="after the full release, `invoke reproduce` its "
                         "image (a rebuild without cache from the recorded inputs: the same image id?)")
+    parser.add_argument("--delta-cost", action="store_true", help="after the full release, `invoke size-report "
+                        "--delta-cost` of its image: the table and the year's re-feed, kept in the record")
     parser.add_argument("--keep", action="store_true", help="leave the full and the patch release's images in the "
                         "engine, tagged ...:n-RUN and ...:n1-RUN (for bench/delta_disc.py --import)")
     parser.add_argument("--conda-channel", type=Path, help="the channel made of wheels (bench/conda_channel.py make)")
@@ -221,7 +223,7 @@ def main() -> None:
         invoke("trivy-db", "--advisories", "docs/examples/quickstart-advisories.yaml", "--cache-dir", "cache")
         chain = ("release", "--variant", args.variant, "--arch", args.arch, "--key", "keys/cosign.key",
                  "--cache-dir", "cache", "--skip-db-update", "--offline-scan", *mirror)
-        records, reproduced = {}, {}
+        records, reproduced, costs = {}, {}, {}
         for name in ("full", "delta", "patch") if args.patch else ("full", "delta"):
             extra = () if name == "full" else ("--since", str(folder / stage_record(records["full"], "export")))
             if name == "patch" and args.conda_channel:
@@ -239,6 +241,14 @@ def main() -> None:
                     kept = f"{b['ref'].rsplit(':', 1)[0]}:{'n' if name == 'full' else 'n1'}-{b['arch']}-{run_id}"
                     sh("docker", "tag", b["image_id"], kept)
                     print(f"kept {kept}")
+            if name == "full" and args.delta_cost:
+                for a in arches:
+                    rep = json.loads(subprocess.run(  # exit 1 above the goal: the record says so
+                        ["invoke", "size-report", "--variant", args.variant, "--arch", a, "--delta-cost", "--json"],
+                        cwd=folder, env=env, capture_output=True, text=True).stdout)
+                    costs[a] = {k: rep["delta_cost"][k] for k in ("goal", "distributions", "misses", "worst", "rows",
+                                                                  "per_year") if k in rep["delta_cost"]}
+                    print(f"delta cost {a}: {costs[a]['misses']} of {costs[a]['distributions']} above the goal")
             if name == "full" and args.reproduce:
                 for a in arches:
                     subprocess.run(["invoke", "reproduce", "--variant", args.variant, "--arch", a, "--digest",  # a miss
@@ -253,6 +263,7 @@ def main() -> None:
         figures = {"variant": args.variant, "arch": args.arch, "image_id": records["full"]["built"][0]["image_id"],
                    **({"image_ids": {b["arch"]: b["image_id"] for b in records["full"]["built"]}} if len(arches) > 1 else {}),
                    "patch": args.patch, "note": args.note, **({"reproduced": reproduced} if reproduced else {}),
+                   **({"delta_cost": costs} if costs else {}),
                    "rates_bytes_per_s": {k: round(v) for k, v in rate.items()}, "releases": {}}
         for name, record in records.items():
             disc = json.loads((folder / stage_record(record, "export")).read_text())

@@ -45,6 +45,11 @@ def release(rel: Release) -> ReleaseRecord:
         from rapidship.report.write import retime
 
         retime(rel.ws, rel.report_out)
+    elif record.stopped_at != "report":  # the page shows where this run stopped, not an earlier run's verdict
+        try:
+            _draw(rel)
+        except StageFailed as err:
+            console.err.print(f"the report page was not redrawn: {err}", highlight=False)
     return record
 
 
@@ -126,10 +131,14 @@ def _export_verify(rel: Release) -> Ran:
     return Ran(sum(v.iso_bytes for v in disc.volumes), _sizes(rel.ws.export_verify(rel.variant.id)))
 
 
-def _report(rel: Release) -> Ran:
-    inputs = current.report_inputs(rel)  # read before: the binding is what the page was written from
+def _draw(rel: Release) -> None:
     _stage(stages_report.report, out=str(rel.report_out), build_dir=str(rel.ws.root), export=[str(disc_out(rel))],
            variant=[rel.variant.id], arch=list(rel.arches), variants_file=rel.variants_file)
+
+
+def _report(rel: Release) -> Ran:
+    inputs = current.report_inputs(rel)  # read before: the binding is what the page was written from
+    _draw(rel)
     write_atomic(rel.report_out / REPORT_BINDING, json.dumps({"records": records_digest(inputs)}) + "\n")
     return Ran(sum(len(b) for b in inputs.values() if b), _sizes(rel.report_out))
 

@@ -166,6 +166,8 @@ def test_a_stage_that_says_no_stops_the_chain_and_a_rerun_resumes_there(first, p
                                 "report": "not run"}
     assert record["stopped_at"] == "scan" and record["passed"] is False
     assert json.loads((folder / decision).read_text())["passed"] is False
+    page = (folder / "build" / "report" / "index.html").read_text()  # where this run stopped, not the first's verdict
+    assert f"started {record['started_at']}" in page and "not released" in page, page[:3000]
 
     proc, record, _ = release(project)  # the committed policy again: the chain resumes at scan
     ok(proc)

@@ -38,16 +38,16 @@ M = "gpu-metrics-rmm-allocator.json"
 DEVICE_TIER = 'rapidship_worker_tier_bytes{tier="device"'
 
 FIGURES = [
-    ("docs/monitoring.md", lambda: f"**{record(M)['scrape_ms_loaded']['median']:.1f} ms** median, "
+    ("docs/measurements/monitoring.md", lambda: f"**{record(M)['scrape_ms_loaded']['median']:.1f} ms** median, "
                                    f"{record(M)['scrape_ms_loaded']['max']:.1f} ms the"),
-    ("docs/monitoring.md", lambda: gb(held(M, DEVICE_TIER)) + " (14 keys)"),
-    ("docs/monitoring.md", lambda: f"{gb(stored(M, 'max_over_time(rapidship_rmm_pool_size_bytes'), 1)} / "
+    ("docs/measurements/monitoring.md", lambda: gb(held(M, DEVICE_TIER)) + " (14 keys)"),
+    ("docs/measurements/monitoring.md", lambda: f"{gb(stored(M, 'max_over_time(rapidship_rmm_pool_size_bytes'), 1)} / "
                                    f"{gb(held(M, 'rapidship_rmm_allocated_bytes'))} (peak "
                                    f"{gb(stored(M, 'max_over_time(rapidship_rmm_allocated_bytes'), 3)})"),
-    ("docs/monitoring.md", lambda: f"`rapidship_gpu_memory_used_bytes` (NVML, the whole GPU) | "
+    ("docs/measurements/monitoring.md", lambda: f"`rapidship_gpu_memory_used_bytes` (NVML, the whole GPU) | "
                                    f"{gb(stored(M, 'max_over_time(rapidship_gpu_memory_used_bytes'))}"),
-    ("docs/monitoring.md", lambda: f"was {gb(stored('gpu-metrics-no-rmm-allocator.json', 'max_over_time(rapidship_gpu_memory_used_bytes'), 1)}"),
-    ("docs/monitoring.md", lambda: f"its highest, {gb(stored('gpu-metrics-no-rmm-allocator.json', 'max_over_time(rapidship_rmm_allocated_bytes'))}"),
+    ("docs/measurements/monitoring.md", lambda: f"was {gb(stored('gpu-metrics-no-rmm-allocator.json', 'max_over_time(rapidship_gpu_memory_used_bytes'), 1)}"),
+    ("docs/measurements/monitoring.md", lambda: f"its highest, {gb(stored('gpu-metrics-no-rmm-allocator.json', 'max_over_time(rapidship_rmm_allocated_bytes'))}"),
     ("docs/measurements/gpu-smoke.md", lambda: "still held after " + record("gpu-20g-close90-no-gc.json")["notes"][0]
                                    .split("still held after ")[1].split(" s ")[0] + " s"),
     ("docs/measurements/gpu-smoke.md", lambda: f"{record('gpu-20g-before.json')['stages'][0]['spill_file_bytes'] / 1e9:.1f} GB in "
@@ -80,7 +80,7 @@ BYTES = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3}){2,}(?![\d,])")
 GIGABYTES = re.compile(r"(?<![\d.,])(\d+)\.(\d{1,2}) GB\b")
 GUIDES = {"README.md": None, "docs/sizes.md": None, "docs/prune.md": "## ", "docs/measurements/gpu-smoke.md": "## ",
           "docs/quickstart.md": None, "docs/architecture.md": None, "docs/harbor.md": None, "docs/report.md": None,
-          "docs/spill.md": None}
+          "docs/spill.md": None, "docs/monitoring.md": None, "docs/measurements/monitoring.md": None}
 
 
 def recorded_numbers() -> set[int]:
@@ -97,6 +97,13 @@ def recorded_numbers() -> set[int]:
             found.add(int(value))
         elif isinstance(value, str):
             found.update(int(m.replace(",", "")) for m in BYTES.findall(value))
+            # Prometheus answers in strings: a query's value ("5753995264"), an exposition line's last word
+            try:
+                number = float(value.rsplit(" ", 1)[-1])
+            except ValueError:
+                return
+            if number.is_integer():
+                found.add(int(number))
 
     for path in MEASUREMENTS.rglob("*.json"):
         walk(json.loads(path.read_text()))

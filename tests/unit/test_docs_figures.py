@@ -80,7 +80,8 @@ BYTES = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3}){2,}(?![\d,])")
 GIGABYTES = re.compile(r"(?<![\d.,])(\d+)\.(\d{1,2}) GB\b")
 GUIDES = {"README.md": None, "docs/sizes.md": None, "docs/prune.md": "## ", "docs/measurements/gpu-smoke.md": "## ",
           "docs/quickstart.md": None, "docs/architecture.md": None, "docs/harbor.md": None, "docs/report.md": None,
-          "docs/spill.md": None, "docs/monitoring.md": None, "docs/measurements/monitoring.md": None}
+          "docs/spill.md": None, "docs/monitoring.md": None, "docs/measurements/monitoring.md": None,
+          "docs/deploy.md": None}
 
 
 def recorded_numbers() -> set[int]:

@@ -72,7 +72,8 @@ def test_the_clean_drains_passed_with_no_note_and_the_cut_one_has_its_note():
 
 
 # Every figure a guide page quotes has a record: a byte count (1,000,000 or more, in groups of three)
-# is a value of some record under docs/measurements/ (or variants.yaml's budget), a size in GB rounds
+# is a value of some record under docs/measurements/ (or variants.yaml's budget, or what a lock's
+# wheels weigh by locks/<env>/wheel-sizes.json), a size in GB rounds
 # one. Generated regions are made from the records (tests/unit/test_docs_generated.py); the rest is
 # prose, where a superseded figure (the README's 4,242,138,753 of 2026-12-01) used to linger.
 MEASUREMENTS = ROOT / "docs/measurements"
@@ -81,11 +82,14 @@ GIGABYTES = re.compile(r"(?<![\d.,])(\d+)\.(\d{1,2}) GB\b")
 GUIDES = {"README.md": None, "docs/sizes.md": None, "docs/prune.md": "## ", "docs/measurements/gpu-smoke.md": "## ",
           "docs/quickstart.md": None, "docs/architecture.md": None, "docs/harbor.md": None, "docs/report.md": None,
           "docs/spill.md": None, "docs/monitoring.md": None, "docs/measurements/monitoring.md": None,
-          "docs/deploy.md": None}
+          "docs/deploy.md": None, "docs/ci.md": None}
 
 
 def recorded_numbers() -> set[int]:
     found: set[int] = {load_matrix(ROOT / "variants.yaml").defaults.budget_bytes}
+    # what a lock's wheels weigh at most (its largest wheel of each distribution): a pip cache's size
+    found.update(sum(d["wheel_bytes"] for d in json.loads(path.read_text())["distributions"].values())
+                 for path in (ROOT / "locks").glob("*/wheel-sizes.json"))
 
     def walk(value) -> None:
         if isinstance(value, dict):

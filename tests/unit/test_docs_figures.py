@@ -82,7 +82,7 @@ GIGABYTES = re.compile(r"(?<![\d.,])(\d+)\.(\d{1,2}) GB\b")
 GUIDES = {"README.md": None, "docs/sizes.md": None, "docs/prune.md": "## ", "docs/measurements/gpu-smoke.md": "## ",
           "docs/quickstart.md": None, "docs/architecture.md": None, "docs/harbor.md": None, "docs/report.md": None,
           "docs/spill.md": None, "docs/monitoring.md": None, "docs/measurements/monitoring.md": None,
-          "docs/deploy.md": None, "docs/ci.md": None}
+          "docs/deploy.md": None, "docs/ci.md": None, "docs/supply-chain.md": None}
 
 
 def recorded_numbers() -> set[int]:

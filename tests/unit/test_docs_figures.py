@@ -38,16 +38,16 @@ M = "gpu-metrics-rmm-allocator.json"
 DEVICE_TIER = 'rapidship_worker_tier_bytes{tier="device"'
 
 FIGURES = [
-    ("docs/monitoring.md", lambda: f"**{record(M)['scrape_ms_loaded']['median']:.1f} ms** median, "
+    ("docs/measurements/monitoring.md", lambda: f"**{record(M)['scrape_ms_loaded']['median']:.1f} ms** median, "
                                    f"{record(M)['scrape_ms_loaded']['max']:.1f} ms the"),
-    ("docs/monitoring.md", lambda: gb(held(M, DEVICE_TIER)) + " (14 keys)"),
-    ("docs/monitoring.md", lambda: f"{gb(stored(M, 'max_over_time(rapidship_rmm_pool_size_bytes'), 1)} / "
+    ("docs/measurements/monitoring.md", lambda: gb(held(M, DEVICE_TIER)) + " (14 keys)"),
+    ("docs/measurements/monitoring.md", lambda: f"{gb(stored(M, 'max_over_time(rapidship_rmm_pool_size_bytes'), 1)} / "
                                    f"{gb(held(M, 'rapidship_rmm_allocated_bytes'))} (peak "
                                    f"{gb(stored(M, 'max_over_time(rapidship_rmm_allocated_bytes'), 3)})"),
-    ("docs/monitoring.md", lambda: f"`rapidship_gpu_memory_used_bytes` (NVML, the whole GPU) | "
+    ("docs/measurements/monitoring.md", lambda: f"`rapidship_gpu_memory_used_bytes` (NVML, the whole GPU) | "
                                    f"{gb(stored(M, 'max_over_time(rapidship_gpu_memory_used_bytes'))}"),
-    ("docs/monitoring.md", lambda: f"was {gb(stored('gpu-metrics-no-rmm-allocator.json', 'max_over_time(rapidship_gpu_memory_used_bytes'), 1)}"),
-    ("docs/monitoring.md", lambda: f"its highest, {gb(stored('gpu-metrics-no-rmm-allocator.json', 'max_over_time(rapidship_rmm_allocated_bytes'))}"),
+    ("docs/measurements/monitoring.md", lambda: f"was {gb(stored('gpu-metrics-no-rmm-allocator.json', 'max_over_time(rapidship_gpu_memory_used_bytes'), 1)}"),
+    ("docs/measurements/monitoring.md", lambda: f"its highest, {gb(stored('gpu-metrics-no-rmm-allocator.json', 'max_over_time(rapidship_rmm_allocated_bytes'))}"),
     ("docs/measurements/gpu-smoke.md", lambda: "still held after " + record("gpu-20g-close90-no-gc.json")["notes"][0]
                                    .split("still held after ")[1].split(" s ")[0] + " s"),
     ("docs/measurements/gpu-smoke.md", lambda: f"{record('gpu-20g-before.json')['stages'][0]['spill_file_bytes'] / 1e9:.1f} GB in "
@@ -72,19 +72,24 @@ def test_the_clean_drains_passed_with_no_note_and_the_cut_one_has_its_note():
 
 
 # Every figure a guide page quotes has a record: a byte count (1,000,000 or more, in groups of three)
-# is a value of some record under docs/measurements/ (or variants.yaml's budget), a size in GB rounds
+# is a value of some record under docs/measurements/ (or variants.yaml's budget, or what a lock's
+# wheels weigh by locks/<env>/wheel-sizes.json), a size in GB rounds
 # one. Generated regions are made from the records (tests/unit/test_docs_generated.py); the rest is
 # prose, where a superseded figure (the README's 4,242,138,753 of 2026-12-01) used to linger.
 MEASUREMENTS = ROOT / "docs/measurements"
 BYTES = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3}){2,}(?![\d,])")
 GIGABYTES = re.compile(r"(?<![\d.,])(\d+)\.(\d{1,2}) GB\b")
-GUIDES = {"README.md": None, "docs/sizes.md": None, "docs/prune.md": "## ", "docs/measurements/gpu-smoke.md": "## ",
+GUIDES = {"README.md": None, "docs/sizes.md": None, "docs/prune.md": None, "docs/measurements/gpu-smoke.md": "## ",
           "docs/quickstart.md": None, "docs/architecture.md": None, "docs/harbor.md": None, "docs/report.md": None,
-          "docs/spill.md": None}
+          "docs/spill.md": None, "docs/monitoring.md": None, "docs/measurements/monitoring.md": None,
+          "docs/deploy.md": None, "docs/ci.md": None, "docs/supply-chain.md": None}
 
 
 def recorded_numbers() -> set[int]:
     found: set[int] = {load_matrix(ROOT / "variants.yaml").defaults.budget_bytes}
+    # what a lock's wheels weigh at most (its largest wheel of each distribution): a pip cache's size
+    found.update(sum(d["wheel_bytes"] for d in json.loads(path.read_text())["distributions"].values())
+                 for path in (ROOT / "locks").glob("*/wheel-sizes.json"))
 
     def walk(value) -> None:
         if isinstance(value, dict):
@@ -97,6 +102,13 @@ def recorded_numbers() -> set[int]:
             found.add(int(value))
         elif isinstance(value, str):
             found.update(int(m.replace(",", "")) for m in BYTES.findall(value))
+            # Prometheus answers in strings: a query's value ("5753995264"), an exposition line's last word
+            try:
+                number = float(value.rsplit(" ", 1)[-1])
+            except ValueError:
+                return
+            if number.is_integer():
+                found.add(int(number))
 
     for path in MEASUREMENTS.rglob("*.json"):
         walk(json.loads(path.read_text()))

@@ -131,6 +131,9 @@ def lock_against(channel: Path, requirements: list[str], project: Path, cuda: st
     (project / "envs").mkdir(parents=True, exist_ok=True)
     (project / "variants.yaml").write_text(VARIANTS.format(env="wheels", cuda=cuda))
     (project / "envs/wheels.yaml").write_text(env_spec(channel.name, requirements))
+    (project / "locks").mkdir(exist_ok=True)
+    if not (project / "locks/tools.txt").is_file():  # the builder's own tools: the checkout's lock
+        (project / "locks/tools.txt").write_bytes((ROOT / "locks/tools.txt").read_bytes())
     matrix = load_matrix(project / "variants.yaml")
     spec = load_env_spec("wheels", project / "envs")
     with serve(channel.parent) as (port, _):

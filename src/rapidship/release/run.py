@@ -132,7 +132,11 @@ def _export_verify(rel: Release) -> Ran:
 
 
 def _draw(rel: Release) -> None:
-    _stage(stages_report.report, out=str(rel.report_out), build_dir=str(rel.ws.root), export=[str(disc_out(rel))],
+    try:
+        disc = [str(disc_out(rel))]
+    except RapidshipError:  # a chain stopped before its image was built has no disc to name
+        disc = []
+    _stage(stages_report.report, out=str(rel.report_out), build_dir=str(rel.ws.root), export=disc,
            variant=[rel.variant.id], arch=list(rel.arches), variants_file=rel.variants_file)
 
 

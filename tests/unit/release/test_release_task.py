@@ -78,3 +78,19 @@ def test_the_build_inputs_reach_the_build_stage(monkeypatch):
                   registry="r", key="k", public_key="p", policy="policy/trivy.yaml", build_inputs=inputs)
     run._build(rel)
     assert {k: seen[k] for k in inputs} == inputs
+
+
+def test_a_stage_that_fails_early_is_named_with_its_own_words(tmp_path, keys):
+    """A chain stopped at build (no lock in this project) says what build said, and the page it redraws
+    for the stop does not hide that behind a missing record of its own."""
+    for entry in ROOT.iterdir():
+        if entry.name not in (".git", "build", "locks"):
+            (tmp_path / entry.name).symlink_to(entry)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAPIDSHIP_REGISTRY", "RAPIDSHIP_SIGNING"))}
+    proc = subprocess.run(["invoke", "release", "--variant", "cpu-debian12", "--arch", "amd64", "--registry",
+                           "127.0.0.1:5000/x", "--key", str(keys["ours"] / "cosign.key")], cwd=tmp_path,
+                          env=dict(env, RAPIDSHIP_SIGNING_PASSWORD=PASSWORD), capture_output=True, text=True)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    error = proc.stderr[proc.stderr.index("error:"):]
+    assert error.startswith("error: release cpu-debian12: stage build: said no") and "requirements.txt does not exist" in error, error
+    assert "not released" in (tmp_path / "build/report/index.html").read_text()

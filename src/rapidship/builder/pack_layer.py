@@ -64,6 +64,19 @@ def pack(build_prefix: Path, dest_prefix: str, excludes: list[str], site: str | 
     (out / HISTORY).unlink(missing_ok=True)  # the rest layer's: one copy for the env
 
 
+def read_only_to_others(out: Path) -> int:
+    """Clear group and other write bits under the layer: the runtime user runs in group 0, so a file an
+    installer made group-writable (py-rattler writes entry points 0o775) could be replaced by it for
+    every later process (the suid gate refuses such an env). Returns the paths changed."""
+    changed = 0
+    for path in [out, *out.rglob("*")]:
+        mode = path.lstat().st_mode
+        if not path.is_symlink() and mode & 0o022:
+            path.chmod(mode & 0o7755)
+            changed += 1
+    return changed
+
+
 def compile_missing(out: Path, dest_prefix: str) -> int:
     """Bytecode for every package's Python sources that ship none: `noarch: python` packages (conda
     compiles them at install; py-rattler does not) and any package built without it (conda-build
@@ -129,8 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     pack(args.build_prefix, args.dest_prefix, patterns, site, args.out)
     shutil.rmtree(args.build_prefix)
     compiled = compile_missing(args.out, args.dest_prefix)
+    opened = read_only_to_others(args.out)
     print(f"pack_layer: {args.out}: {count} packages, {record['before_bytes']:,} B installed, "
-          f"{record['trimmed_bytes']:,} B trimmed, {compiled} sources compiled")
+          f"{record['trimmed_bytes']:,} B trimmed, {compiled} sources compiled, {opened} paths made read-only "
+          "to the runtime user's group")
     return 0
 
 

@@ -153,19 +153,22 @@ def reproduce(c, variant, digest, arch=None, record=None, keep=False, ca_bundle=
                       f"each difference is listed above and in {path}")
 
 
-@task(help={"variant": "variant id", "arch": f"amd64, arm64 or all ({ARCH_DEFAULT})",
+@task(iterable=["conda_channel"],
+      help={"variant": "variant id", "arch": f"amd64, arm64 or all ({ARCH_DEFAULT})",
             "ca-bundle": "the CA bundle the build used (default $RAPIDSHIP_CA_BUNDLE or $SSL_CERT_FILE): its private certs must not leak",
             "pip-index": "the index URL the build used (default $RAPIDSHIP_PIP_INDEX_URL)",
+            "conda-channel": "a conda channel mirror the build used (repeatable; default $RAPIDSHIP_CONDA_CHANNELS): "
+                             "its credentials must not leak",
             "reread": "read the image whole (one docker export) even where the build noted its layers' facts",
             **VARIANTS_HELP})
 @exits_cleanly
 def gates(c, variant="cpu-debian12", arch=None, ca_bundle=None, pip_index=None, reread=False,
-          variants_file="variants.yaml"):
+          variants_file="variants.yaml", conda_channel=None):
     """Run the image gates (size, labels, user, suid, secrets) on a built image; writes gates-<arch>.json."""
     from rapidship.stages.build import gates as gates_stage
 
     gates_stage(variant, arches_flag(load_matrix(variants_file).get(variant), arch), ca_bundle, pip_index, reread,
-                variants_file)
+                variants_file, conda_channel or None)
 
 
 @task(name="size-report",

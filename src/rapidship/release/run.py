@@ -76,7 +76,8 @@ def _build(rel: Release) -> Ran:
 
 
 def _gates(rel: Release) -> Ran:
-    _stage(stages_build.gates, rel.variant.id, _arches(rel), variants_file=rel.variants_file)
+    _stage(stages_build.gates, rel.variant.id, _arches(rel), variants_file=rel.variants_file,
+           **{k: v for k, v in rel.build_inputs.items() if k != "network"})  # the secrets gate looks for them
     return Ran(_image_bytes(rel), _sizes(*[p for a in rel.arches for p in (rel.ws.gates(rel.variant.id, a),
                                                                           rel.ws.content(rel.variant.id, a))]))
 

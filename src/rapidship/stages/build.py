@@ -41,7 +41,8 @@ def build(variant, arches, ca_bundle=None, pip_index=None, conda_channel=None, n
                           f"(SOURCE_DATE_EPOCH={epoch}) -> {record}")
 
 
-def gates(variant, arches, ca_bundle=None, pip_index=None, reread=False, variants_file="variants.yaml"):
+def gates(variant, arches, ca_bundle=None, pip_index=None, reread=False, variants_file="variants.yaml",
+          conda_channel=None):
     """Run the image gates (size, labels, user, suid, secrets) on a built image; writes gates-<arch>.json."""
     from rapidship.imagebuild.buildkit import BuildSecrets, read_record
     from rapidship.gates import figure
@@ -49,7 +50,7 @@ def gates(variant, arches, ca_bundle=None, pip_index=None, reread=False, variant
     from rapidship.records import Rendered
 
     v = load_matrix(variants_file).get(variant)
-    secrets = BuildSecrets.from_flags(ca_bundle, pip_index, None)
+    secrets = BuildSecrets.from_flags(ca_bundle, pip_index, conda_channel)  # what the secrets gate looks for
     failed = []
     ws = Workspace()
     rendered = ws.load(ws.render(v.id), Rendered, f"invoke render --variant {v.id}", "render record")

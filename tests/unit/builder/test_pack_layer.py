@@ -51,3 +51,25 @@ def test_another_python_line_compiles_nothing(tmp_path):
     out = tmp_path / "layer"
     _package(out, "made-from-a-wheel", {"lib/python2.7/site-packages/old/__init__.py": "X = 1\n"})
     assert compile_missing(out, "/opt/rapids") == 0
+
+
+def test_a_layer_is_made_read_only_to_the_runtime_users_group(tmp_path):
+    """An entry point installed 0o775 (and a folder 0o777) would let the runtime user, in group 0,
+    replace it; the bits are cleared, execute and setid bits kept, links left alone."""
+    import os
+    import stat
+
+    from rapidship.builder.pack_layer import read_only_to_others
+
+    (tmp_path / "bin").mkdir(mode=0o777)
+    os.chmod(tmp_path / "bin", 0o777)
+    tool, data = tmp_path / "bin/tool", tmp_path / "bin/data"
+    tool.write_text("#!/opt/rapids/bin/python\n")
+    data.write_text("x")
+    os.chmod(tool, 0o775)
+    os.chmod(data, 0o644)
+    (tmp_path / "bin/link").symlink_to("tool")
+    assert read_only_to_others(tmp_path) == 2
+    assert {p.name: stat.S_IMODE(p.lstat().st_mode) for p in (tmp_path / "bin", tool, data)} == \
+        {"bin": 0o755, "tool": 0o755, "data": 0o644}
+    assert read_only_to_others(tmp_path) == 0

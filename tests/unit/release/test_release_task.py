@@ -63,21 +63,27 @@ def test_a_network_that_build_would_refuse(tmp_path, keys):
     assert err.startswith("error: --network: 'bridge0' is not one of")
 
 
-def test_the_build_inputs_reach_the_build_stage(monkeypatch):
-    """A conda variant's channel mirror and the RUN steps' network pass through release to build."""
+def test_the_build_inputs_reach_the_build_stage_and_the_gates(monkeypatch):
+    """A conda variant's channel mirror and the RUN steps' network pass through release to build; the
+    mirrors and the CA bundle to the gates, whose secrets gate looks for them in the image."""
     from rapidship.release import run
     from rapidship.release.current import Release
 
-    seen = {}
+    seen, gated = {}, {}
     monkeypatch.setattr(run.stages_build, "build", lambda *a, **kw: seen.update(kw))
+    monkeypatch.setattr(run.stages_build, "gates", lambda *a, **kw: gated.update(kw))
     monkeypatch.setattr(run, "_sizes", lambda *paths: None)
+    monkeypatch.setattr(run, "_image_bytes", lambda rel: 0)
     inputs = {"ca_bundle": None, "pip_index": None, "conda_channel": ["http://127.0.0.1:1/wheels"], "network": "host"}
     from rapidship.records import Workspace
 
     rel = Release(variant=type("V", (), {"id": "x"})(), arch_flag="amd64", arches=("amd64",), ws=Workspace(),
                   registry="r", key="k", public_key="p", policy="policy/trivy.yaml", build_inputs=inputs)
     run._build(rel)
+    run._gates(rel)
     assert {k: seen[k] for k in inputs} == inputs
+    assert {k: gated[k] for k in ("ca_bundle", "pip_index", "conda_channel")} == {
+        "ca_bundle": None, "pip_index": None, "conda_channel": ["http://127.0.0.1:1/wheels"]} and "network" not in gated
 
 
 def test_a_stage_that_fails_early_is_named_with_its_own_words(tmp_path, keys):

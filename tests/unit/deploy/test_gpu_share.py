@@ -181,6 +181,22 @@ def test_deploy_check_refuses_a_dev_shm_volume_in_an_mps_pod_and_keeps_the_ucx_r
     assert "shm: a UCX worker without its own /dev/shm" in problem
 
 
+def test_the_docs_carry_the_worked_example_as_the_rules_compute_it():
+    deploy_md, cluster_md = (ROOT / "docs/deploy.md").read_text(), (ROOT / "docs/cluster.md").read_text()
+    device, pool = device_sizes(QUARTER_OF_80GB)                 # what deploy passes each worker of mps:4x80gb
+    row = f"{device:,} B ({device / GiB:.2f} GiB) / {pool // MiB} MiB"
+    assert row == "15,999,592,038 B (14.90 GiB) / 17152 MiB" and row in deploy_md
+    limit = f"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0={QUARTER_OF_80GB // MiB}M"
+    assert limit in deploy_md and limit in cluster_md and f"80 GB / 4 = {QUARTER_OF_80GB // MiB} MiB" in cluster_md
+    h100 = 81559 * MiB                                           # NVML's total of an H100 80GB HBM3
+    plugin = h100 // 4 // MiB                                    # the plugin's MPS daemon: the card / replicas, MiB
+    assert plugin == 20389 and f"{plugin}M" in cluster_md
+    ts_device, ts_pool = device_sizes(h100 // 4)                 # the doctor under time-slicing:4 on that card
+    doctor = f"{ts_device / GiB:.2f} GiB and {ts_pool / GiB:.2f} GiB"
+    assert doctor == "15.93 GiB and 17.75 GiB" and doctor in " ".join(cluster_md.split())
+    assert f"{device / GiB:.2f} GiB and {pool / GiB:.2f} GiB" in " ".join(cluster_md.split())
+
+
 def test_without_a_share_nothing_changes(matrix):
     c, pod = worker_container(k8s.plain(plan(matrix, gpu_variant(matrix))))
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1" and "--rmm-pool-size" not in c["args"]

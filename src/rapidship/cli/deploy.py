@@ -41,9 +41,10 @@ TARGETS = ("compose", "k8s")
                                   "scheduler (matched by its kubernetes.io/metadata.name label; default dask-operator)",
             "dns-peer": "k8s: the DNS pods the cluster may ask, NAMESPACE/LABEL=VALUE[,...] "
                         "(default kube-system/k8s-app=kube-dns)",
-            "gpu-share": "k8s: each worker on part of a GPU: mig:<profile> (a MIG instance, e.g. mig:1g.10gb) or "
-                         "memory:<GiB> (a memory quota on a shared card, e.g. memory:30); device limit and RMM pool "
-                         "sized to it",
+            "gpu-share": "k8s: each worker on part of a GPU: mig:<profile> (a MIG instance, e.g. mig:1g.10gb), "
+                         "memory:<GiB> (a memory quota on a shared card, e.g. memory:30), or mps:<replicas>x<card>gb / "
+                         "time-slicing:<replicas>x<card>gb (one of the device plugin's replicas of a card, e.g. "
+                         "mps:4x80gb; :shared for nvidia.com/gpu.shared); device limit and RMM pool sized to it",
             "scheduler": "k8s: default, or volcano (adds a Volcano Job: scheduler and workers gang-scheduled; "
                          "a memory share asks for Volcano's vGPU)",
             "queue": "k8s: the Volcano queue (default: default)",

@@ -6,13 +6,16 @@ or a site's edit of them), pure. Each problem names the container, the rule and 
   memory      a container limit below the worker's --memory-limit plus the doctor's headroom:
               the kernel kills the worker before dask spills
   spill       a spill volume smaller than one full host tier (--memory-limit), or in memory
-  shm         a UCX worker (dask cuda worker, ucx://) without a /dev/shm of its own
+  shm         a UCX worker (dask cuda worker, ucx://) without a /dev/shm of its own; on a node
+              sharing its GPUs through MPS (nodeSelector nvidia.com/gpu.sharing-strategy: mps), a
+              /dev/shm volume at all: it hides the MPS daemon's, which the device plugin mounts there
 """
 
 from __future__ import annotations
 
 import re
 
+from rapidship.deploy.gpu_share import MPS, STRATEGY_LABEL
 from rapidship.deploy.plan import SPILL, UCX_SHM
 from rapidship.errors import ConfigError
 from rapidship.runtime.rules import cap_for_limit
@@ -99,7 +102,11 @@ def _spill(where: str, args: list[str], size: int | None, in_memory: bool) -> li
     return []
 
 
-def _shm(where: str, args: list[str], has_shm: bool) -> list[str]:
+def _shm(where: str, args: list[str], has_shm: bool, mps: bool = False) -> list[str]:
+    if mps:
+        return [f"{where}: shm: a /dev/shm volume on a node sharing its GPUs through MPS hides the MPS daemon's "
+                "/dev/shm that the NVIDIA device plugin mounts there, so CUDA cannot reach the MPS server; drop the "
+                "volume (invoke deploy --gpu-share mps:... writes none)"] if has_shm else []
     if is_worker(args) and uses_ucx(args) and not has_shm:
         return [f"{where}: shm: a UCX worker without its own /dev/shm (the runtime's 64 MB default): UCX's "
                 f"shared-memory transport fails; give it at least {UCX_SHM} (Compose shm_size, Kubernetes an "
@@ -145,6 +152,7 @@ def _image(where: str, image: str) -> list[str]:
 def pod_problems(where: str, pod: dict) -> list[str]:
     problems = []
     volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+    mps = (pod.get("nodeSelector") or {}).get(STRATEGY_LABEL) == MPS
     for c in pod.get("containers") or []:
         at = f"{where} container {c.get('name')}"
         args = [str(a) for a in (c.get("args") or [])]
@@ -167,7 +175,7 @@ def pod_problems(where: str, pod: dict) -> list[str]:
             size = quantity(((claim.get("resources") or {}).get("requests") or {}).get("storage"))
         problems += _spill(at, args, size, bool(spill) and spill.get("medium") == "Memory")
         shm = (mounts.get("/dev/shm") or {}).get("emptyDir") or {}
-        problems += _shm(at, args, shm.get("medium") == "Memory")
+        problems += _shm(at, args, "/dev/shm" in mounts if mps else shm.get("medium") == "Memory", mps)
     return problems
 
 

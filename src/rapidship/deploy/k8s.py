@@ -46,14 +46,17 @@ def _pod(plan: DeployPlan, role: str, pull_secret: str | None, worker_name: str 
         requests.update(gpu)
     mounts = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict] = [{"name": "tmp", "emptyDir": {"sizeLimit": str(64 * 2**20)}}]
+    share = plan.gpu_share if worker and plan.gpu else None
     if worker:
-        mounts += [{"name": "spill", "mountPath": SPILL}, {"name": "dshm", "mountPath": "/dev/shm"}]
+        mounts.append({"name": "spill", "mountPath": SPILL})
         spill = ({"ephemeral": {"volumeClaimTemplate": {"spec": {
             "accessModes": ["ReadWriteOnce"], "storageClassName": plan.spill_storage_class,
             "resources": {"requests": {"storage": str(plan.spill_bytes)}}}}}} if plan.spill_storage_class
             else {"emptyDir": {"sizeLimit": str(plan.spill_bytes)}})
-        volumes += [{"name": "spill", **spill},
-                    {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": str(plan.shm_bytes)}}]
+        volumes.append({"name": "spill", **spill})
+        if share is None or share.own_shm:   # under MPS the device plugin mounts the MPS daemon's /dev/shm
+            mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+            volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": str(plan.shm_bytes)}})
     if plan.tls_secret:  # group 0 may read it (fsGroup 0): any uid the pod runs as, never others
         mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
         volumes.append({"name": "tls", "secret": {"secretName": plan.tls_secret, "defaultMode": 0o440}})
@@ -65,7 +68,7 @@ def _pod(plan: DeployPlan, role: str, pull_secret: str | None, worker_name: str 
         env.append({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     if not worker:
         env.append({"name": ROUTES_ENV, "value": SCHEDULER_ROUTES})
-    env += [{"name": k, "value": v} for k, v in plan.tls_env().items()]
+    env += [{"name": k, "value": v} for k, v in {**plan.tls_env(), **(share.env() if share else {})}.items()]
     container = {
         "name": role, "image": registry_pinned(plan.image), "imagePullPolicy": "IfNotPresent",
         "args": plan.worker_command(worker_name) if worker else plan.scheduler_command,
@@ -74,7 +77,7 @@ def _pod(plan: DeployPlan, role: str, pull_secret: str | None, worker_name: str 
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True}}
     pod: dict = {"containers": [container], "volumes": volumes, "automountServiceAccountToken": False,
-                 "nodeSelector": {"kubernetes.io/arch": plan.arch},
+                 "nodeSelector": {"kubernetes.io/arch": plan.arch, **(share.node_labels() if share else {})},
                  "securityContext": {"runAsNonRoot": True, "runAsUser": plan.uid, "runAsGroup": 0, "fsGroup": 0,
                                      "seccompProfile": {"type": "RuntimeDefault"}}}
     if pull_secret:

@@ -107,7 +107,7 @@ class DeployPlan:
     guaranteed: bool = False        # Kubernetes: limits = requests for CPU and memory (QoS class Guaranteed)
     prometheus_peer: Peer = parse_peer(PROMETHEUS_PEER, "--prometheus-peer")   # Kubernetes: may reach 8787, 8788
     dns_peer: Peer = parse_peer(DNS_PEER, "--dns-peer")                        # Kubernetes: the pods' DNS
-    gpu_share: GpuShare | None = None   # Kubernetes: each worker on a MIG instance or a memory quota
+    gpu_share: GpuShare | None = None   # Kubernetes: each worker on a MIG instance, a memory quota or a replica
     scheduler: str = "default"          # Kubernetes: "volcano" adds a Volcano Job (gang-scheduled)
     queue: str = "default"              # the Volcano queue
     operator_namespace: str = OPERATOR_NAMESPACE   # DaskCluster: the operator's namespace, may reach 8786, 8787

@@ -16,7 +16,12 @@ Quotas, each as its plugin documents it:
   VOLCANO_GPU_ALLOCATED, in MiB. Not enforced: NVML and CUDA see the whole card, and a worker sized
   to the card takes the memory its neighbours were promised.
 - CUDA MPS: CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=16G,1=8G", per device ordinal), enforced by the
-  MPS server.
+  MPS server. The NVIDIA device plugin's MPS sharing sets its limit (the card's memory / replicas) in
+  the MPS control daemon instead, and hands the container only CUDA_MPS_PIPE_DIRECTORY: a client with
+  that and no limit of its own is warned that its quota is unknown here.
+- Time-slicing (the NVIDIA device plugin's `sharing.timeSlicing`): nothing in the container says so,
+  and nothing limits memory. `invoke deploy --gpu-share time-slicing:<replicas>x...` writes
+  RAPIDS_GPU_SHARE=time-slicing:<replicas>: a quota of the card's memory / replicas, not enforced.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ from .units import MiB, _b, parse_bytes
 HAMI_ENV = "CUDA_DEVICE_MEMORY_LIMIT"
 VOLCANO_ENV = "VOLCANO_GPU_ALLOCATED"
 MPS_ENV = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+MPS_PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"     # the device plugin's MPS sharing sets it in every client
+SHARE_ENV = "RAPIDS_GPU_SHARE"               # invoke deploy's marker: time-slicing:<replicas>
+TIME_SLICING = "time-slicing"                # as the plugin's GPU feature discovery labels the strategy
+SIZED_TO_CARD = "the device limit and RMM pool are sized to the whole card"
 
 
 @dataclass(frozen=True)
@@ -72,9 +81,9 @@ def on_slice(g: Gpu, s: dict) -> Gpu:
     return replace(g, total=s["total"], free=s["free"], mig_slices=[s], share=label)
 
 
-def read_quota(environ: dict, ordinal: int) -> tuple[Quota | None, str | None]:
-    """Pure: the quota the environment sets on the `ordinal`-th visible device, and an error
-    sentence naming the variable where its value cannot be read (then no quota)."""
+def read_quota(environ: dict, ordinal: int, total: int = 0) -> tuple[Quota | None, str | None]:
+    """Pure: the quota the environment sets on the `ordinal`-th visible device (of `total` bytes), and
+    a warning sentence naming the variable where its value cannot be read (then no quota)."""
     hami = f"{HAMI_ENV}_{ordinal}"
     for name in (hami, HAMI_ENV):
         if environ.get(name):
@@ -84,13 +93,36 @@ def read_quota(environ: dict, ordinal: int) -> tuple[Quota | None, str | None]:
         raw = environ[MPS_ENV]
         pairs = dict(p.strip().partition("=")[::2] for p in raw.split(",") if p.strip())
         if not all(k.strip().isdigit() and v for k, v in pairs.items()):
-            return None, f"{MPS_ENV}={raw!r} is not ORDINAL=SIZE[,ORDINAL=SIZE] (like 0=16G)"
+            return None, _unread(f"{MPS_ENV}={raw!r} is not ORDINAL=SIZE[,ORDINAL=SIZE] (like 0=16G)")
         if str(ordinal) in pairs:
             return _quota(MPS_ENV, raw, lambda _: parse_bytes(pairs[str(ordinal)]), True, "CUDA MPS", "like 0=16G")
+    elif environ.get(MPS_PIPE_ENV):
+        return None, (f"{MPS_PIPE_ENV}={environ[MPS_PIPE_ENV]}: this worker is a CUDA MPS client, and the memory "
+                      "limit its MPS server holds (the NVIDIA device plugin's MPS sharing sets the card's memory / "
+                      f"replicas there) is not in the environment, so {SIZED_TO_CARD}: set {MPS_ENV}=0=<share> "
+                      "(invoke deploy --gpu-share mps:<replicas>x<card>gb writes it)")
+    if environ.get(SHARE_ENV):
+        return _time_slice(environ[SHARE_ENV], total)
     if environ.get(VOLCANO_ENV):
         return _quota(VOLCANO_ENV, environ[VOLCANO_ENV], lambda v: int(v) * MiB, False,
                       "Volcano GPU sharing (volcano.sh/gpu-memory)", "MiB, like 30720")
     return None, None
+
+
+def _time_slice(raw: str, total: int) -> tuple[Quota | None, str | None]:
+    """Pure: RAPIDS_GPU_SHARE=time-slicing:<replicas> on a card of `total` bytes: one replica's even
+    share of it, which nothing enforces (every replica sees and may take the whole card)."""
+    kind, _, n = raw.strip().partition(":")
+    if kind != TIME_SLICING or not n.isdigit() or not 2 <= int(n) <= 48:
+        return None, _unread(f"{SHARE_ENV}={raw!r} is not {TIME_SLICING}:<replicas> (2 to 48, like time-slicing:4)")
+    if not total:
+        return None, None
+    return _quota(SHARE_ENV, raw, lambda _: total // int(n), False,
+                  f"time-slicing (1 of {int(n)} replicas of the card)", "")
+
+
+def _unread(problem: str) -> str:
+    return f"{problem}; {SIZED_TO_CARD}: fix the variable (the device plugin or invoke deploy sets it) or unset it"
 
 
 def _quota(name, raw, parse, enforced, who, shape) -> tuple[Quota | None, str | None]:
@@ -99,7 +131,7 @@ def _quota(name, raw, parse, enforced, who, shape) -> tuple[Quota | None, str | 
     except ValueError:
         limit = None
     if not limit or limit <= 0:
-        return None, f"{name}={raw!r} is not a memory size ({shape}): the GPU memory quota {who} set is unknown"
+        return None, _unread(f"{name}={raw!r} is not a memory size ({shape}): the GPU memory quota {who} set is unknown")
     return Quota(limit, f"{who} quota {_b(limit)} ({name}={raw})", enforced), None
 
 
@@ -119,7 +151,7 @@ def shared_view(view: GpuView, environ: dict) -> tuple[GpuView, list[str]]:
         return view, []
     gpus, errors = [], []
     for ordinal, g in enumerate(view.gpus):
-        quota, error = read_quota(environ, ordinal)
+        quota, error = read_quota(environ, ordinal, g.total)
         if error and error not in errors:
             errors.append(error)
         gpus.append(with_quota(g, quota) if quota else g)

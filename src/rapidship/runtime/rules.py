@@ -455,8 +455,7 @@ def share_findings(f: Facts, d: Derived) -> list[Finding]:
     the device limit and RMM pool to, a quota nothing enforces, a quota variable it cannot read, MIG
     on with no instance named."""
     gpu = f.gpu
-    out = [Finding("WARNING", "gpu-share", f"{problem}; the device limit and RMM pool are sized to the whole "
-                   "card: fix the variable (the device plugin sets it) or unset it") for problem in gpu.share_problems]
+    out = [Finding("WARNING", "gpu-share", problem) for problem in gpu.share_problems]
     if not gpu.available or not gpu.gpus:
         return out
     smallest = smallest_device(gpu)
@@ -471,7 +470,8 @@ def share_findings(f: Facts, d: Derived) -> list[Finding]:
         if g.quota_enforced is False:
             out.append(Finding("WARNING", "gpu-share", f"{g.share}: nothing enforces this quota (NVML and CUDA see the "
                                f"whole card), so a worker that grows past it takes memory promised to the card's other "
-                               f"pods; sized to the quota: {sized}"))
+                               f"pods; sized to the quota: {sized}; for a limit that holds, share the card through "
+                               "MPS (--gpu-share mps:...) or a HAMi / Volcano vGPU quota (--gpu-share memory:...)"))
     if smallest is not None and any(g.share for g in gpu.gpus):
         out.append(Finding("OK", "gpu-share", f"sized to {smallest[2]}: {sized}"))
     return out

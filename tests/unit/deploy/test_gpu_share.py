@@ -1,5 +1,6 @@
-"""invoke deploy --gpu-share: each worker asks for a MIG instance or a memory quota in the names its
-scheduler and device plugin read, and is sized by the doctor's rules for that share; with
+"""invoke deploy --gpu-share: each worker asks for a MIG instance, a memory quota or one MPS /
+time-slicing replica of a card in the names its scheduler and device plugin read, and is sized by
+the doctor's rules for that share; with
 --scheduler volcano a Volcano Job, strict-valid against Volcano's own published CRD (test data,
 tests/data/volcano/SOURCE.md says where it is from)."""
 
@@ -113,6 +114,89 @@ def test_the_strict_volcano_schema_refuses_what_it_does_not_name(matrix, volcano
             jsonschema.validate(bad, volcano_schema)
 
 
+# ---- MPS and time-slicing: several workers on one card ----
+
+QUARTER_OF_80GB = 19073 * MiB       # 80 GB / 4 in whole MiB: 80 * 10**9 // 4 // MiB
+SHARED = [("mps:4x80gb", "nvidia.com/gpu", {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=19073M"}, "mps"),
+          ("time-slicing:4x80gb", "nvidia.com/gpu", {"RAPIDS_GPU_SHARE": "time-slicing:4"}, "time-slicing"),
+          ("mps:4x80gb:shared", "nvidia.com/gpu.shared", {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=19073M"}, "mps")]
+
+
+def env_of(container) -> dict:
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+@pytest.mark.parametrize("share, resource, env, strategy", SHARED, ids=[s[0] for s in SHARED])
+def test_a_replica_worker_asks_for_one_replica_on_nodes_shared_that_way_sized_to_the_cards_share(
+        matrix, share, resource, env, strategy):
+    assert QUARTER_OF_80GB == 80 * 10**9 // 4 // MiB * MiB
+    p = plan(matrix, gpu_variant(matrix), workers=4, gpu_share=share)
+    for docs, kind in ((k8s.plain(p), "Deployment"), (k8s.dask_cluster(p), "DaskCluster")):
+        c, pod = worker_container(docs, kind)
+        assert c["resources"]["limits"] == {"memory": c["resources"]["limits"]["memory"], resource: "1"}
+        assert c["resources"]["requests"][resource] == "1"
+        device, pool = device_sizes(QUARTER_OF_80GB)
+        assert (int(flag(c["args"], "--device-memory-limit")), int(flag(c["args"], "--rmm-pool-size"))) == (device, pool)
+        assert (device, pool) == (15999592038, 17152 * MiB)          # 14.90 GiB / 16.75 GiB
+        assert {k: v for k, v in env_of(c).items() if k in env} == env
+        assert pod["nodeSelector"] == {"kubernetes.io/arch": "amd64", "nvidia.com/gpu.sharing-strategy": strategy,
+                                       "nvidia.com/gpu.replicas": "4"}
+        # MPS: no /dev/shm of the pod's own (the device plugin mounts the MPS daemon's there)
+        assert ("/dev/shm" in [m["mountPath"] for m in c["volumeMounts"]]) == (strategy != "mps")
+        assert checks.manifest_problems(docs) == []
+    for doc in k8s.plain(p, pull_secret="harbor-pull"):
+        strict(doc)
+    for where, pod in k8s.pod_specs(k8s.dask_cluster(p)[0]):
+        strict(as_pod(where.split()[-1], pod))
+
+
+@pytest.mark.parametrize("share", ["mps:4x80gb", "time-slicing:4x80gb"])
+def test_a_replica_share_under_volcano_is_a_valid_gang_scheduled_job(matrix, volcano_schema, share):
+    p = plan(matrix, gpu_variant(matrix), workers=4, gpu_share=share, scheduler="volcano", queue="rapids")
+    job, service, *rest = k8s.volcano_job(p)
+    jsonschema.validate(job, volcano_schema)
+    assert job["spec"]["minAvailable"] == 5 and job["spec"]["queue"] == "rapids"
+    worker = job["spec"]["tasks"][1]["template"]["spec"]
+    assert worker["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"    # the plugin's, not Volcano's vGPU
+    assert worker["nodeSelector"]["nvidia.com/gpu.replicas"] == "4" and worker["schedulerName"] == "volcano"
+    for where, pod in k8s.pod_specs(job):
+        strict(as_pod(where.split()[-1], pod))
+    for doc in (service, *rest):
+        strict(doc)
+    assert checks.manifest_problems([job]) == []
+
+
+def test_deploy_check_refuses_a_dev_shm_volume_in_an_mps_pod_and_keeps_the_ucx_rule_elsewhere(matrix):
+    mps = k8s.plain(plan(matrix, gpu_variant(matrix), gpu_share="mps:4x80gb"))
+    ts = k8s.plain(plan(matrix, gpu_variant(matrix), gpu_share="time-slicing:4x80gb"))
+    assert checks.manifest_problems(mps) == checks.manifest_problems(ts) == []
+    c, pod = worker_container(mps)
+    c["volumeMounts"].append({"name": "dshm", "mountPath": "/dev/shm"})     # a site's edit: its own /dev/shm back
+    pod["volumes"].append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": str(GiB)}})
+    (problem,) = checks.manifest_problems(mps)
+    assert "shm: a /dev/shm volume on a node sharing its GPUs through MPS hides the MPS daemon's" in problem
+    c, pod = worker_container(ts)            # time-slicing has no MPS daemon: a worker still needs its own
+    c["volumeMounts"] = [m for m in c["volumeMounts"] if m["mountPath"] != "/dev/shm"]
+    (problem,) = checks.manifest_problems(ts)
+    assert "shm: a UCX worker without its own /dev/shm" in problem
+
+
+def test_the_docs_carry_the_worked_example_as_the_rules_compute_it():
+    deploy_md, cluster_md = (ROOT / "docs/deploy.md").read_text(), (ROOT / "docs/cluster.md").read_text()
+    device, pool = device_sizes(QUARTER_OF_80GB)                 # what deploy passes each worker of mps:4x80gb
+    row = f"{device:,} B ({device / GiB:.2f} GiB) / {pool // MiB} MiB"
+    assert row == "15,999,592,038 B (14.90 GiB) / 17152 MiB" and row in deploy_md
+    limit = f"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0={QUARTER_OF_80GB // MiB}M"
+    assert limit in deploy_md and limit in cluster_md and f"80 GB / 4 = {QUARTER_OF_80GB // MiB} MiB" in cluster_md
+    h100 = 81559 * MiB                                           # NVML's total of an H100 80GB HBM3
+    plugin = h100 // 4 // MiB                                    # the plugin's MPS daemon: the card / replicas, MiB
+    assert plugin == 20389 and f"{plugin}M" in cluster_md
+    ts_device, ts_pool = device_sizes(h100 // 4)                 # the doctor under time-slicing:4 on that card
+    doctor = f"{ts_device / GiB:.2f} GiB and {ts_pool / GiB:.2f} GiB"
+    assert doctor == "15.93 GiB and 17.75 GiB" and doctor in " ".join(cluster_md.split())
+    assert f"{device / GiB:.2f} GiB and {pool / GiB:.2f} GiB" in " ".join(cluster_md.split())
+
+
 def test_without_a_share_nothing_changes(matrix):
     c, pod = worker_container(k8s.plain(plan(matrix, gpu_variant(matrix))))
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "1" and "--rmm-pool-size" not in c["args"]
@@ -128,6 +212,13 @@ def test_without_a_share_nothing_changes(matrix):
     ({"gpu_share": "memory:30Gi"}, "--gpu-share", "'30Gi' is not a whole number of GiB"),
     ({"gpu_share": "memory:0"}, "--gpu-share", "whole number of GiB from 1"),
     ({"gpu_share": "gpu:1"}, "--gpu-share", "is no GPU share"),
+    ({"gpu_share": "mps:4"}, "--gpu-share", "'4' is not <replicas>x<card>gb[:shared]"),
+    ({"gpu_share": "time:4x80gb"}, "--gpu-share", "'time:4x80gb' is no GPU share"),
+    ({"gpu_share": "time-slicing:4x80GiB"}, "--gpu-share", "is not <replicas>x<card>gb"),
+    ({"gpu_share": "mps:4x80gb:renamed"}, "--gpu-share", "is not <replicas>x<card>gb[:shared]"),
+    ({"gpu_share": "mps:1x80gb"}, "--gpu-share", "1 replicas per card; the device plugin shares a card 2 to 48"),
+    ({"gpu_share": "mps:49x80gb"}, "--gpu-share", "49 replicas per card"),
+    ({"gpu_share": "mps:8x8gb"}, "--gpu-share", "share of the card is 953 MiB, too little"),
     ({"scheduler": "kueue"}, "--scheduler", "'kueue' is not a scheduler"),
     ({"scheduler": "volcano", "queue": "Team A"}, "--queue", "not a Volcano queue name"),
     ({"queue": "rapids"}, "--queue", "pass --scheduler volcano too"),
@@ -164,6 +255,15 @@ def test_invoke_deploy_refuses_a_bad_share_with_exit_2_and_writes_a_good_one(tmp
            "24576 MiB, --rmm-pool-size 27648 MiB" in " ".join(run.stderr.split())   # the console wraps lines
     job = next(yaml.safe_load_all((tmp_path / "out" / "volcano-job.yaml").read_text()))
     assert job["kind"] == "Job" and job["spec"]["queue"] == "rapids"
+    run = subprocess.run([*base, "--gpu-share", "mps:4x80gb", "--workers", "4"], cwd=ROOT, capture_output=True,
+                         text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    assert "each worker on MPS: 1 of 4 replicas of the 80 GB card (19073 MiB) (nvidia.com/gpu): --device-memory-limit " \
+           "15258 MiB, --rmm-pool-size 17152 MiB" in " ".join(run.stderr.split())
+    run = subprocess.run([*base, "--gpu-share", "time-slicing:4x80"], cwd=ROOT, capture_output=True, text=True,
+                         check=False)
+    assert run.returncode == 2 and "--gpu-share: 'time-slicing:4x80': '4x80' is not <replicas>x<card>gb" in \
+        " ".join(run.stderr.split()) and "Traceback" not in run.stderr
     run = subprocess.run(["invoke", "deploy", "--variant", "cuda12-debian12", "--image", IMAGE, "--gpu-share", "mig:1g.5gb"],
                          cwd=ROOT, capture_output=True, text=True, check=False)
     assert run.returncode == 2 and "--gpu-share: applies to --target k8s only" in run.stderr

@@ -75,8 +75,9 @@ H100_MIG = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-5c8a1f9e-h100", "total
             "slice_used": [0, 2 * GiB, 0, 0, 0, 0, 0]}
 A100 = {"name": "NVIDIA A100-SXM4-40GB", "uuid": "GPU-a100", "total": 40 * GiB, "used": 0, "cc": [8, 0],
         "profile": "", "mig_uuid": "", "slice": 0, "slice_used": []}
+H100 = {**H100_MIG, "slice_used": []}      # the same card without MIG: time-slicing or MPS shares the whole of it
 SHARE_ENVS = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_MEMORY_LIMIT_0",
-              "VOLCANO_GPU_ALLOCATED", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT")
+              "VOLCANO_GPU_ALLOCATED", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "CUDA_MPS_PIPE_DIRECTORY", "RAPIDS_GPU_SHARE")
 
 
 @pytest.fixture
@@ -208,6 +209,56 @@ def test_an_mps_limit_for_this_device_is_its_quota(nvml):
     assert view.gpus[0].total == 16 * GiB and "CUDA MPS quota 16.00 GiB" in view.gpus[0].share
 
 
+# ---- MPS and time-slicing: several workers on one card ----
+
+MPS_4_OF_80GB = "0=19073M"     # what invoke deploy --gpu-share mps:4x80gb writes: 80 GB / 4 in whole MiB
+
+
+def test_an_mps_limit_as_deploy_writes_it_sizes_the_worker_to_a_quarter_of_an_80gb_h100(nvml):
+    view = nvml(H100, CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=MPS_4_OF_80GB, CUDA_MPS_PIPE_DIRECTORY="/mps/nvidia.com/gpu/pipe")
+    (g,) = view.gpus
+    assert (g.total, g.quota_enforced) == (19073 * MiB, True) and view.share_problems == []
+    d, said = _judged(view)
+    assert (d.device_memory_limit, d.rmm_pool_size) == (int(19073 * MiB * 0.8), 17152 * MiB)   # 14.90 / 16.75 GiB
+    assert [x.message for x in said if x.topic == "gpu-share"] == [
+        "sized to CUDA MPS quota 18.63 GiB (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=19073M) on GPU 0 NVIDIA H100 80GB HBM3 "
+        "(79.65 GiB): device_memory_limit 14.90 GiB, rmm_pool_size 16.75 GiB, dask-cuda spills device -> host above "
+        "the device limit"]
+    worker = ["dask", "cuda", "worker", "tcp://s:8786", "--device-memory-limit"]
+    _, asked = _judged(view, [*worker, "20GB"])          # the card's fifth: past the MPS server's limit
+    fatal = [x.message for x in asked if x.level == "FATAL"]
+    assert len(fatal) == 1 and "CUDA MPS quota 18.63 GiB (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=19073M)" in fatal[0]
+    _, fine = _judged(view, [*worker, str(d.device_memory_limit)])
+    assert not [x for x in fine if x.level == "FATAL" or x.topic in ("gpu", "gpu-share", "device-limit") and x.level != "OK"]
+
+
+def test_an_mps_client_without_a_limit_in_its_environment_is_warned_that_its_quota_is_unknown(nvml):
+    view = nvml(H100, CUDA_MPS_PIPE_DIRECTORY="/mps/nvidia.com/gpu/pipe")   # the device plugin's MPS sharing, alone
+    assert view.gpus[0].total == H100_TOTAL
+    d, said = _judged(view)
+    assert d.device_memory_limit == int(H100_TOTAL * 0.8)
+    warned = [x.message for x in said if x.topic == "gpu-share"]
+    assert len(warned) == 1 and warned[0].startswith("CUDA_MPS_PIPE_DIRECTORY=/mps/nvidia.com/gpu/pipe: this worker is "
+                                                     "a CUDA MPS client")
+    assert "sized to the whole card" in warned[0] and "set CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=<share>" in warned[0]
+
+
+def test_a_time_sliced_worker_is_sized_to_its_replicas_share_and_warned_that_nothing_enforces_it(nvml, monkeypatch):
+    view = nvml(H100, RAPIDS_GPU_SHARE="time-slicing:4")
+    (g,) = view.gpus
+    assert (g.total, g.quota_enforced) == (H100_TOTAL // 4, False)      # 19.91 GiB of the card's 79.65
+    d, said = _judged(view)
+    assert (d.device_memory_limit, d.rmm_pool_size) == (int(H100_TOTAL // 4 * 0.8), 18176 * MiB)   # 15.93 / 17.75 GiB
+    warned = [x.message for x in said if x.topic == "gpu-share" and x.level == "WARNING"]
+    assert len(warned) == 1 and warned[0].startswith(
+        "time-slicing (1 of 4 replicas of the card) quota 19.91 GiB (RAPIDS_GPU_SHARE=time-slicing:4) on GPU 0 NVIDIA "
+        "H100 80GB HBM3 (79.65 GiB): nothing enforces this quota")
+    assert "device_memory_limit 15.93 GiB, rmm_pool_size 17.75 GiB" in warned[0] and "--gpu-share mps:" in warned[0]
+    monkeypatch.delenv("RAPIDS_GPU_SHARE")
+    _, unmarked = _judged(nvml(H100))             # time-sliced without the marker: NVML shows only the card
+    assert not [x for x in unmarked if x.topic == "gpu-share"]
+
+
 def test_a_quota_on_a_mig_instance_names_both(nvml):
     view = nvml(H100_MIG, CUDA_VISIBLE_DEVICES="MIG-3b1d2c7a-0000-0", CUDA_DEVICE_MEMORY_LIMIT="4g")
     (g,) = view.gpus
@@ -216,7 +267,9 @@ def test_a_quota_on_a_mig_instance_names_both(nvml):
 
 @pytest.mark.parametrize("env, name", [({"CUDA_DEVICE_MEMORY_LIMIT_0": "lots"}, "CUDA_DEVICE_MEMORY_LIMIT_0"),
                                        ({"VOLCANO_GPU_ALLOCATED": "30Gi"}, "VOLCANO_GPU_ALLOCATED"),
-                                       ({"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "16G"}, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT")])
+                                       ({"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "16G"}, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"),
+                                       ({"RAPIDS_GPU_SHARE": "time-slicing:1"}, "RAPIDS_GPU_SHARE"),
+                                       ({"RAPIDS_GPU_SHARE": "mps:4"}, "RAPIDS_GPU_SHARE")])
 def test_a_quota_that_cannot_be_read_is_a_warning_naming_the_variable(nvml, env, name):
     view = nvml(A100, **env)
     assert view.available and view.gpus[0].total == 40 * GiB

@@ -13,7 +13,9 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 from support.loopback import LoopbackServer
 
+from rapidship.errors import ConfigError
 from rapidship.lock.installed import TAIL, Short, directory_total, installed_from_tail, wheel_installed_bytes
+from rapidship.lock.sizes import installed_sizes
 
 
 def _wheel(members: int = 3, noise: int = 0, comment: bytes = b"", force_zip64: bool = False) -> bytes:
@@ -126,3 +128,11 @@ def test_the_tail_parser_asks_for_earlier_bytes_and_refuses_what_is_no_zip():
     with pytest.raises(ValueError, match="no central directory entry"):
         directory_total(b"PK\x03\x04" + b"\0" * 60, 1)
 
+
+def test_an_index_whose_file_is_missing_is_named_as_the_index_to_change(serve):
+    url, _ = serve({})
+    with pytest.raises(ConfigError) as caught:
+        installed_sizes([{"filename": "toolz-1.2.0-py3-none-any.whl", "url": f"{url}/toolz.whl", "size": 100,
+                          "hashes": {"sha256": "c" * 64}}])
+    assert caught.value.where == "--index-url" and "toolz-1.2.0-py3-none-any.whl" in caught.value.problem
+    assert installed_sizes([{"filename": "x.whl", "url": f"{url}/x.whl", "hashes": {"sha256": "d" * 64}}]) == {}

@@ -2,9 +2,9 @@
 
 For each env's plan (render/layer_plan.py, from locks/<env>/wheel-sizes.json) it prints the bytes a
 site's engine is expected to write again in a year (each layer's releases a year times the
-installed bytes above it, its wheels' members uncompressed: layer_plan.yearly_refeed) for the plan, for the best order of the same layers and
-for the kind order the plan replaced (cuda, compiled, rapids, python; inside a kind by releases),
-and the ratios. Pure arithmetic over committed records: no engine, no index.
+installed bytes above it, its wheels' members uncompressed: layer_plan.yearly_refeed) for the plan,
+for the best order of the same layers and for the kind order the plan replaced (cuda, compiled,
+rapids, python; inside a kind by releases), and the ratios. Pure arithmetic over committed records: no engine, no index.
 Usage (project root): python3 bench/layer_order.py [--json OUT]
 """
 

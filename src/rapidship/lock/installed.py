@@ -8,8 +8,8 @@ library's wheel) to 17x (a wheel of small text files).
 Pure core: `installed_from_tail(tail, at)` reads the end-of-central-directory record (zip64's too)
 and the directory from the file's last bytes (those from offset `at` to the end), or raises `Short`
 naming the offset it needs the bytes from. The edge, `wheel_installed_bytes`, asks the index for
-the file's tail with a Range request, and for earlier bytes when `Short` says so: a wheel of 600 MB
-costs two small requests. A server that ignores Range answers with the whole file: it is streamed
+the file's tail with a Range request, and for earlier bytes when `Short` says so: cuBLAS's 581 MB
+wheel costs one request of 64 KiB, numpy's (a directory of 1166 members) two. A server that ignores Range answers with the whole file: it is streamed
 to a temporary file and read from there.
 """
 

@@ -99,24 +99,8 @@ RUN --mount=type=secret,id=cacert,required=false \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 5
-# ---- env layer python/distributed ----
-FROM builder AS env-6-made
-ARG TARGETARCH
-COPY lock/parts/python/distributed/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/distributed --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 6
 # ---- env layer compiled/small_2 ----
-FROM builder AS env-7-made
+FROM builder AS env-6-made
 ARG TARGETARCH
 COPY lock/parts/compiled/small_2/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -130,6 +114,22 @@ RUN --mount=type=secret,id=cacert,required=false \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 6
+# ---- env layer python/distributed ----
+FROM builder AS env-7-made
+ARG TARGETARCH
+COPY lock/parts/python/distributed/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/distributed --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 7
 # ---- env layer python/small_1 ----
 FROM builder AS env-8-made
@@ -238,14 +238,14 @@ FROM env-6-made AS env-6
 RUN --mount=type=bind,from=env-index,source=/out/links/6.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/distributed --layer python/distributed --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_2 --layer compiled/small_2 --out /out/records/layer.json
 FROM env-7-made AS env-7
 RUN --mount=type=bind,from=env-index,source=/out/links/7.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_2 --layer compiled/small_2 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/distributed --layer python/distributed --out /out/records/layer.json
 FROM env-8-made AS env-8
 RUN --mount=type=bind,from=env-index,source=/out/links/8.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -318,8 +318,8 @@ COPY --from=env-2 /out/layers/compiled/pyyaml/ /opt/rapids/
 COPY --from=env-3 /out/layers/compiled/small_1/ /opt/rapids/
 COPY --from=env-4 /out/layers/compiled/tornado/ /opt/rapids/
 COPY --from=env-5 /out/layers/python/dask/ /opt/rapids/
-COPY --from=env-6 /out/layers/python/distributed/ /opt/rapids/
-COPY --from=env-7 /out/layers/compiled/small_2/ /opt/rapids/
+COPY --from=env-6 /out/layers/compiled/small_2/ /opt/rapids/
+COPY --from=env-7 /out/layers/python/distributed/ /opt/rapids/
 COPY --from=env-8 /out/layers/python/small_1/ /opt/rapids/
 COPY --from=env-9 /out/layers/python/small_2/ /opt/rapids/
 COPY --from=env-10 /out/layers/python/small_3/ /opt/rapids/

@@ -271,30 +271,8 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-cuda-nvrtc-cu12 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 11
-# ---- env layer cuda/nvidia-curand-cu12 ----
-FROM builder AS env-12-made
-ARG TARGETARCH
-COPY lock/parts/cuda/nvidia-curand-cu12/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/cuda/nvidia-curand-cu12 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/cuda/nvidia-curand-cu12
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-curand-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 12
 # ---- env layer compiled/llvmlite ----
-FROM builder AS env-13-made
+FROM builder AS env-12-made
 ARG TARGETARCH
 COPY lock/parts/compiled/llvmlite/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -314,31 +292,9 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/compiled/llvmlite
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/llvmlite --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 13
-# ---- env layer rapids/libcuml-cu12 ----
-FROM builder AS env-14-made
-ARG TARGETARCH
-COPY lock/parts/rapids/libcuml-cu12/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/libcuml-cu12 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/libcuml-cu12
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libcuml-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 14
+      --index /out/records/big.json --layer 12
 # ---- env layer compiled/pyarrow ----
-FROM builder AS env-15-made
+FROM builder AS env-13-made
 ARG TARGETARCH
 COPY lock/parts/compiled/pyarrow/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -358,9 +314,31 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/compiled/pyarrow
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pyarrow --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 15
+      --index /out/records/big.json --layer 13
+# ---- env layer cuda/nvidia-curand-cu12 ----
+FROM builder AS env-14-made
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-curand-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/cuda/nvidia-curand-cu12 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/cuda/nvidia-curand-cu12
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-curand-cu12 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 14
 # ---- env layer cuda/nvidia-cuda-nvcc-cu12 ----
-FROM builder AS env-16-made
+FROM builder AS env-15-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-cuda-nvcc-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -380,31 +358,9 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/cuda/nvidia-cuda-nvcc-cu12
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-cuda-nvcc-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 16
-# ---- env layer cuda/nvidia-libnvcomp-cu12 ----
-FROM builder AS env-17-made
-ARG TARGETARCH
-COPY lock/parts/cuda/nvidia-libnvcomp-cu12/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/cuda/nvidia-libnvcomp-cu12 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/cuda/nvidia-libnvcomp-cu12
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-libnvcomp-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 17
+      --index /out/records/big.json --layer 15
 # ---- env layer cuda/nvidia-nvjitlink-cu12 ----
-FROM builder AS env-18-made
+FROM builder AS env-16-made
 ARG TARGETARCH
 COPY lock/parts/cuda/nvidia-nvjitlink-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -424,9 +380,31 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/cuda/nvidia-nvjitlink-cu12
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-nvjitlink-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 18
+      --index /out/records/big.json --layer 16
+# ---- env layer rapids/libcuml-cu12 ----
+FROM builder AS env-17-made
+ARG TARGETARCH
+COPY lock/parts/rapids/libcuml-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/libcuml-cu12 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/libcuml-cu12
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libcuml-cu12 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 17
 # ---- env layer rapids/libnvforest-cu12 ----
-FROM builder AS env-19-made
+FROM builder AS env-18-made
 ARG TARGETARCH
 COPY lock/parts/rapids/libnvforest-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -446,31 +424,9 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/rapids/libnvforest-cu12
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libnvforest-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 19
-# ---- env layer rapids/libraft-cu12 ----
-FROM builder AS env-20-made
-ARG TARGETARCH
-COPY lock/parts/rapids/libraft-cu12/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/libraft-cu12 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/libraft-cu12
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libraft-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 20
+      --index /out/records/big.json --layer 18
 # ---- env layer rapids/libucx-cu12 ----
-FROM builder AS env-21-made
+FROM builder AS env-19-made
 ARG TARGETARCH
 COPY lock/parts/rapids/libucx-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -490,31 +446,9 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/rapids/libucx-cu12
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libucx-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 21
-# ---- env layer compiled/pandas ----
-FROM builder AS env-22-made
-ARG TARGETARCH
-COPY lock/parts/compiled/pandas/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/pandas --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/compiled/pandas
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pandas --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 22
+      --index /out/records/big.json --layer 19
 # ---- env layer compiled/scikit-learn ----
-FROM builder AS env-23-made
+FROM builder AS env-20-made
 ARG TARGETARCH
 COPY lock/parts/compiled/scikit-learn/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -534,9 +468,31 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/compiled/scikit-learn
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/scikit-learn --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 23
+      --index /out/records/big.json --layer 20
+# ---- env layer cuda/nvidia-libnvcomp-cu12 ----
+FROM builder AS env-21-made
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-libnvcomp-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/cuda/nvidia-libnvcomp-cu12 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/cuda/nvidia-libnvcomp-cu12
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-libnvcomp-cu12 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 21
 # ---- env layer python/bokeh ----
-FROM builder AS env-24-made
+FROM builder AS env-22-made
 ARG TARGETARCH
 COPY lock/parts/python/bokeh/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -556,9 +512,31 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/bokeh
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/bokeh --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 24
+      --index /out/records/big.json --layer 22
+# ---- env layer compiled/pandas ----
+FROM builder AS env-23-made
+ARG TARGETARCH
+COPY lock/parts/compiled/pandas/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/pandas --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/compiled/pandas
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pandas --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 23
 # ---- env layer cuda/cuda-bindings ----
-FROM builder AS env-25-made
+FROM builder AS env-24-made
 ARG TARGETARCH
 COPY lock/parts/cuda/cuda-bindings/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -578,6 +556,28 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/cuda/cuda-bindings
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/cuda-bindings --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 24
+# ---- env layer rapids/libraft-cu12 ----
+FROM builder AS env-25-made
+ARG TARGETARCH
+COPY lock/parts/rapids/libraft-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/libraft-cu12 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/libraft-cu12
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libraft-cu12 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 25
 # ---- env layer compiled/numpy ----
 FROM builder AS env-26-made
@@ -623,96 +623,8 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pillow --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 27
-# ---- env layer compiled/numba ----
-FROM builder AS env-28-made
-ARG TARGETARCH
-COPY lock/parts/compiled/numba/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/numba --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/compiled/numba
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numba --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 28
-# ---- env layer compiled/nvtx ----
-FROM builder AS env-29-made
-ARG TARGETARCH
-COPY lock/parts/compiled/nvtx/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/nvtx --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/compiled/nvtx
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/nvtx --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 29
-# ---- env layer cuda/nvidia-cuda-cccl-cu12 ----
-FROM builder AS env-30-made
-ARG TARGETARCH
-COPY lock/parts/cuda/nvidia-cuda-cccl-cu12/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/cuda/nvidia-cuda-cccl-cu12 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/cuda/nvidia-cuda-cccl-cu12
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-cuda-cccl-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 30
-# ---- env layer cuda/nvidia-cuda-runtime-cu12 ----
-FROM builder AS env-31-made
-ARG TARGETARCH
-COPY lock/parts/cuda/nvidia-cuda-runtime-cu12/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/cuda/nvidia-cuda-runtime-cu12 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/cuda/nvidia-cuda-runtime-cu12
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-cuda-runtime-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 31
 # ---- env layer rapids/cuml-cu12 ----
-FROM builder AS env-32-made
+FROM builder AS env-28-made
 ARG TARGETARCH
 COPY lock/parts/rapids/cuml-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -732,6 +644,94 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/rapids/cuml-cu12
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/cuml-cu12 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 28
+# ---- env layer rapids/pylibcudf-cu12 ----
+FROM builder AS env-29-made
+ARG TARGETARCH
+COPY lock/parts/rapids/pylibcudf-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/pylibcudf-cu12 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/pylibcudf-cu12
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/pylibcudf-cu12 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 29
+# ---- env layer compiled/numba ----
+FROM builder AS env-30-made
+ARG TARGETARCH
+COPY lock/parts/compiled/numba/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/numba --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/compiled/numba
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numba --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 30
+# ---- env layer compiled/nvtx ----
+FROM builder AS env-31-made
+ARG TARGETARCH
+COPY lock/parts/compiled/nvtx/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/nvtx --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/compiled/nvtx
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/nvtx --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 31
+# ---- env layer cuda/nvidia-cuda-cccl-cu12 ----
+FROM builder AS env-32-made
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-cuda-cccl-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/cuda/nvidia-cuda-cccl-cu12 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/cuda/nvidia-cuda-cccl-cu12
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-cuda-cccl-cu12 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 32
 # ---- env layer rapids/librmm-cu12 ----
 FROM builder AS env-33-made
@@ -755,17 +755,17 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/librmm-cu12 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 33
-# ---- env layer rapids/pylibcudf-cu12 ----
+# ---- env layer compiled/numba-cuda ----
 FROM builder AS env-34-made
 ARG TARGETARCH
-COPY lock/parts/rapids/pylibcudf-cu12/ /tmp/part/
+COPY lock/parts/compiled/numba-cuda/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/pylibcudf-cu12 --records /out/records \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/numba-cuda --records /out/records \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 # device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
@@ -773,9 +773,9 @@ RUN --mount=type=secret,id=cacert,required=false \
 COPY builder/prune/ /tmp/builder/prune/
 RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/pylibcudf-cu12
+      --record /out/records/prune.json /out/layers/compiled/numba-cuda
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/pylibcudf-cu12 --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numba-cuda --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 34
 # ---- env layer cuda/cuda-core ----
 FROM builder AS env-35-made
@@ -799,8 +799,30 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/cuda-core --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 35
-# ---- env layer rapids/libucxx-cu12 ----
+# ---- env layer cuda/nvidia-cuda-runtime-cu12 ----
 FROM builder AS env-36-made
+ARG TARGETARCH
+COPY lock/parts/cuda/nvidia-cuda-runtime-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/cuda/nvidia-cuda-runtime-cu12 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/cuda/nvidia-cuda-runtime-cu12
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-cuda-runtime-cu12 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 36
+# ---- env layer rapids/libucxx-cu12 ----
+FROM builder AS env-37-made
 ARG TARGETARCH
 COPY lock/parts/rapids/libucxx-cu12/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -820,28 +842,6 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/rapids/libucxx-cu12
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libucxx-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 36
-# ---- env layer compiled/numba-cuda ----
-FROM builder AS env-37-made
-ARG TARGETARCH
-COPY lock/parts/compiled/numba-cuda/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/numba-cuda --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/compiled/numba-cuda
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numba-cuda --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 37
 # ---- env layer compiled/small_2 ----
 FROM builder AS env-38-made
@@ -865,30 +865,8 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 38
-# ---- env layer rapids/libkvikio-cu12 ----
-FROM builder AS env-39-made
-ARG TARGETARCH
-COPY lock/parts/rapids/libkvikio-cu12/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/libkvikio-cu12 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/libkvikio-cu12
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libkvikio-cu12 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 39
 # ---- env layer compiled/contourpy ----
-FROM builder AS env-40-made
+FROM builder AS env-39-made
 ARG TARGETARCH
 COPY lock/parts/compiled/contourpy/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -908,6 +886,28 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/compiled/contourpy
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/contourpy --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 39
+# ---- env layer rapids/libkvikio-cu12 ----
+FROM builder AS env-40-made
+ARG TARGETARCH
+COPY lock/parts/rapids/libkvikio-cu12/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/libkvikio-cu12 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/libkvikio-cu12
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libkvikio-cu12 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 40
 # ---- env layer cuda/nvidia-cufile-cu12 ----
 FROM builder AS env-41-made
@@ -953,17 +953,17 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/cudf-cu12 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 42
-# ---- env layer compiled/small_4 ----
+# ---- env layer rapids/small_2 ----
 FROM builder AS env-43-made
 ARG TARGETARCH
-COPY lock/parts/compiled/small_4/ /tmp/part/
+COPY lock/parts/rapids/small_2/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/small_4 --records /out/records \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_2 --records /out/records \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 # device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
@@ -971,9 +971,9 @@ RUN --mount=type=secret,id=cacert,required=false \
 COPY builder/prune/ /tmp/builder/prune/
 RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/compiled/small_4
+      --record /out/records/prune.json /out/layers/rapids/small_2
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_4 --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_2 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 43
 # ---- env layer rapids/small_5 ----
 FROM builder AS env-44-made
@@ -1041,8 +1041,30 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_3 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 46
-# ---- env layer python/dask ----
+# ---- env layer compiled/small_4 ----
 FROM builder AS env-47-made
+ARG TARGETARCH
+COPY lock/parts/compiled/small_4/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/small_4 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/compiled/small_4
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_4 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 47
+# ---- env layer python/dask ----
+FROM builder AS env-48-made
 ARG TARGETARCH
 COPY lock/parts/python/dask/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1062,9 +1084,9 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/dask
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 47
+      --index /out/records/big.json --layer 48
 # ---- env layer python/pygments ----
-FROM builder AS env-48-made
+FROM builder AS env-49-made
 ARG TARGETARCH
 COPY lock/parts/python/pygments/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1084,53 +1106,9 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/pygments
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/pygments --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 48
-# ---- env layer rapids/small_2 ----
-FROM builder AS env-49-made
-ARG TARGETARCH
-COPY lock/parts/rapids/small_2/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_2 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/small_2
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_2 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 49
-# ---- env layer python/small_2 ----
-FROM builder AS env-50-made
-ARG TARGETARCH
-COPY lock/parts/python/small_2/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_2 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/python/small_2
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 50
 # ---- env layer rapids/small_3 ----
-FROM builder AS env-51-made
+FROM builder AS env-50-made
 ARG TARGETARCH
 COPY lock/parts/rapids/small_3/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1150,9 +1128,9 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/rapids/small_3
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_3 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 51
+      --index /out/records/big.json --layer 50
 # ---- env layer rapids/small_6 ----
-FROM builder AS env-52-made
+FROM builder AS env-51-made
 ARG TARGETARCH
 COPY lock/parts/rapids/small_6/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1172,6 +1150,28 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/rapids/small_6
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_6 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 51
+# ---- env layer python/small_2 ----
+FROM builder AS env-52-made
+ARG TARGETARCH
+COPY lock/parts/python/small_2/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_2 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/python/small_2
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 52
 # ---- env layer python/small_5 ----
 FROM builder AS env-53-made
@@ -1195,30 +1195,8 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_5 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 53
-# ---- env layer rapids/small_4 ----
-FROM builder AS env-54-made
-ARG TARGETARCH
-COPY lock/parts/rapids/small_4/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_4 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/small_4
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_4 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 54
 # ---- env layer cuda/small_1 ----
-FROM builder AS env-55-made
+FROM builder AS env-54-made
 ARG TARGETARCH
 COPY lock/parts/cuda/small_1/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1238,6 +1216,28 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/cuda/small_1
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/small_1 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 54
+# ---- env layer rapids/small_4 ----
+FROM builder AS env-55-made
+ARG TARGETARCH
+COPY lock/parts/rapids/small_4/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_4 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/small_4
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_4 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 55
 # ---- env layer python/small_3 ----
 FROM builder AS env-56-made
@@ -1261,30 +1261,8 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_3 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 56
-# ---- env layer rapids/small_1 ----
-FROM builder AS env-57-made
-ARG TARGETARCH
-COPY lock/parts/rapids/small_1/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_1 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/small_1
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_1 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 57
 # ---- env layer python/small_4 ----
-FROM builder AS env-58-made
+FROM builder AS env-57-made
 ARG TARGETARCH
 COPY lock/parts/python/small_4/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1304,6 +1282,28 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/small_4
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_4 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 57
+# ---- env layer rapids/small_1 ----
+FROM builder AS env-58-made
+ARG TARGETARCH
+COPY lock/parts/rapids/small_1/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_1 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/small_1
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_1 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 58
 # ---- env layer python/small_1 ----
 FROM builder AS env-59-made
@@ -1471,86 +1471,86 @@ FROM env-12-made AS env-12
 RUN --mount=type=bind,from=env-index,source=/out/links/12.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-curand-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/nvidia-curand-cu12 --layer cuda/nvidia-curand-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/llvmlite --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/llvmlite --layer compiled/llvmlite --out /out/records/layer.json
 FROM env-13-made AS env-13
 RUN --mount=type=bind,from=env-index,source=/out/links/13.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/llvmlite --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/llvmlite --layer compiled/llvmlite --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pyarrow --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/pyarrow --layer compiled/pyarrow --out /out/records/layer.json
 FROM env-14-made AS env-14
 RUN --mount=type=bind,from=env-index,source=/out/links/14.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libcuml-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/libcuml-cu12 --layer rapids/libcuml-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-curand-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/nvidia-curand-cu12 --layer cuda/nvidia-curand-cu12 --out /out/records/layer.json
 FROM env-15-made AS env-15
 RUN --mount=type=bind,from=env-index,source=/out/links/15.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pyarrow --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/pyarrow --layer compiled/pyarrow --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-cuda-nvcc-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/nvidia-cuda-nvcc-cu12 --layer cuda/nvidia-cuda-nvcc-cu12 --out /out/records/layer.json
 FROM env-16-made AS env-16
 RUN --mount=type=bind,from=env-index,source=/out/links/16.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-cuda-nvcc-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/nvidia-cuda-nvcc-cu12 --layer cuda/nvidia-cuda-nvcc-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-nvjitlink-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/nvidia-nvjitlink-cu12 --layer cuda/nvidia-nvjitlink-cu12 --out /out/records/layer.json
 FROM env-17-made AS env-17
 RUN --mount=type=bind,from=env-index,source=/out/links/17.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-libnvcomp-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/nvidia-libnvcomp-cu12 --layer cuda/nvidia-libnvcomp-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libcuml-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/libcuml-cu12 --layer rapids/libcuml-cu12 --out /out/records/layer.json
 FROM env-18-made AS env-18
 RUN --mount=type=bind,from=env-index,source=/out/links/18.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-nvjitlink-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/nvidia-nvjitlink-cu12 --layer cuda/nvidia-nvjitlink-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libnvforest-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/libnvforest-cu12 --layer rapids/libnvforest-cu12 --out /out/records/layer.json
 FROM env-19-made AS env-19
 RUN --mount=type=bind,from=env-index,source=/out/links/19.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libnvforest-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/libnvforest-cu12 --layer rapids/libnvforest-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libucx-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/libucx-cu12 --layer rapids/libucx-cu12 --out /out/records/layer.json
 FROM env-20-made AS env-20
 RUN --mount=type=bind,from=env-index,source=/out/links/20.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libraft-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/libraft-cu12 --layer rapids/libraft-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/scikit-learn --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/scikit-learn --layer compiled/scikit-learn --out /out/records/layer.json
 FROM env-21-made AS env-21
 RUN --mount=type=bind,from=env-index,source=/out/links/21.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libucx-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/libucx-cu12 --layer rapids/libucx-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-libnvcomp-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/nvidia-libnvcomp-cu12 --layer cuda/nvidia-libnvcomp-cu12 --out /out/records/layer.json
 FROM env-22-made AS env-22
 RUN --mount=type=bind,from=env-index,source=/out/links/22.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pandas --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/pandas --layer compiled/pandas --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/bokeh --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/bokeh --layer python/bokeh --out /out/records/layer.json
 FROM env-23-made AS env-23
 RUN --mount=type=bind,from=env-index,source=/out/links/23.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/scikit-learn --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/scikit-learn --layer compiled/scikit-learn --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pandas --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/pandas --layer compiled/pandas --out /out/records/layer.json
 FROM env-24-made AS env-24
 RUN --mount=type=bind,from=env-index,source=/out/links/24.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/bokeh --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/bokeh --layer python/bokeh --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/cuda-bindings --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/cuda-bindings --layer cuda/cuda-bindings --out /out/records/layer.json
 FROM env-25-made AS env-25
 RUN --mount=type=bind,from=env-index,source=/out/links/25.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/cuda-bindings --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/cuda-bindings --layer cuda/cuda-bindings --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libraft-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/libraft-cu12 --layer rapids/libraft-cu12 --out /out/records/layer.json
 FROM env-26-made AS env-26
 RUN --mount=type=bind,from=env-index,source=/out/links/26.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1567,32 +1567,32 @@ FROM env-28-made AS env-28
 RUN --mount=type=bind,from=env-index,source=/out/links/28.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numba --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/numba --layer compiled/numba --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/cuml-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/cuml-cu12 --layer rapids/cuml-cu12 --out /out/records/layer.json
 FROM env-29-made AS env-29
 RUN --mount=type=bind,from=env-index,source=/out/links/29.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/nvtx --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/nvtx --layer compiled/nvtx --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/pylibcudf-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/pylibcudf-cu12 --layer rapids/pylibcudf-cu12 --out /out/records/layer.json
 FROM env-30-made AS env-30
 RUN --mount=type=bind,from=env-index,source=/out/links/30.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-cuda-cccl-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/nvidia-cuda-cccl-cu12 --layer cuda/nvidia-cuda-cccl-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numba --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/numba --layer compiled/numba --out /out/records/layer.json
 FROM env-31-made AS env-31
 RUN --mount=type=bind,from=env-index,source=/out/links/31.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-cuda-runtime-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/nvidia-cuda-runtime-cu12 --layer cuda/nvidia-cuda-runtime-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/nvtx --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/nvtx --layer compiled/nvtx --out /out/records/layer.json
 FROM env-32-made AS env-32
 RUN --mount=type=bind,from=env-index,source=/out/links/32.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/cuml-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/cuml-cu12 --layer rapids/cuml-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-cuda-cccl-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/nvidia-cuda-cccl-cu12 --layer cuda/nvidia-cuda-cccl-cu12 --out /out/records/layer.json
 FROM env-33-made AS env-33
 RUN --mount=type=bind,from=env-index,source=/out/links/33.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1603,8 +1603,8 @@ FROM env-34-made AS env-34
 RUN --mount=type=bind,from=env-index,source=/out/links/34.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/pylibcudf-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/pylibcudf-cu12 --layer rapids/pylibcudf-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numba-cuda --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/numba-cuda --layer compiled/numba-cuda --out /out/records/layer.json
 FROM env-35-made AS env-35
 RUN --mount=type=bind,from=env-index,source=/out/links/35.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1615,14 +1615,14 @@ FROM env-36-made AS env-36
 RUN --mount=type=bind,from=env-index,source=/out/links/36.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libucxx-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/libucxx-cu12 --layer rapids/libucxx-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/nvidia-cuda-runtime-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/nvidia-cuda-runtime-cu12 --layer cuda/nvidia-cuda-runtime-cu12 --out /out/records/layer.json
 FROM env-37-made AS env-37
 RUN --mount=type=bind,from=env-index,source=/out/links/37.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numba-cuda --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/numba-cuda --layer compiled/numba-cuda --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libucxx-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/libucxx-cu12 --layer rapids/libucxx-cu12 --out /out/records/layer.json
 FROM env-38-made AS env-38
 RUN --mount=type=bind,from=env-index,source=/out/links/38.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1633,14 +1633,14 @@ FROM env-39-made AS env-39
 RUN --mount=type=bind,from=env-index,source=/out/links/39.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libkvikio-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/libkvikio-cu12 --layer rapids/libkvikio-cu12 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/contourpy --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/contourpy --layer compiled/contourpy --out /out/records/layer.json
 FROM env-40-made AS env-40
 RUN --mount=type=bind,from=env-index,source=/out/links/40.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/contourpy --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/contourpy --layer compiled/contourpy --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/libkvikio-cu12 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/libkvikio-cu12 --layer rapids/libkvikio-cu12 --out /out/records/layer.json
 FROM env-41-made AS env-41
 RUN --mount=type=bind,from=env-index,source=/out/links/41.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1657,8 +1657,8 @@ FROM env-43-made AS env-43
 RUN --mount=type=bind,from=env-index,source=/out/links/43.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_4 --layer compiled/small_4 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_2 --layer rapids/small_2 --out /out/records/layer.json
 FROM env-44-made AS env-44
 RUN --mount=type=bind,from=env-index,source=/out/links/44.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1681,38 +1681,38 @@ FROM env-47-made AS env-47
 RUN --mount=type=bind,from=env-index,source=/out/links/47.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/dask --layer python/dask --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_4 --layer compiled/small_4 --out /out/records/layer.json
 FROM env-48-made AS env-48
 RUN --mount=type=bind,from=env-index,source=/out/links/48.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/pygments --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/pygments --layer python/pygments --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/dask --layer python/dask --out /out/records/layer.json
 FROM env-49-made AS env-49
 RUN --mount=type=bind,from=env-index,source=/out/links/49.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_2 --layer rapids/small_2 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/pygments --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/pygments --layer python/pygments --out /out/records/layer.json
 FROM env-50-made AS env-50
 RUN --mount=type=bind,from=env-index,source=/out/links/50.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_2 --layer python/small_2 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_3 --layer rapids/small_3 --out /out/records/layer.json
 FROM env-51-made AS env-51
 RUN --mount=type=bind,from=env-index,source=/out/links/51.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_3 --layer rapids/small_3 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_6 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_6 --layer rapids/small_6 --out /out/records/layer.json
 FROM env-52-made AS env-52
 RUN --mount=type=bind,from=env-index,source=/out/links/52.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_6 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_6 --layer rapids/small_6 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_2 --layer python/small_2 --out /out/records/layer.json
 FROM env-53-made AS env-53
 RUN --mount=type=bind,from=env-index,source=/out/links/53.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1723,14 +1723,14 @@ FROM env-54-made AS env-54
 RUN --mount=type=bind,from=env-index,source=/out/links/54.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_4 --layer rapids/small_4 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/small_1 --layer cuda/small_1 --out /out/records/layer.json
 FROM env-55-made AS env-55
 RUN --mount=type=bind,from=env-index,source=/out/links/55.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/cuda/small_1 --layer cuda/small_1 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_4 --layer rapids/small_4 --out /out/records/layer.json
 FROM env-56-made AS env-56
 RUN --mount=type=bind,from=env-index,source=/out/links/56.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1741,14 +1741,14 @@ FROM env-57-made AS env-57
 RUN --mount=type=bind,from=env-index,source=/out/links/57.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_1 --layer rapids/small_1 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_4 --layer python/small_4 --out /out/records/layer.json
 FROM env-58-made AS env-58
 RUN --mount=type=bind,from=env-index,source=/out/links/58.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_4 --layer python/small_4 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_1 --layer rapids/small_1 --out /out/records/layer.json
 FROM env-59-made AS env-59
 RUN --mount=type=bind,from=env-index,source=/out/links/59.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1866,53 +1866,53 @@ COPY --from=env-8 /out/layers/compiled/cupy-cuda12x/ /opt/rapids/
 COPY --from=env-9 /out/layers/compiled/numba-cuda-mlir/ /opt/rapids/
 COPY --from=env-10 /out/layers/compiled/scipy/ /opt/rapids/
 COPY --from=env-11 /out/layers/cuda/nvidia-cuda-nvrtc-cu12/ /opt/rapids/
-COPY --from=env-12 /out/layers/cuda/nvidia-curand-cu12/ /opt/rapids/
-COPY --from=env-13 /out/layers/compiled/llvmlite/ /opt/rapids/
-COPY --from=env-14 /out/layers/rapids/libcuml-cu12/ /opt/rapids/
-COPY --from=env-15 /out/layers/compiled/pyarrow/ /opt/rapids/
-COPY --from=env-16 /out/layers/cuda/nvidia-cuda-nvcc-cu12/ /opt/rapids/
-COPY --from=env-17 /out/layers/cuda/nvidia-libnvcomp-cu12/ /opt/rapids/
-COPY --from=env-18 /out/layers/cuda/nvidia-nvjitlink-cu12/ /opt/rapids/
-COPY --from=env-19 /out/layers/rapids/libnvforest-cu12/ /opt/rapids/
-COPY --from=env-20 /out/layers/rapids/libraft-cu12/ /opt/rapids/
-COPY --from=env-21 /out/layers/rapids/libucx-cu12/ /opt/rapids/
-COPY --from=env-22 /out/layers/compiled/pandas/ /opt/rapids/
-COPY --from=env-23 /out/layers/compiled/scikit-learn/ /opt/rapids/
-COPY --from=env-24 /out/layers/python/bokeh/ /opt/rapids/
-COPY --from=env-25 /out/layers/cuda/cuda-bindings/ /opt/rapids/
+COPY --from=env-12 /out/layers/compiled/llvmlite/ /opt/rapids/
+COPY --from=env-13 /out/layers/compiled/pyarrow/ /opt/rapids/
+COPY --from=env-14 /out/layers/cuda/nvidia-curand-cu12/ /opt/rapids/
+COPY --from=env-15 /out/layers/cuda/nvidia-cuda-nvcc-cu12/ /opt/rapids/
+COPY --from=env-16 /out/layers/cuda/nvidia-nvjitlink-cu12/ /opt/rapids/
+COPY --from=env-17 /out/layers/rapids/libcuml-cu12/ /opt/rapids/
+COPY --from=env-18 /out/layers/rapids/libnvforest-cu12/ /opt/rapids/
+COPY --from=env-19 /out/layers/rapids/libucx-cu12/ /opt/rapids/
+COPY --from=env-20 /out/layers/compiled/scikit-learn/ /opt/rapids/
+COPY --from=env-21 /out/layers/cuda/nvidia-libnvcomp-cu12/ /opt/rapids/
+COPY --from=env-22 /out/layers/python/bokeh/ /opt/rapids/
+COPY --from=env-23 /out/layers/compiled/pandas/ /opt/rapids/
+COPY --from=env-24 /out/layers/cuda/cuda-bindings/ /opt/rapids/
+COPY --from=env-25 /out/layers/rapids/libraft-cu12/ /opt/rapids/
 COPY --from=env-26 /out/layers/compiled/numpy/ /opt/rapids/
 COPY --from=env-27 /out/layers/compiled/pillow/ /opt/rapids/
-COPY --from=env-28 /out/layers/compiled/numba/ /opt/rapids/
-COPY --from=env-29 /out/layers/compiled/nvtx/ /opt/rapids/
-COPY --from=env-30 /out/layers/cuda/nvidia-cuda-cccl-cu12/ /opt/rapids/
-COPY --from=env-31 /out/layers/cuda/nvidia-cuda-runtime-cu12/ /opt/rapids/
-COPY --from=env-32 /out/layers/rapids/cuml-cu12/ /opt/rapids/
+COPY --from=env-28 /out/layers/rapids/cuml-cu12/ /opt/rapids/
+COPY --from=env-29 /out/layers/rapids/pylibcudf-cu12/ /opt/rapids/
+COPY --from=env-30 /out/layers/compiled/numba/ /opt/rapids/
+COPY --from=env-31 /out/layers/compiled/nvtx/ /opt/rapids/
+COPY --from=env-32 /out/layers/cuda/nvidia-cuda-cccl-cu12/ /opt/rapids/
 COPY --from=env-33 /out/layers/rapids/librmm-cu12/ /opt/rapids/
-COPY --from=env-34 /out/layers/rapids/pylibcudf-cu12/ /opt/rapids/
+COPY --from=env-34 /out/layers/compiled/numba-cuda/ /opt/rapids/
 COPY --from=env-35 /out/layers/cuda/cuda-core/ /opt/rapids/
-COPY --from=env-36 /out/layers/rapids/libucxx-cu12/ /opt/rapids/
-COPY --from=env-37 /out/layers/compiled/numba-cuda/ /opt/rapids/
+COPY --from=env-36 /out/layers/cuda/nvidia-cuda-runtime-cu12/ /opt/rapids/
+COPY --from=env-37 /out/layers/rapids/libucxx-cu12/ /opt/rapids/
 COPY --from=env-38 /out/layers/compiled/small_2/ /opt/rapids/
-COPY --from=env-39 /out/layers/rapids/libkvikio-cu12/ /opt/rapids/
-COPY --from=env-40 /out/layers/compiled/contourpy/ /opt/rapids/
+COPY --from=env-39 /out/layers/compiled/contourpy/ /opt/rapids/
+COPY --from=env-40 /out/layers/rapids/libkvikio-cu12/ /opt/rapids/
 COPY --from=env-41 /out/layers/cuda/nvidia-cufile-cu12/ /opt/rapids/
 COPY --from=env-42 /out/layers/rapids/cudf-cu12/ /opt/rapids/
-COPY --from=env-43 /out/layers/compiled/small_4/ /opt/rapids/
+COPY --from=env-43 /out/layers/rapids/small_2/ /opt/rapids/
 COPY --from=env-44 /out/layers/rapids/small_5/ /opt/rapids/
 COPY --from=env-45 /out/layers/compiled/small_1/ /opt/rapids/
 COPY --from=env-46 /out/layers/compiled/small_3/ /opt/rapids/
-COPY --from=env-47 /out/layers/python/dask/ /opt/rapids/
-COPY --from=env-48 /out/layers/python/pygments/ /opt/rapids/
-COPY --from=env-49 /out/layers/rapids/small_2/ /opt/rapids/
-COPY --from=env-50 /out/layers/python/small_2/ /opt/rapids/
-COPY --from=env-51 /out/layers/rapids/small_3/ /opt/rapids/
-COPY --from=env-52 /out/layers/rapids/small_6/ /opt/rapids/
+COPY --from=env-47 /out/layers/compiled/small_4/ /opt/rapids/
+COPY --from=env-48 /out/layers/python/dask/ /opt/rapids/
+COPY --from=env-49 /out/layers/python/pygments/ /opt/rapids/
+COPY --from=env-50 /out/layers/rapids/small_3/ /opt/rapids/
+COPY --from=env-51 /out/layers/rapids/small_6/ /opt/rapids/
+COPY --from=env-52 /out/layers/python/small_2/ /opt/rapids/
 COPY --from=env-53 /out/layers/python/small_5/ /opt/rapids/
-COPY --from=env-54 /out/layers/rapids/small_4/ /opt/rapids/
-COPY --from=env-55 /out/layers/cuda/small_1/ /opt/rapids/
+COPY --from=env-54 /out/layers/cuda/small_1/ /opt/rapids/
+COPY --from=env-55 /out/layers/rapids/small_4/ /opt/rapids/
 COPY --from=env-56 /out/layers/python/small_3/ /opt/rapids/
-COPY --from=env-57 /out/layers/rapids/small_1/ /opt/rapids/
-COPY --from=env-58 /out/layers/python/small_4/ /opt/rapids/
+COPY --from=env-57 /out/layers/python/small_4/ /opt/rapids/
+COPY --from=env-58 /out/layers/rapids/small_1/ /opt/rapids/
 COPY --from=env-59 /out/layers/python/small_1/ /opt/rapids/
 COPY --from=env-60 /out/layers/venv/ /opt/rapids/
 COPY --from=env-records /out/records/ /opt/rapidship/

@@ -6,6 +6,7 @@ here until both agree."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -211,3 +212,30 @@ def test_sizes_quotes_the_layer_count_of_the_image_split_by_package():
     text = " ".join((ROOT / "docs/sizes.md").read_text().split())
     assert f"the CPU image had {d['image_layers']['n1']} layers" in text
     assert len(d["base_layers"]["n1"]) + 11 < d["image_layers"]["n1"] <= 125  # the base's, the env's 11 and more
+
+
+# The layer order on the committed locks (docs/measurements/layer-order-2026-12-07: bench/layer_order.py)
+ORDER = ROOT / "docs/measurements/layer-order-2026-12-07"
+
+
+def test_the_layer_order_record_is_the_benchs_on_the_committed_wheel_sizes():
+    """plans.json is what bench/layer_order.py makes of the committed records: a record remade
+    (invoke lock-sizes) fails here until the bench is run again."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("layer_order_bench", ROOT / "bench" / "layer_order.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    recorded = json.loads((ORDER / "plans.json").read_text())["envs"]
+    assert recorded == [bench.figures(row["env"]) for row in recorded] and {r["env"] for r in recorded} == {
+        p.parent.name for p in (ROOT / "locks").glob("*/wheel-sizes.json")}
+
+
+def test_sizes_quotes_the_layer_order_record():
+    envs = {row["env"]: row for row in json.loads((ORDER / "plans.json").read_text())["envs"]}
+    r = envs["rapids-pip"]
+    within = math.ceil(max(row["plan_vs_best"] for row in envs.values()) * 1000) / 1000
+    want = (f"within {within:.3f}x of the best order of its own layers (RAPIDS {r['plan_bytes'] / 1e9:.1f} GB a year of "
+            f"installed bytes, best {r['best_order_bytes'] / 1e9:.1f}; the kind order it replaces: "
+            f"{r['kind_order_vs_best']:.2f}x")
+    assert want in " ".join((ROOT / "docs/sizes.md").read_text().split()), want

@@ -11,12 +11,15 @@ a patch makes the site's loader write again every layer above the lowest one it 
 patches costs the site, summed over layers, each layer's patches times the bytes above it; the order
 that makes that least puts layers by patches per byte, the fewest at the bottom (swap two neighbours
 i below j: the cost changes by rate_i x size_j - rate_j x size_i). So every layer, of any kind, lies
-by its releases a year per byte, in half-octave steps (ORDER_STEPS), then by name. N and N+1 must
-plan alike for a delta to stay small, so both figures are the series' (lock/sizes.py): the releases
-in the year before its major series began and its wheel's size when the series was first recorded,
-kept by every record made again for a version of the series (KIND_RATES and this package's size
-where there are none: a conda channel); this version's own size moved layers when a patch changed it
-a little (a test shows it). `yearly_refeed` gives a plan's cost and `best_order` the exact optimum;
+by its releases a year per byte, in half-octave steps (ORDER_STEPS), then by name. The bytes are
+those the layer holds installed, which the site's engine writes again (a wheel is deflated: numpy's
+17 MB wheel is 57 MB installed, xyzservices' 18x its wheel). N and N+1 must plan alike for a delta
+to stay small, so both figures are the series' (lock/sizes.py): the releases in the year before its
+major series began and its wheels' installed bytes when the series was first recorded, kept by every
+record made again for a version of the series (KIND_RATES and this package's size where there are
+none: a conda channel, whose lock records each `.conda` file's size and no installed size, so a
+conda env's order weighs its compressed files); this version's own size moved layers when a patch
+changed it a little (a test shows it). `yearly_refeed` gives a plan's cost and `best_order` the exact optimum;
 a test holds the plan within 1.05x of it. Small distributions share a layer with others of their
 kind (the kinds change at different rates: the CUDA release, the RAPIDS release train, compiled
 libraries, pure Python), in name order.
@@ -83,10 +86,12 @@ class Distribution:
     pure: bool     # pip: every wheel none-any; conda: noarch
     releases_per_year: int = 0  # lock/sizes.py: in the year before its series began
     channel: str = ""  # conda: the lock's channel name (a kind by channel); pip: none
-    order_bytes: int = 0  # lock/sizes.py: its wheel's size when its series was first recorded
+    order_bytes: int = 0  # lock/sizes.py: its wheels' installed bytes when its series was first recorded
+    installed_bytes: int = 0  # lock/sizes.py: this version's wheels' members uncompressed; conda: none recorded
 
     @property
     def weight(self) -> int:
+        """The bytes its rate is weighed by: the series' installed bytes (pip), else its file (conda)."""
         return self.order_bytes or self.wheel_bytes
 
     @property
@@ -109,6 +114,10 @@ class Layer:
     @property
     def wheel_bytes(self) -> int:
         return sum(d.wheel_bytes for d in self.distributions)
+
+    @property
+    def installed_bytes(self) -> int:
+        return sum(d.installed_bytes for d in self.distributions)
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "why": self.why, "releases_per_year": self.rate,
@@ -148,6 +157,7 @@ def best_order(chain: Sequence[tuple[float, int]]) -> list[tuple[float, int]]:
 
 
 def _order_key(layer: Layer) -> tuple[int, str]:
+    """Releases a year per installed byte (order_bytes; a conda package's file size), in half-octave steps."""
     weight = sum(d.weight for d in layer.distributions)
     return math.floor(math.log2(max(layer.rate, 1) / max(weight, 1)) * ORDER_STEPS), layer.name
 
@@ -219,13 +229,14 @@ def lock_parts(lock_text: str, plan: LayerPlan) -> dict[str, str]:
 def from_sizes(sizes: dict[str, dict]) -> list[Distribution]:
     """Pure: a wheel-sizes record's distributions (lock/sizes.py) -> the planner's input."""
     return [Distribution(name, d["version"], int(d["wheel_bytes"]), bool(d["pure"]), int(d.get("releases_per_year") or 0),
-                         order_bytes=int(d.get("order_bytes") or 0))
+                         order_bytes=int(d.get("order_bytes") or 0), installed_bytes=int(d.get("installed_bytes") or 0))
             for name, d in sorted(sizes.items())]
 
 
 def from_conda_locks(lock_texts: list[str]) -> list[Distribution]:
     """Pure: the packages of a conda env's locks (one per arch) -> the planner's input: one plan
-    serves every arch of a Dockerfile, so a package weighs its largest file of any arch."""
+    serves every arch of a Dockerfile, so a package weighs its largest file of any arch. The lock
+    records no installed size, so a conda env's order weighs the `.conda` files (no order_bytes)."""
     from rapidship.builder.install_lock import read_lock
 
     found: dict[str, Distribution] = {}

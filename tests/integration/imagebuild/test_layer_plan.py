@@ -47,9 +47,9 @@ def test_every_distribution_of_the_cpu_image_patches_within_the_goal(cpu_image):
     numpy_row = next(row for row in cost["rows"] if row["distribution"] == "numpy")
     assert numpy_row["ratio"] < 1.01 and len(numpy_row["layers"]) == 1 + sum(x["env_records"] for x in cost["layers"])
     # a year of patches: the image's order against the best order of its own layers, in the tar
-    # bytes the image holds; the plan weighs wheels (1.003x of its best there, test_layer_order.py),
-    # and a wheel is not its installed bytes (numpy's 17 MB wheel is 56 MB in the image): 1.15x
-    # measured 2026-12-07, held here as a guard against a worse order
+    # bytes the image holds; 1.15x measured 2026-12-07 when the plan weighed wheels (numpy's 17 MB
+    # wheel is 56 MB in the image), held here as a guard against a worse order; the plan now weighs
+    # installed bytes (1.002x of its best there, test_layer_order.py); the image also holds bytecode
     year = cost["per_year"]
     assert year["best_order_bytes"] <= year["plan_bytes"] <= 1.25 * year["best_order_bytes"], year
     assert year["base_update_refed_bytes"] >= sum(x["tar_bytes"] for x in cost["layers"] if x["label"] in labels[env[0]:])

@@ -140,7 +140,7 @@ def stage_record(release: dict, name: str) -> str:
 
 def commit_patch(folder: Path, pin: str, env: dict) -> None:
     who = ["-c", "user.name=bench", "-c", "user.email=bench@rapidship.invalid"]
-    for cmd in (["add", "-A", "--", "locks"], ["commit", "-q", "-m", f"patch: {pin}"]):
+    for cmd in (["add", "-A", "--", "locks", "envs"], ["commit", "-q", "-m", f"patch: {pin}"]):
         sh("git", *who, *cmd, cwd=folder, env=dict(env, GIT_AUTHOR_DATE="2026-12-02T00:00:00+00:00",
                                                    GIT_COMMITTER_DATE="2026-12-02T00:00:00+00:00"))
 
@@ -150,8 +150,9 @@ def patch_conda(folder: Path, channel: Path, pin: str, env: dict, work: Path) ->
     version's wheel made a package of it first), committed: the solve must move that package alone."""
     sh(sys.executable, str(ROOT / "bench/conda_channel.py"), "patch", str(channel), "--pin", pin, "--base", str(folder),
        "--project", str(work / "patched"), cwd=ROOT, env=env)
-    shutil.rmtree(folder / "locks")
-    shutil.copytree(work / "patched/locks", folder / "locks")
+    for name in ("locks", "envs"):  # the spec carries the pin: the lock must match it
+        shutil.rmtree(folder / name)
+        shutil.copytree(work / "patched" / name, folder / name)
     commit_patch(folder, pin, env)
 
 
@@ -262,6 +263,8 @@ def main() -> None:
               ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in rate.items()))
         figures = {"variant": args.variant, "arch": args.arch, "image_id": records["full"]["built"][0]["image_id"],
                    **({"image_ids": {b["arch"]: b["image_id"] for b in records["full"]["built"]}} if len(arches) > 1 else {}),
+                   **({"flavour": "conda, from the channel made of wheels (bench/conda_channel.py)"}
+                      if args.conda_channel else {}),
                    "patch": args.patch, "note": args.note, **({"reproduced": reproduced} if reproduced else {}),
                    **({"delta_cost": costs} if costs else {}),
                    "rates_bytes_per_s": {k: round(v) for k, v in rate.items()}, "releases": {}}

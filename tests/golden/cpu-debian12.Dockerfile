@@ -35,21 +35,21 @@ RUN --mount=type=secret,id=cacert,required=false \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/numpy --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 1
-# ---- env layer compiled/pyyaml ----
+# ---- env layer compiled/small_2 ----
 FROM builder AS env-2-made
 ARG TARGETARCH
-COPY lock/parts/compiled/pyyaml/ /tmp/part/
+COPY lock/parts/compiled/small_2/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/pyyaml --records /out/records \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/small_2 --records /out/records \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pyyaml --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 2
 # ---- env layer compiled/small_1 ----
 FROM builder AS env-3-made
@@ -67,21 +67,21 @@ RUN --mount=type=secret,id=cacert,required=false \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_1 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 3
-# ---- env layer compiled/tornado ----
+# ---- env layer compiled/small_3 ----
 FROM builder AS env-4-made
 ARG TARGETARCH
-COPY lock/parts/compiled/tornado/ /tmp/part/
+COPY lock/parts/compiled/small_3/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/tornado --records /out/records \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/small_3 --records /out/records \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/tornado --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_3 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 4
 # ---- env layer python/dask ----
 FROM builder AS env-5-made
@@ -99,24 +99,8 @@ RUN --mount=type=secret,id=cacert,required=false \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 5
-# ---- env layer compiled/small_2 ----
-FROM builder AS env-6-made
-ARG TARGETARCH
-COPY lock/parts/compiled/small_2/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/compiled/small_2 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 6
 # ---- env layer python/distributed ----
-FROM builder AS env-7-made
+FROM builder AS env-6-made
 ARG TARGETARCH
 COPY lock/parts/python/distributed/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -130,9 +114,9 @@ RUN --mount=type=secret,id=cacert,required=false \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 7
+      --index /out/records/big.json --layer 6
 # ---- env layer python/small_1 ----
-FROM builder AS env-8-made
+FROM builder AS env-7-made
 ARG TARGETARCH
 COPY lock/parts/python/small_1/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -146,9 +130,9 @@ RUN --mount=type=secret,id=cacert,required=false \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_1 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 8
+      --index /out/records/big.json --layer 7
 # ---- env layer python/small_2 ----
-FROM builder AS env-9-made
+FROM builder AS env-8-made
 ARG TARGETARCH
 COPY lock/parts/python/small_2/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -162,25 +146,9 @@ RUN --mount=type=secret,id=cacert,required=false \
       --python-version 3.11 --glibc-minor 36
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 9
-# ---- env layer python/small_3 ----
-FROM builder AS env-10-made
-ARG TARGETARCH
-COPY lock/parts/python/small_3/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_3 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_3 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 10
+      --index /out/records/big.json --layer 8
 # ---- env layer venv ----
-FROM builder AS env-11-made
+FROM builder AS env-9-made
 ARG TARGETARCH
 RUN /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setuptools pip \
  && mkdir -p /out/layers/venv && cp -a /opt/rapids/. /out/layers/venv/ \
@@ -188,7 +156,7 @@ RUN /opt/rapids/bin/python -m pip uninstall -y --disable-pip-version-check setup
       --trims /tmp/builder/trims.json
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/venv --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 11
+      --index /out/records/big.json --layer 9
 # ---- every layer's large files, by content: each layer's copies of a file below, planned as links ----
 FROM builder AS env-index
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -201,8 +169,6 @@ RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,from=env-7-made,source=/out/records,target=/parts/7 \
     --mount=type=bind,from=env-8-made,source=/out/records,target=/parts/8 \
     --mount=type=bind,from=env-9-made,source=/out/records,target=/parts/9 \
-    --mount=type=bind,from=env-10-made,source=/out/records,target=/parts/10 \
-    --mount=type=bind,from=env-11-made,source=/out/records,target=/parts/11 \
     python3.11 /mnt/dedupe.py --plan-links /parts/*/big.json --out /out/links
 FROM env-1-made AS env-1
 RUN --mount=type=bind,from=env-index,source=/out/links/1.json,target=/mnt/links.json \
@@ -214,8 +180,8 @@ FROM env-2-made AS env-2
 RUN --mount=type=bind,from=env-index,source=/out/links/2.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/pyyaml --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/pyyaml --layer compiled/pyyaml --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_2 --layer compiled/small_2 --out /out/records/layer.json
 FROM env-3-made AS env-3
 RUN --mount=type=bind,from=env-index,source=/out/links/3.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -226,8 +192,8 @@ FROM env-4-made AS env-4
 RUN --mount=type=bind,from=env-index,source=/out/links/4.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/tornado --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/tornado --layer compiled/tornado --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_3 --layer compiled/small_3 --out /out/records/layer.json
 FROM env-5-made AS env-5
 RUN --mount=type=bind,from=env-index,source=/out/links/5.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -238,34 +204,22 @@ FROM env-6-made AS env-6
 RUN --mount=type=bind,from=env-index,source=/out/links/6.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_2 --layer compiled/small_2 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/distributed --layer python/distributed --out /out/records/layer.json
 FROM env-7-made AS env-7
 RUN --mount=type=bind,from=env-index,source=/out/links/7.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/distributed --layer python/distributed --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_1 --layer python/small_1 --out /out/records/layer.json
 FROM env-8-made AS env-8
 RUN --mount=type=bind,from=env-index,source=/out/links/8.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_1 --layer python/small_1 --out /out/records/layer.json
-FROM env-9-made AS env-9
-RUN --mount=type=bind,from=env-index,source=/out/links/9.json,target=/mnt/links.json \
-    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
  && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_2 --layer python/small_2 --out /out/records/layer.json
-FROM env-10-made AS env-10
-RUN --mount=type=bind,from=env-index,source=/out/links/10.json,target=/mnt/links.json \
-    --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_3 --layer python/small_3 --out /out/records/layer.json
-FROM env-11-made AS env-11
-RUN --mount=type=bind,from=env-index,source=/out/links/11.json,target=/mnt/links.json \
+FROM env-9-made AS env-9
+RUN --mount=type=bind,from=env-index,source=/out/links/9.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/venv --links /mnt/links.json --out /out/records/dedupe.json \
@@ -284,8 +238,6 @@ RUN --mount=type=bind,source=builder/layer-plan.json,target=/mnt/layer-plan.json
     --mount=type=bind,from=env-7,source=/out/records,target=/parts/7 \
     --mount=type=bind,from=env-8,source=/out/records,target=/parts/8 \
     --mount=type=bind,from=env-9,source=/out/records,target=/parts/9 \
-    --mount=type=bind,from=env-10,source=/out/records,target=/parts/10 \
-    --mount=type=bind,from=env-11,source=/out/records,target=/parts/11 \
     mkdir -p /out/records \
  && python3.11 /mnt/layer_record.py merge --plan /mnt/layer-plan.json --out /out/records/layers.json /parts/* \
  && python3.11 /tmp/builder/measure_trims.py --merge /parts/*/trims.json --out /out/records/trims.json \
@@ -314,16 +266,14 @@ RUN --mount=type=secret,id=apt-auth,target=/etc/apt/auth.conf.d/rapidship.conf,r
  && rm -rf /tmp/* /var/tmp/*
 
 COPY --from=env-1 /out/layers/compiled/numpy/ /opt/rapids/
-COPY --from=env-2 /out/layers/compiled/pyyaml/ /opt/rapids/
+COPY --from=env-2 /out/layers/compiled/small_2/ /opt/rapids/
 COPY --from=env-3 /out/layers/compiled/small_1/ /opt/rapids/
-COPY --from=env-4 /out/layers/compiled/tornado/ /opt/rapids/
+COPY --from=env-4 /out/layers/compiled/small_3/ /opt/rapids/
 COPY --from=env-5 /out/layers/python/dask/ /opt/rapids/
-COPY --from=env-6 /out/layers/compiled/small_2/ /opt/rapids/
-COPY --from=env-7 /out/layers/python/distributed/ /opt/rapids/
-COPY --from=env-8 /out/layers/python/small_1/ /opt/rapids/
-COPY --from=env-9 /out/layers/python/small_2/ /opt/rapids/
-COPY --from=env-10 /out/layers/python/small_3/ /opt/rapids/
-COPY --from=env-11 /out/layers/venv/ /opt/rapids/
+COPY --from=env-6 /out/layers/python/distributed/ /opt/rapids/
+COPY --from=env-7 /out/layers/python/small_1/ /opt/rapids/
+COPY --from=env-8 /out/layers/python/small_2/ /opt/rapids/
+COPY --from=env-9 /out/layers/venv/ /opt/rapids/
 COPY --from=env-records /out/records/ /opt/rapidship/
 COPY runtime/bin/ /usr/local/bin/
 COPY runtime/rapids_runtime/ /opt/rapidship/rapids_runtime/

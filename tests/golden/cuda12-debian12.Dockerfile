@@ -953,17 +953,17 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/cudf-cu12 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 42
-# ---- env layer rapids/small_2 ----
+# ---- env layer rapids/small_4 ----
 FROM builder AS env-43-made
 ARG TARGETARCH
-COPY lock/parts/rapids/small_2/ /tmp/part/
+COPY lock/parts/rapids/small_4/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_2 --records /out/records \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_4 --records /out/records \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 # device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
@@ -971,34 +971,12 @@ RUN --mount=type=secret,id=cacert,required=false \
 COPY builder/prune/ /tmp/builder/prune/
 RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/small_2
+      --record /out/records/prune.json /out/layers/rapids/small_4
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_2 --out /out/records/dedupe.json \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_4 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 43
-# ---- env layer rapids/small_5 ----
-FROM builder AS env-44-made
-ARG TARGETARCH
-COPY lock/parts/rapids/small_5/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_5 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/small_5
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_5 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 44
 # ---- env layer compiled/small_1 ----
-FROM builder AS env-45-made
+FROM builder AS env-44-made
 ARG TARGETARCH
 COPY lock/parts/compiled/small_1/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1018,9 +996,9 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/compiled/small_1
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_1 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 45
+      --index /out/records/big.json --layer 44
 # ---- env layer compiled/small_3 ----
-FROM builder AS env-46-made
+FROM builder AS env-45-made
 ARG TARGETARCH
 COPY lock/parts/compiled/small_3/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1040,9 +1018,9 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/compiled/small_3
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_3 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 46
+      --index /out/records/big.json --layer 45
 # ---- env layer compiled/small_4 ----
-FROM builder AS env-47-made
+FROM builder AS env-46-made
 ARG TARGETARCH
 COPY lock/parts/compiled/small_4/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1062,9 +1040,9 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/compiled/small_4
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_4 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 47
+      --index /out/records/big.json --layer 46
 # ---- env layer python/dask ----
-FROM builder AS env-48-made
+FROM builder AS env-47-made
 ARG TARGETARCH
 COPY lock/parts/python/dask/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1084,9 +1062,9 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/dask
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 48
+      --index /out/records/big.json --layer 47
 # ---- env layer python/pygments ----
-FROM builder AS env-49-made
+FROM builder AS env-48-made
 ARG TARGETARCH
 COPY lock/parts/python/pygments/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1106,75 +1084,31 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/pygments
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/pygments --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 48
+# ---- env layer rapids/small_2 ----
+FROM builder AS env-49-made
+ARG TARGETARCH
+COPY lock/parts/rapids/small_2/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_2 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/small_2
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_2 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 49
-# ---- env layer rapids/small_3 ----
-FROM builder AS env-50-made
-ARG TARGETARCH
-COPY lock/parts/rapids/small_3/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_3 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/small_3
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_3 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 50
-# ---- env layer rapids/small_6 ----
-FROM builder AS env-51-made
-ARG TARGETARCH
-COPY lock/parts/rapids/small_6/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_6 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/small_6
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_6 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 51
-# ---- env layer python/small_2 ----
-FROM builder AS env-52-made
-ARG TARGETARCH
-COPY lock/parts/python/small_2/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_2 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/python/small_2
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 52
 # ---- env layer python/small_5 ----
-FROM builder AS env-53-made
+FROM builder AS env-50-made
 ARG TARGETARCH
 COPY lock/parts/python/small_5/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1194,6 +1128,72 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/small_5
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_5 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 50
+# ---- env layer rapids/small_5 ----
+FROM builder AS env-51-made
+ARG TARGETARCH
+COPY lock/parts/rapids/small_5/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_5 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/small_5
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_5 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 51
+# ---- env layer python/distributed ----
+FROM builder AS env-52-made
+ARG TARGETARCH
+COPY lock/parts/python/distributed/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/distributed --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/python/distributed
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 52
+# ---- env layer rapids/small_1 ----
+FROM builder AS env-53-made
+ARG TARGETARCH
+COPY lock/parts/rapids/small_1/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_1 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/rapids/small_1
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_1 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 53
 # ---- env layer cuda/small_1 ----
 FROM builder AS env-54-made
@@ -1217,52 +1217,8 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/cuda/small_1 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 54
-# ---- env layer rapids/small_4 ----
-FROM builder AS env-55-made
-ARG TARGETARCH
-COPY lock/parts/rapids/small_4/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_4 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/small_4
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_4 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 55
-# ---- env layer python/small_3 ----
-FROM builder AS env-56-made
-ARG TARGETARCH
-COPY lock/parts/python/small_3/ /tmp/part/
-RUN --mount=type=secret,id=cacert,required=false \
-    --mount=type=secret,id=pip-index,required=false \
-    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
-    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
-    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
- && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_3 --records /out/records \
-      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
-      --python-version 3.11 --glibc-minor 36
-# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
-# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
-COPY builder/prune/ /tmp/builder/prune/
-RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
-      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/python/small_3
-RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_3 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 56
 # ---- env layer python/small_4 ----
-FROM builder AS env-57-made
+FROM builder AS env-55-made
 ARG TARGETARCH
 COPY lock/parts/python/small_4/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1282,18 +1238,18 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/small_4
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_4 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 57
-# ---- env layer rapids/small_1 ----
-FROM builder AS env-58-made
+      --index /out/records/big.json --layer 55
+# ---- env layer rapids/small_3 ----
+FROM builder AS env-56-made
 ARG TARGETARCH
-COPY lock/parts/rapids/small_1/ /tmp/part/
+COPY lock/parts/rapids/small_3/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
     --mount=type=secret,id=pip-index,required=false \
     --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
     --mount=type=cache,target=/root/.cache/pip,sharing=locked \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
  && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
- && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_1 --records /out/records \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/rapids/small_3 --records /out/records \
       --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
       --python-version 3.11 --glibc-minor 36
 # device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
@@ -1301,12 +1257,12 @@ RUN --mount=type=secret,id=cacert,required=false \
 COPY builder/prune/ /tmp/builder/prune/
 RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
-      --record /out/records/prune.json /out/layers/rapids/small_1
+      --record /out/records/prune.json /out/layers/rapids/small_3
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_1 --out /out/records/dedupe.json \
-      --index /out/records/big.json --layer 58
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_3 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 56
 # ---- env layer python/small_1 ----
-FROM builder AS env-59-made
+FROM builder AS env-57-made
 ARG TARGETARCH
 COPY lock/parts/python/small_1/ /tmp/part/
 RUN --mount=type=secret,id=cacert,required=false \
@@ -1326,6 +1282,50 @@ RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
       --record /out/records/prune.json /out/layers/python/small_1
 RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_1 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 57
+# ---- env layer python/small_2 ----
+FROM builder AS env-58-made
+ARG TARGETARCH
+COPY lock/parts/python/small_2/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_2 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/python/small_2
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --out /out/records/dedupe.json \
+      --index /out/records/big.json --layer 58
+# ---- env layer python/small_3 ----
+FROM builder AS env-59-made
+ARG TARGETARCH
+COPY lock/parts/python/small_3/ /tmp/part/
+RUN --mount=type=secret,id=cacert,required=false \
+    --mount=type=secret,id=pip-index,required=false \
+    --mount=type=secret,id=pipconf,target=/etc/pip.conf,required=false \
+    --mount=type=cache,target=/root/.cache/pip,sharing=locked \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert SSL_CERT_FILE=/run/secrets/cacert REQUESTS_CA_BUNDLE=/run/secrets/cacert; fi \
+ && if [ -s /run/secrets/pip-index ]; then PIP_INDEX_URL="$(cat /run/secrets/pip-index)"; export PIP_INDEX_URL; fi \
+ && python3.11 /tmp/builder/install_layer.py --prefix /opt/rapids --out /out/layers/python/small_3 --records /out/records \
+      --trims /tmp/builder/trims.json --lock "/tmp/part/requirements-${TARGETARCH}.txt" --arch "${TARGETARCH}" \
+      --python-version 3.11 --glibc-minor 36
+# device code pruned to gpu_archs 80,90: each rewritten library proven against its original and
+# listed by NVIDIA's cuobjdump; a file that cannot be proven is left whole
+COPY builder/prune/ /tmp/builder/prune/
+RUN PYTHONPATH=/tmp/builder /opt/installer/bin/python -m prune --keep 80,90 \
+      --cuobjdump "$(echo /opt/installer/lib/python*/site-packages/nvidia/cu13/bin/cuobjdump)" \
+      --record /out/records/prune.json /out/layers/python/small_3
+RUN --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_3 --out /out/records/dedupe.json \
       --index /out/records/big.json --layer 59
 # ---- env layer venv ----
 FROM builder AS env-60-made
@@ -1657,68 +1657,68 @@ FROM env-43-made AS env-43
 RUN --mount=type=bind,from=env-index,source=/out/links/43.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_2 --layer rapids/small_2 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_4 --layer rapids/small_4 --out /out/records/layer.json
 FROM env-44-made AS env-44
 RUN --mount=type=bind,from=env-index,source=/out/links/44.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_5 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_5 --layer rapids/small_5 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_1 --layer compiled/small_1 --out /out/records/layer.json
 FROM env-45-made AS env-45
 RUN --mount=type=bind,from=env-index,source=/out/links/45.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_1 --layer compiled/small_1 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_3 --layer compiled/small_3 --out /out/records/layer.json
 FROM env-46-made AS env-46
 RUN --mount=type=bind,from=env-index,source=/out/links/46.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_3 --layer compiled/small_3 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_4 --layer compiled/small_4 --out /out/records/layer.json
 FROM env-47-made AS env-47
 RUN --mount=type=bind,from=env-index,source=/out/links/47.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/compiled/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/compiled/small_4 --layer compiled/small_4 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/dask --layer python/dask --out /out/records/layer.json
 FROM env-48-made AS env-48
 RUN --mount=type=bind,from=env-index,source=/out/links/48.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/dask --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/dask --layer python/dask --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/pygments --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/pygments --layer python/pygments --out /out/records/layer.json
 FROM env-49-made AS env-49
 RUN --mount=type=bind,from=env-index,source=/out/links/49.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/pygments --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/pygments --layer python/pygments --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_2 --layer rapids/small_2 --out /out/records/layer.json
 FROM env-50-made AS env-50
 RUN --mount=type=bind,from=env-index,source=/out/links/50.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_3 --layer rapids/small_3 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_5 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_5 --layer python/small_5 --out /out/records/layer.json
 FROM env-51-made AS env-51
 RUN --mount=type=bind,from=env-index,source=/out/links/51.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_6 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_6 --layer rapids/small_6 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_5 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_5 --layer rapids/small_5 --out /out/records/layer.json
 FROM env-52-made AS env-52
 RUN --mount=type=bind,from=env-index,source=/out/links/52.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_2 --layer python/small_2 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/distributed --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/distributed --layer python/distributed --out /out/records/layer.json
 FROM env-53-made AS env-53
 RUN --mount=type=bind,from=env-index,source=/out/links/53.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_5 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_5 --layer python/small_5 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_1 --layer rapids/small_1 --out /out/records/layer.json
 FROM env-54-made AS env-54
 RUN --mount=type=bind,from=env-index,source=/out/links/54.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1729,32 +1729,32 @@ FROM env-55-made AS env-55
 RUN --mount=type=bind,from=env-index,source=/out/links/55.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_4 --layer rapids/small_4 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_4 --layer python/small_4 --out /out/records/layer.json
 FROM env-56-made AS env-56
 RUN --mount=type=bind,from=env-index,source=/out/links/56.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_3 --layer python/small_3 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_3 --layer rapids/small_3 --out /out/records/layer.json
 FROM env-57-made AS env-57
 RUN --mount=type=bind,from=env-index,source=/out/links/57.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_4 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_4 --layer python/small_4 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_1 --layer python/small_1 --out /out/records/layer.json
 FROM env-58-made AS env-58
 RUN --mount=type=bind,from=env-index,source=/out/links/58.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/rapids/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/rapids/small_1 --layer rapids/small_1 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_2 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_2 --layer python/small_2 --out /out/records/layer.json
 FROM env-59-made AS env-59
 RUN --mount=type=bind,from=env-index,source=/out/links/59.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
     --mount=type=bind,source=builder/layer_record.py,target=/mnt/layer_record.py \
-    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_1 --links /mnt/links.json --out /out/records/dedupe.json \
- && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_1 --layer python/small_1 --out /out/records/layer.json
+    python3.11 /mnt/dedupe.py --prefix /out/layers/python/small_3 --links /mnt/links.json --out /out/records/dedupe.json \
+ && python3.11 /mnt/layer_record.py measure --prefix /out/layers/python/small_3 --layer python/small_3 --out /out/records/layer.json
 FROM env-60-made AS env-60
 RUN --mount=type=bind,from=env-index,source=/out/links/60.json,target=/mnt/links.json \
     --mount=type=bind,source=builder/dedupe.py,target=/mnt/dedupe.py \
@@ -1897,23 +1897,23 @@ COPY --from=env-39 /out/layers/compiled/contourpy/ /opt/rapids/
 COPY --from=env-40 /out/layers/rapids/libkvikio-cu12/ /opt/rapids/
 COPY --from=env-41 /out/layers/cuda/nvidia-cufile-cu12/ /opt/rapids/
 COPY --from=env-42 /out/layers/rapids/cudf-cu12/ /opt/rapids/
-COPY --from=env-43 /out/layers/rapids/small_2/ /opt/rapids/
-COPY --from=env-44 /out/layers/rapids/small_5/ /opt/rapids/
-COPY --from=env-45 /out/layers/compiled/small_1/ /opt/rapids/
-COPY --from=env-46 /out/layers/compiled/small_3/ /opt/rapids/
-COPY --from=env-47 /out/layers/compiled/small_4/ /opt/rapids/
-COPY --from=env-48 /out/layers/python/dask/ /opt/rapids/
-COPY --from=env-49 /out/layers/python/pygments/ /opt/rapids/
-COPY --from=env-50 /out/layers/rapids/small_3/ /opt/rapids/
-COPY --from=env-51 /out/layers/rapids/small_6/ /opt/rapids/
-COPY --from=env-52 /out/layers/python/small_2/ /opt/rapids/
-COPY --from=env-53 /out/layers/python/small_5/ /opt/rapids/
+COPY --from=env-43 /out/layers/rapids/small_4/ /opt/rapids/
+COPY --from=env-44 /out/layers/compiled/small_1/ /opt/rapids/
+COPY --from=env-45 /out/layers/compiled/small_3/ /opt/rapids/
+COPY --from=env-46 /out/layers/compiled/small_4/ /opt/rapids/
+COPY --from=env-47 /out/layers/python/dask/ /opt/rapids/
+COPY --from=env-48 /out/layers/python/pygments/ /opt/rapids/
+COPY --from=env-49 /out/layers/rapids/small_2/ /opt/rapids/
+COPY --from=env-50 /out/layers/python/small_5/ /opt/rapids/
+COPY --from=env-51 /out/layers/rapids/small_5/ /opt/rapids/
+COPY --from=env-52 /out/layers/python/distributed/ /opt/rapids/
+COPY --from=env-53 /out/layers/rapids/small_1/ /opt/rapids/
 COPY --from=env-54 /out/layers/cuda/small_1/ /opt/rapids/
-COPY --from=env-55 /out/layers/rapids/small_4/ /opt/rapids/
-COPY --from=env-56 /out/layers/python/small_3/ /opt/rapids/
-COPY --from=env-57 /out/layers/python/small_4/ /opt/rapids/
-COPY --from=env-58 /out/layers/rapids/small_1/ /opt/rapids/
-COPY --from=env-59 /out/layers/python/small_1/ /opt/rapids/
+COPY --from=env-55 /out/layers/python/small_4/ /opt/rapids/
+COPY --from=env-56 /out/layers/rapids/small_3/ /opt/rapids/
+COPY --from=env-57 /out/layers/python/small_1/ /opt/rapids/
+COPY --from=env-58 /out/layers/python/small_2/ /opt/rapids/
+COPY --from=env-59 /out/layers/python/small_3/ /opt/rapids/
 COPY --from=env-60 /out/layers/venv/ /opt/rapids/
 COPY --from=env-records /out/records/ /opt/rapidship/
 COPY runtime/bin/ /usr/local/bin/

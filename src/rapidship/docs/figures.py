@@ -81,7 +81,8 @@ def release_chain_tables(root: Path) -> str:
         rates = ", ".join(f"{k} {v / 1e6:,.0f} MB/s" for k, v in rec["rates_bytes_per_s"].items())
         note = f" {rec['note'].rstrip('.')}." if rec.get("note") else ""
         patch = f"; the patch release pins `{rec['patch']}`" if rec.get("patch") else ""
-        out.append(f"**`{rec['variant']}` {rec['arch']}** ({folders[-1].name[len('release-chain-'):]}, "
+        flavour = f", {rec['flavour']}" if rec.get("flavour") else ""
+        out.append(f"**`{rec['variant']}` {rec['arch']}{flavour}** ({folders[-1].name[len('release-chain-'):]}, "
                    f"[record]({rel}){patch}); rates measured in the run: {rates}.{note}")
         for name, r in rec["releases"].items():
             s = r["sizes"]

@@ -15,9 +15,9 @@ the files' upload times (PEP 700). The layer plan orders layers by it per instal
 (render/layer_plan.py); counting before the series began keeps it the same for every version of the
 series, up or down, so a patch release plans its layers as its release did. A minor series moved
 it: cupy 14.1.1 counted 5, 14.2.0 counted 4, and the patch moved cupy's layer. The plan weighs that
-rate by `order_bytes`, the installed bytes when the series was first recorded here: a record made
-again (`invoke lock` after a pin, up or down) keeps both figures of a distribution whose major
-series it still pins, and `order_from` names the version they were read at; no first wheel of a
+rate by `order_bytes`, the installed bytes when the series was first recorded here, and groups small
+distributions by `order_wheel_bytes`, the wheels then: a record made again (`invoke lock` after a
+pin, up or down) keeps these figures of a distribution whose major series it still pins, and `order_from` names the version they were read at; no first wheel of a
 series would do (NVIDIA's 12.9.41 nvjitlink wheel weighs 7x its 12.9.86 one). FORMAT 2: order_bytes
 are installed bytes (format 1 weighed the wheel); a record of another format carries nothing.
 """
@@ -36,6 +36,8 @@ from packaging.version import Version
 from rapidship.errors import ConfigError
 
 FORMAT = 2  # 2: order_bytes are installed bytes, 1 weighed wheels
+# the series' figures a record made again keeps: the order's, and the wheels the plan groups by
+ORDER_KEYS = ("releases_per_year", "order_bytes", "order_wheel_bytes", "order_from")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)")
 _HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
 
@@ -86,8 +88,9 @@ def releases_per_year(version: str, files: list[dict]) -> int:
 
 def _carried(previous: dict | None, version: str) -> dict | None:
     """A previous record's order figures where it pinned the same major series."""
-    if previous and "order_bytes" in previous and Version(previous["version"]).release[:1] == Version(version).release[:1]:
-        return {key: previous[key] for key in ("releases_per_year", "order_bytes", "order_from")}
+    if previous and all(k in previous for k in ORDER_KEYS) and \
+            Version(previous["version"]).release[:1] == Version(version).release[:1]:
+        return {key: previous[key] for key in ORDER_KEYS}
     return None
 
 
@@ -119,7 +122,7 @@ def record_from_index(env: str, lock_text: str, files_by_name: dict[str, list[di
         installed_bytes = max((installed[f["hashes"]["sha256"]] for f in sized), default=0)
         order = _carried((previous or {}).get(name), version) or {
             "releases_per_year": releases_per_year(version, files_by_name.get(name, [])),
-            "order_bytes": installed_bytes, "order_from": version}
+            "order_bytes": installed_bytes, "order_wheel_bytes": wheel_bytes, "order_from": version}
         distributions[name] = {"version": version, "wheel_bytes": wheel_bytes, "installed_bytes": installed_bytes,
                                "pure": all(f["filename"].endswith("-none-any.whl") for f in sized),
                                "wheels": len(sized)} | order

@@ -3,8 +3,10 @@
 A patch of one package should ship that package's bytes: a distribution whose wheel is large gets a
 layer of its own; small ones share a layer with others of their kind (the kinds change at different
 rates: the CUDA release, the RAPIDS release train, compiled libraries, pure Python), packed in name
-order up to GROUP_BYTES of wheels, so a patch of one re-ships at most a layer that small. If that
-makes more layers than the variant's `layer_budget` (variants.yaml), the limit doubles until it fits.
+order up to GROUP_DISC_BYTES on a disc (estimated from their wheels: DISC_PER_WHEEL_BYTE), so a patch
+of one re-ships at most a layer that small. If that makes more layers than the variant's
+`layer_budget` (variants.yaml), the limit doubles until it fits, and small packages' patches may then
+miss the delta goal (the default budget keeps the committed locks within it: a test).
 
 The order is the import's cost: an engine keys a layer by its chain (it and every layer below), so
 a patch makes the site's loader write again every layer above the lowest one it changes. A year of
@@ -47,9 +49,13 @@ from dataclasses import dataclass
 
 FORMAT = 1
 # A grouped distribution's patch re-ships its whole group: the goal (docs/export.md) allows 2 MB
-# beyond 1.25 x its own bytes. Wheels carry no bytecode, which the env compiles (about as large
-# again, compressed): half a MB of wheels stays near 1 MB on a disc.
-GROUP_BYTES = 512 * 1024
+# beyond 1.25 x its own bytes. A group is weighed by what it is on a disc (zstd -3 of the installed
+# layer), estimated from its wheels (.conda files): pure Python 2.1-2.7x them, as the env compiles its
+# bytecode; compiled code 1.1-1.5x (measured on both flavours' images: docs/measurements/
+# layers-rapids-2026-12-06, conda-wheels-2026-12-07). The group limit leaves the env's records and a
+# margin within the 2 MB.
+DISC_PER_WHEEL_BYTE = {True: 2.5, False: 1.5}  # pure, compiled
+GROUP_DISC_BYTES = 1_750_000
 REST = "venv"  # the venv itself (bin/python, pyvenv.cfg) and whatever no RECORD names: always the last layer
 CONDA_REST = "env"  # conda: the env's own files no package names (conda-meta/history): always the last layer
 RESTS = {REST: "the venv itself (bin/, pyvenv.cfg) and files no RECORD names",
@@ -88,6 +94,13 @@ class Distribution:
     channel: str = ""  # conda: the lock's channel name (a kind by channel); pip: none
     order_bytes: int = 0  # lock/sizes.py: its wheels' installed bytes when its series was first recorded
     installed_bytes: int = 0  # lock/sizes.py: this version's wheels' members uncompressed; conda: none recorded
+    group_wheel_bytes: int = 0  # lock/sizes.py: its wheels when its series was first recorded (order_wheel_bytes)
+
+    @property
+    def disc_bytes(self) -> int:
+        """Its installed layer's zstd bytes on a disc, estimated from its series' wheels (DISC_PER_WHEEL_BYTE):
+        a patch that makes a wheel a little larger regroups nothing (a conda package: its file's)."""
+        return round((self.group_wheel_bytes or self.wheel_bytes) * DISC_PER_WHEEL_BYTE[self.pure])
 
     @property
     def weight(self) -> int:
@@ -129,7 +142,7 @@ class Layer:
 class LayerPlan:
     layers: tuple[Layer, ...]
     budget: int
-    group_bytes: int  # the limit the plan was made with (GROUP_BYTES, or more to fit the budget)
+    group_bytes: int  # the disc bytes limit the plan was made with (GROUP_DISC_BYTES, or more to fit the budget)
     rest: str = REST
 
     @property
@@ -181,19 +194,20 @@ def _layers(distributions: list[Distribution], limit: int, rest: str) -> list[La
     for kind, changes in KINDS.items():
         mine = sorted((d for d in distributions if kind_of(d.name, d.pure, d.channel) == kind), key=lambda d: d.name)
         out += [Layer(f"{kind}/{d.name}", kind, (d,), f"alone: {_mb(d.wheel_bytes)} wheel")
-                for d in mine if d.wheel_bytes > limit]
+                for d in mine if d.disc_bytes > limit]
         groups: list[list[Distribution]] = []
-        for d in (d for d in mine if d.wheel_bytes <= limit):
-            if not groups or sum(g.wheel_bytes for g in groups[-1]) + d.wheel_bytes > limit:
+        for d in (d for d in mine if d.disc_bytes <= limit):
+            if not groups or sum(g.disc_bytes for g in groups[-1]) + d.disc_bytes > limit:
                 groups.append([])
             groups[-1].append(d)
         out += [Layer(f"{kind}/small_{n}", kind, tuple(group),
-                      f"grouped: {changes}; {_mb(sum(d.wheel_bytes for d in group))} of wheels in {len(group)}")
+                      f"grouped: {changes}; {_mb(sum(d.wheel_bytes for d in group))} of wheels in {len(group)}, "
+                      f"about {_mb(sum(d.disc_bytes for d in group))} on a disc")
                 for n, group in enumerate(groups, 1)]
     return sorted(out, key=_order_key) + [Layer(rest, rest, (), RESTS[rest])]
 
 
-def plan_layers(distributions: list[Distribution], budget: int, group_bytes: int = GROUP_BYTES,
+def plan_layers(distributions: list[Distribution], budget: int, group_bytes: int = GROUP_DISC_BYTES,
                 rest: str = REST) -> LayerPlan:
     """Pure: the env's layers in order, at most `budget` of them (the rest layer included)."""
     if budget < LEAST_BUDGET:
@@ -229,7 +243,8 @@ def lock_parts(lock_text: str, plan: LayerPlan) -> dict[str, str]:
 def from_sizes(sizes: dict[str, dict]) -> list[Distribution]:
     """Pure: a wheel-sizes record's distributions (lock/sizes.py) -> the planner's input."""
     return [Distribution(name, d["version"], int(d["wheel_bytes"]), bool(d["pure"]), int(d.get("releases_per_year") or 0),
-                         order_bytes=int(d.get("order_bytes") or 0), installed_bytes=int(d.get("installed_bytes") or 0))
+                         order_bytes=int(d.get("order_bytes") or 0), installed_bytes=int(d.get("installed_bytes") or 0),
+                         group_wheel_bytes=int(d.get("order_wheel_bytes") or 0))
             for name, d in sorted(sizes.items())]
 
 

@@ -34,9 +34,10 @@ def test_the_record_has_each_distributions_largest_wheel_and_whether_it_is_pure(
     record = record_from_index("e", LOCK, FILES, "locks/e/requirements.txt", INSTALLED)
     assert record["distributions"] == {
         "numpy": {"version": "2.4.6", "wheel_bytes": 17_000_000, "installed_bytes": 58_000_000, "pure": False,
-                  "wheels": 2, "releases_per_year": 0, "order_bytes": 58_000_000, "order_from": "2.4.6"},
+                  "wheels": 2, "releases_per_year": 0, "order_bytes": 58_000_000, "order_wheel_bytes": 17_000_000,
+                  "order_from": "2.4.6"},
         "toolz": {"version": "1.2.0", "wheel_bytes": 60_789, "installed_bytes": 210_687, "pure": True, "wheels": 1,
-                  "releases_per_year": 0, "order_bytes": 210_687, "order_from": "1.2.0"}}
+                  "releases_per_year": 0, "order_bytes": 210_687, "order_wheel_bytes": 60_789, "order_from": "1.2.0"}}
     assert record["lock_sha256"] == hashlib.sha256(LOCK.encode()).hexdigest() and record["format"] == FORMAT == 2
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from rapidship.builder.install_lock import read_lock
 from rapidship.builder.layer_record import measure
-from rapidship.render.layer_plan import CONDA_REST, GROUP_BYTES, conda_lock_parts, from_conda_locks, kind_of, plan_layers
+from rapidship.render.layer_plan import CONDA_REST, GROUP_DISC_BYTES, conda_lock_parts, from_conda_locks, kind_of, plan_layers
 
 HEAD = "# rapidship conda lock for env rapids (...)\n# lock-format: 1\n# platform: linux-64\n# spec-sha256: {spec}\n"
 
@@ -62,7 +62,7 @@ def test_a_conda_lock_plans_like_a_pip_lock_large_alone_small_grouped_the_env_la
     assert layers["cuda/small_1"] == ["cuda-cudart"] and layers["compiled/small_1"] == ["libcurl"]
     assert layers["python/small_1"] == ["toolz", "tzdata"] and layers["env"] == []
     assert plan.to_json("the conda locks")["rest"] == "env"
-    assert all(d.wheel_bytes > GROUP_BYTES for layer in plan.layers if "small" not in layer.name
+    assert all(d.disc_bytes > GROUP_DISC_BYTES for layer in plan.layers if "small" not in layer.name
                for d in layer.distributions)
 
 

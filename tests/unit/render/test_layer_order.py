@@ -53,6 +53,8 @@ def test_the_plan_is_within_1_05x_of_the_best_order_of_its_own_layers(env):
     plan = _plan(env=env)
     best = yearly_refeed(best_order(_chain(plan.layers)))
     assert yearly_refeed(_chain(plan.layers)) <= 1.05 * best
+    if env != "rapids-pip":  # the CPU env's 9 layers in kind order lie near the best order too (1.02x)
+        return
     # the kind order it replaces, on the same layers, was far from it: the test can fail
     kinds = sorted(plan.layers, key=lambda layer: ([*KINDS, plan.rest].index(layer.kind), "/small_" in layer.name,
                                                    layer.rate, layer.name))
@@ -107,3 +109,23 @@ def test_releases_per_year_count_the_year_before_the_major_series_began_the_same
     # a pin to another minor of the series counts alike (cupy 14.1.1 counted 5 and 14.2.0 4 by minor)
     later = files + [f("26.4.0", "2026-04-01T00:00:00Z"), f("26.4.1", "2026-04-09T00:00:00Z")]
     assert releases_per_year("26.4.1", later) == releases_per_year("26.2.1", later) == 3
+
+
+@pytest.mark.parametrize("env", ["rapids-pip", "dask-cpu"])
+def test_every_group_stays_within_the_delta_goal_on_a_disc_at_the_default_budget(env):
+    """A grouped distribution's patch re-ships its whole group: the goal allows it 2 MB beyond 1.25 x
+    its own. A pure-Python group weighs about 2.5x its wheels on a disc (the env compiles bytecode:
+    measured 2.1-2.5x in docs/measurements/layers-rapids-2026-12-06), so 1 MB of pure wheels is near
+    2.5 MB there. At the default budget the plan keeps every group under GROUP_DISC_BYTES estimated,
+    without raising the limit to fit (the RAPIDS plan raised it to 1 MB of wheels and missed the goal
+    for 8 small packages of the conda image)."""
+    from rapidship.imagebuild.delta_cost import GOAL_SLACK_BYTES
+    from rapidship.render.layer_plan import GROUP_DISC_BYTES
+
+    plan = _plan(env=env)
+    assert plan.group_bytes == GROUP_DISC_BYTES < GOAL_SLACK_BYTES
+    for layer in plan.layers:
+        if len(layer.distributions) > 1:
+            assert sum(d.disc_bytes for d in layer.distributions) <= GROUP_DISC_BYTES, layer.name
+    pure = next(d for d in _dists(env) if d.pure and d.wheel_bytes > 100_000)
+    assert pure.disc_bytes > 2 * pure.wheel_bytes  # bytecode: a pure wheel weighs more than twice itself

@@ -121,12 +121,15 @@ def summary(rows: list[Cost], layers: list[LayerCost], rates: dict[str, int] | N
 
 # ---- edge: the image through docker save, layers and distributions through zstd -----------------
 
-def _owners(outer: tarfile.TarFile, names: list[str]) -> dict[Path, str]:
+def _owners(outer: tarfile.TarFile, names: list[str]) -> tuple[dict[Path, str], dict[int, dict[Path, str]]]:
     """Every file a RECORD or a conda-meta record in the image names -> its distribution (canonical),
-    read from the layers; conda-meta decides where both name a file, as the builder's reading does."""
+    read from the layers; conda-meta decides where both name a file, as the builder's reading does.
+    Beside it, what each layer's own records name: a file two packages ship (NVIDIA's wheels share
+    paths) lies once, in the lower one's layer, and is that one's there (`owner_here`)."""
     texts: dict[tuple[str, str], dict[str, str]] = {}
-    conda: list[tuple[str, dict]] = []
-    for name in names:
+    conda: list[tuple[str, dict, int]] = []
+    where: dict[tuple[str, str], int] = {}
+    for index, name in enumerate(names):
         inner = tarfile.open(fileobj=outer.extractfile(layer_member(outer, name)), mode="r|")
         for member in inner:
             path = member.name.lstrip("./")
@@ -135,15 +138,27 @@ def _owners(outer: tarfile.TarFile, names: list[str]) -> dict[Path, str]:
                 data = inner.extractfile(member).read().decode("utf-8", "surrogateescape")  # type: ignore[union-attr]
                 if found:
                     texts.setdefault((found.group(1), found.group(2)), {})[found.group(3)] = data
+                    where[(found.group(1), found.group(2))] = index
                 else:
-                    conda.append((meta.group(1), json.loads(data)))  # type: ignore[union-attr]
+                    conda.append((meta.group(1), json.loads(data), index))  # type: ignore[union-attr]
     owned: dict[Path, str] = {}
+    by_layer: dict[int, dict[Path, str]] = {}
     for (site, folder), parts in sorted(texts.items()):
         name = canonical(metadata_name(parts.get("METADATA", ""), folder.rsplit("-", 1)[0]))
-        owned.update(dict.fromkeys(record_paths(Path(site), parts.get("RECORD", "")), name))
-    for prefix, record in conda:
-        owned.update({path: canonical(name) for path, name in conda_paths(Path(prefix), record).items()})
-    return owned
+        paths = dict.fromkeys(record_paths(Path(site), parts.get("RECORD", "")), name)
+        owned.update(paths)
+        by_layer.setdefault(where[(site, folder)], {}).update(paths)
+    for prefix, record, index in conda:
+        paths = {path: canonical(name) for path, name in conda_paths(Path(prefix), record).items()}
+        owned.update(paths)
+        by_layer.setdefault(index, {}).update(paths)
+    return owned, by_layer
+
+
+def owner_here(path: Path, index: int, owned: dict[Path, str], by_layer: dict[int, dict[Path, str]]) -> str | None:
+    """The distribution a file of layer `index` belongs to: one whose record lies in that layer and
+    names it, else whichever names it (a record in another layer: a file linked down)."""
+    return owner_of(path, by_layer.get(index, {})) or owner_of(path, owned)
 
 
 def _label(created_by: str) -> str:
@@ -159,7 +174,7 @@ def measure(ref: str, workdir: Path | None = None) -> tuple[list[Cost], list[Lay
             config = json.load(outer.extractfile(manifest["Config"]))  # type: ignore[arg-type]
             steps = layer_steps(config)
             names = manifest["Layers"]
-            owned = _owners(outer, names)
+            owned, by_layer = _owners(outer, names)
             own_bytes: dict[str, int] = {}
             lies_in: dict[str, set[int]] = {}
             layers: list[LayerCost] = []
@@ -178,7 +193,7 @@ def measure(ref: str, workdir: Path | None = None) -> tuple[list[Cost], list[Lay
                 for f in inner:
                     path = posixpath.normpath(f.name.lstrip("./")) if f.name.strip("./") else ""
                     records = records or path in ENV_RECORDS
-                    owner = None if f.isdir() else owner_of(Path(path), owned)
+                    owner = None if f.isdir() else owner_here(Path(path), index, owned, by_layer)
                     if owner is None:
                         continue
                     lies_in.setdefault(owner, set()).add(index)

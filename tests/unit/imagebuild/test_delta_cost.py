@@ -105,13 +105,47 @@ def test_a_conda_image_names_its_files_by_conda_meta():
             outer.addfile(info, io.BytesIO(data))
     buf.seek(0)
     with tarfile.open(fileobj=buf) as outer:
-        owned = _owners(outer, ["1/layer.tar", "2/layer.tar"])
+        owned, _ = _owners(outer, ["1/layer.tar", "2/layer.tar"])
     from pathlib import Path
     assert owned[Path(f"{site}/numpy/__init__.py")] == "numpy"
     assert owned[Path("opt/rapids/lib/libnumpy-extra.so")] == "numpy"
     assert owned[Path("opt/rapids/conda-meta/numpy-2.4.5-py311h0_0.json")] == "numpy"
     assert owned[Path("opt/rapids/bin/python3.11")] == "python"
     assert owned[Path("opt/rapids/conda-meta/python-3.11.2-deb_0.json")] == "python"
+
+
+def test_a_file_two_packages_ship_belongs_in_each_layer_to_the_package_installed_there():
+    """NVIDIA's packages share paths: curand's layer (lower) holds the shared file, cccl's names it too
+    and links its copy down. A cccl patch does not change curand's layer, so there the file is
+    curand's (the RAPIDS-scale conda image counted it to cccl, whose 1.7 MB patch then 'carried' 40 MB)."""
+    import io
+    import tarfile
+    from pathlib import Path
+
+    from support.signed_discs import layer_tar as _tar
+
+    from rapidship.imagebuild.delta_cost import _owners, owner_here
+
+    shared = "lib/python3.11/site-packages/nvidia/__init__.py"
+    curand = {"name": "nvidia-curand-cu12", "version": "10.3", "build": "0", "files": [shared, "lib/libcurand.so"]}
+    cccl = {"name": "nvidia-cuda-cccl-cu12", "version": "12.9", "build": "0", "files": [shared, "include/cub.h"]}
+    layers = {"1/layer.tar": _tar({f"opt/rapids/{shared}": b"", "opt/rapids/lib/libcurand.so": b"so",
+                                   "opt/rapids/conda-meta/nvidia-curand-cu12-10.3-0.json": json.dumps(curand).encode()}),
+              "2/layer.tar": _tar({"opt/rapids/include/cub.h": b"h",
+                                   "opt/rapids/conda-meta/nvidia-cuda-cccl-cu12-12.9-0.json": json.dumps(cccl).encode()})}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as outer:
+        for name, data in layers.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            outer.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    with tarfile.open(fileobj=buf) as outer:
+        owned, by_layer = _owners(outer, list(layers))
+    path = Path(f"opt/rapids/{shared}")
+    assert owned[path] == "nvidia-cuda-cccl-cu12"  # the last record read names it: what the table used
+    assert owner_here(path, 0, owned, by_layer) == "nvidia-curand-cu12"
+    assert owner_here(Path("opt/rapids/include/cub.h"), 1, owned, by_layer) == "nvidia-cuda-cccl-cu12"
 
 
 def test_a_year_of_patches_is_each_layers_releases_times_the_bytes_above_it():

@@ -82,7 +82,7 @@ GIGABYTES = re.compile(r"(?<![\d.,])(\d+)\.(\d{1,2}) GB\b")
 GUIDES = {"README.md": None, "docs/sizes.md": None, "docs/prune.md": None, "docs/measurements/gpu-smoke.md": "## ",
           "docs/quickstart.md": None, "docs/architecture.md": None, "docs/harbor.md": None, "docs/report.md": None,
           "docs/spill.md": None, "docs/monitoring.md": None, "docs/measurements/monitoring.md": None,
-          "docs/deploy.md": None, "docs/ci.md": None, "docs/supply-chain.md": None}
+          "docs/deploy.md": None, "docs/ci.md": None, "docs/supply-chain.md": None, "docs/conda.md": None}
 
 
 def recorded_numbers() -> set[int]:
@@ -238,3 +238,19 @@ def test_a_figure_that_is_no_measurement_is_called_one_and_never_compared_in_the
 def test_the_architecture_guide_states_no_line_counts():
     """Line counts go stale with the next commit: the dated ones are docs/measurements/architecture.md's."""
     assert not re.search(r"\b\d+ lines\b", (ROOT / "docs/architecture.md").read_text())
+
+
+CONDA_RELEASE = MEASUREMENTS / "conda-wheels-2026-12-07/release-60-layers-amd64.json"
+
+
+def test_the_conda_guide_quotes_its_release_record():
+    """docs/conda.md's RAPIDS-scale figures are the conda release's record (the channel made of wheels)."""
+    rec = json.loads(CONDA_RELEASE.read_text())
+    text = " ".join((ROOT / "docs/conda.md").read_text().split())
+    assert f"the image is {rec['size_bytes']:,} bytes with {rec['image_layers']} layers" in text
+    verdicts = {stage: verdict for stage, verdict, _ in rec["full_release"]["stages"]}
+    assert {s for s, v in verdicts.items() if v != "pass"} == {"smoke"} and verdicts["smoke"] == "pending"
+    assert rec["reproduce"]["reproduced"] and rec["reproduce"]["rebuilt_id"] == rec["image_id"]
+    assert f"{rec['delta_cost']['misses']} of {rec['delta_cost']['distributions']} packages missed it" in text
+    measured = " ".join((MEASUREMENTS / "conda.md").read_text().split())
+    assert f"in {rec['reproduce']['seconds']} s" in measured and f"{rec['size_bytes']:,} bytes" in measured

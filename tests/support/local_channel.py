@@ -20,6 +20,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from rapidship.render.layer_plan import DISC_PER_WHEEL_BYTE, GROUP_DISC_BYTES
+
 # conda-build pads its host prefix the same way: long enough for any install prefix.
 PLACEHOLDER = "/opt/conda-bld/rtest_1700000000000/_h_env_placehold_placehold_placehold_placehold_placehold_placehold"
 DATA_TEXT = "hello from rtest-data 1.0\n"
@@ -123,7 +125,8 @@ def _blob(seed: str, size: int) -> bytes:
 
 
 SHARED = _blob("shared", 96 * 1024)  # one file two packages carry: the upper layer's copy links down
-BIG = 640 * 1024  # over the plan's group limit (512 KiB of package): a layer of its own
+# over the plan's group limit (a compiled package's estimated bytes on a disc): a layer of its own
+BIG = int(GROUP_DISC_BYTES / DISC_PER_WHEEL_BYTE[False]) + 128 * 1024
 
 
 def add_layered_packages(channel: Path, work: Path, big_version: str = "1.0", subdir: str = "linux-64",

@@ -241,16 +241,25 @@ def test_the_architecture_guide_states_no_line_counts():
 
 
 CONDA_RELEASE = MEASUREMENTS / "conda-wheels-2026-12-07/release-60-layers-amd64.json"
+CONDA_CHAIN = CHAIN / "cuda12-debian12-conda-wheels-amd64.json"
 
 
-def test_the_conda_guide_quotes_its_release_record():
-    """docs/conda.md's RAPIDS-scale figures are the conda release's record (the channel made of wheels)."""
-    rec = json.loads(CONDA_RELEASE.read_text())
+def test_the_conda_guide_quotes_its_release_records():
+    """docs/conda.md's RAPIDS-scale figures are the conda release chain's record (the channel made of
+    wheels), and the earlier release's for what that one alone measured (the reproduction, the misses)."""
+    chain = json.loads(CONDA_CHAIN.read_text())
+    full, patch = chain["releases"]["full"], chain["releases"]["patch"]
     text = " ".join((ROOT / "docs/conda.md").read_text().split())
-    assert f"the image is {rec['size_bytes']:,} bytes with {rec['image_layers']} layers" in text
-    verdicts = {stage: verdict for stage, verdict, _ in rec["full_release"]["stages"]}
-    assert {s for s, v in verdicts.items() if v != "pass"} == {"smoke"} and verdicts["smoke"] == "pending"
-    assert rec["reproduce"]["reproduced"] and rec["reproduce"]["rebuilt_id"] == rec["image_id"]
-    assert f"{rec['delta_cost']['misses']} of {rec['delta_cost']['distributions']} packages missed it" in text
+    assert f"the release took {full['chain_s']:.1f} s" in text and chain["flavour"].startswith("conda")
+    assert f"The image is {full['sizes']['image']:,} bytes with {full['layers']['amd64']} layers" in text
+    assert {s["stage"] for s in full["stages"] if s["verdict"] != "pass"} == {"smoke"}
+    cost = chain["delta_cost"]["amd64"]
+    assert f"{cost['misses']} of {cost['distributions']} packages above the goal" in text and cost["misses"] == 0
+    numpy = next(row for row in cost["rows"] if row["distribution"] == "numpy")
+    assert f"its release took {patch['chain_s']:.1f} s" in text and patch["chain_s"] < 300
+    assert f"its delta disc is {patch['sizes']['archive']:,} bytes for numpy's own {numpy['own_bytes']:,}" in text
+    old = json.loads(CONDA_RELEASE.read_text())
+    assert old["reproduce"]["reproduced"] and old["reproduce"]["rebuilt_id"] == old["image_id"]
+    assert f"{old['delta_cost']['misses']} of {old['delta_cost']['distributions']} packages missed it" in text
     measured = " ".join((MEASUREMENTS / "conda.md").read_text().split())
-    assert f"in {rec['reproduce']['seconds']} s" in measured and f"{rec['size_bytes']:,} bytes" in measured
+    assert f"in {old['reproduce']['seconds']} s" in measured and f"{full['sizes']['image']:,} bytes" in measured

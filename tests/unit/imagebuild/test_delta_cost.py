@@ -97,14 +97,7 @@ def test_a_conda_image_names_its_files_by_conda_meta():
                    f"{site}/numpy-2.4.5.dist-info/METADATA": b"Name: NumPy-Wheel\n",
                    f"{site}/numpy-2.4.5.dist-info/RECORD": b"numpy/__init__.py,,\n",
                    "opt/rapids/conda-meta/numpy-2.4.5-py311h0_0.json": json.dumps(numpy).encode()})
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as outer:
-        for name, data in (("1/layer.tar", layer1), ("2/layer.tar", layer2)):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            outer.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    with tarfile.open(fileobj=buf) as outer:
+    with tarfile.open(fileobj=io.BytesIO(_tar({"1/layer.tar": layer1, "2/layer.tar": layer2}))) as outer:
         owned, _ = _owners(outer, ["1/layer.tar", "2/layer.tar"])
     from pathlib import Path
     assert owned[Path(f"{site}/numpy/__init__.py")] == "numpy"
@@ -133,14 +126,7 @@ def test_a_file_two_packages_ship_belongs_in_each_layer_to_the_package_installed
                                    "opt/rapids/conda-meta/nvidia-curand-cu12-10.3-0.json": json.dumps(curand).encode()}),
               "2/layer.tar": _tar({"opt/rapids/include/cub.h": b"h",
                                    "opt/rapids/conda-meta/nvidia-cuda-cccl-cu12-12.9-0.json": json.dumps(cccl).encode()})}
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as outer:
-        for name, data in layers.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            outer.addfile(info, io.BytesIO(data))
-    buf.seek(0)
-    with tarfile.open(fileobj=buf) as outer:
+    with tarfile.open(fileobj=io.BytesIO(_tar(layers))) as outer:  # docker save's outer archive
         owned, by_layer = _owners(outer, list(layers))
     path = Path(f"opt/rapids/{shared}")
     assert owned[path] == "nvidia-cuda-cccl-cu12"  # the last record read names it: what the table used

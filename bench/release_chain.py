@@ -252,10 +252,13 @@ def main() -> None:
                     print(f"delta cost {a}: {costs[a]['misses']} of {costs[a]['distributions']} above the goal")
             if name == "full" and args.reproduce:
                 for a in arches:
-                    subprocess.run(["invoke", "reproduce", "--variant", args.variant, "--arch", a, "--digest",  # a miss
-                                    records[name]["built"][arches.index(a)]["image_id"], *mirror],  # is recorded
-                                   cwd=folder, env=env, capture_output=True)
-                    reproduced[a] = json.loads((folder / "build" / args.variant / f"reproduce-{a}.json").read_text())
+                    ran = subprocess.run(["invoke", "reproduce", "--variant", args.variant, "--arch", a, "--digest",
+                                          records[name]["built"][arches.index(a)]["image_id"], *mirror],
+                                         cwd=folder, env=env, capture_output=True, text=True)
+                    made = folder / "build" / args.variant / f"reproduce-{a}.json"
+                    # a miss is recorded by reproduce itself; an error before it rebuilt, here
+                    reproduced[a] = json.loads(made.read_text()) if made.is_file() else {
+                        "reproduced": False, "seconds": None, "exit": ran.returncode, "said": ran.stderr[-2000:]}
                     print(f"reproduce {a}: {'same image id' if reproduced[a]['reproduced'] else 'DIFFERENT'} "
                           f"({reproduced[a]['seconds']} s)")
         rate = rates(records["full"]["built"][0]["image_id"], work)

@@ -63,11 +63,9 @@ def release(c, variant, arch=None, since=None, out=None, registry=None, key=None
     from rapidship.gates.policy import load_policy
 
     load_policy(policy, v.id)  # a bad --policy is bad input, found before any stage runs
-    from rapidship.imagebuild.buildkit import NETWORKS
+    from rapidship.imagebuild.buildkit import check_network
 
-    if network is not None and network not in NETWORKS:  # build's own check, before any stage runs
-        raise ConfigError("--network", f"{network!r} is not one of {', '.join(NETWORKS)}",
-                          "use --network host to reach a mirror on this machine's 127.0.0.1")
+    check_network(network)  # build's own check, before any stage runs
     if since and not Path(since).exists():
         raise ConfigError("--since", f"{since} does not exist", "pass the previous release's export.json or disc folder")
     rel = Release(variant=v, arch_flag=arch, arches=arches, ws=Workspace(), registry=registry, key=key,

@@ -72,15 +72,20 @@ class BuildPlan:
 NETWORKS = ("default", "host", "none")
 
 
+def check_network(network: str | None) -> None:
+    """--network names one of NETWORKS (or is left out): one error naming the flag otherwise."""
+    if network is not None and network not in NETWORKS:
+        raise ConfigError("--network", f"{network!r} is not one of {', '.join(NETWORKS)}",
+                          "use --network host to reach a mirror on this machine's 127.0.0.1")
+
+
 def plan_build(variant: Variant, arch: Arch, rendered: Rendered, secrets: BuildSecrets, revision: str = "",
                no_cache: bool = False, base_args: dict[str, str] | None = None, network: str | None = None,
                *, epoch: int) -> BuildPlan:
     """Pure: what to build, under which tag, with which labels and secret ids. `epoch` (the source's
     SOURCE_DATE_EPOCH, normalise.source_date_epoch) is the image's creation time: two builds of one
     commit are one release, with one image id."""
-    if network is not None and network not in NETWORKS:
-        raise ConfigError("--network", f"{network!r} is not one of {', '.join(NETWORKS)}",
-                          "use --network host to reach a mirror on this machine's 127.0.0.1")
+    check_network(network)
     if arch not in variant.arches:
         offered = ", ".join(a.value for a in variant.arches)
         raise ConfigError("--arch", f"variant {variant.id} is not built for {arch.value}", f"use one of: {offered}")

@@ -31,7 +31,7 @@ STATE = "dpkg-state"
 _INFO = re.compile(r"^var/lib/dpkg/info/([^/:]+)(?::[^/.]+)?\.[^/]+$")
 MERGED_USR = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}  # links to usr/<name> on a merged-/usr system
 _PYC = re.compile(r"^(.*)/__pycache__/([^/]+?)\.cpython-\d+(?:\.opt-\d)?\.pyc$")
-_LIST = re.compile(r"^var/lib/dpkg/info/([^/:]+)(?::[^/.]+)?\.list$")
+DPKG_LIST = re.compile(r"^var/lib/dpkg/info/([^/:]+)(?::[^/.]+)?\.list$")
 
 
 @dataclass(frozen=True)
@@ -48,19 +48,19 @@ class BaseLayer:
         return {"name": self.name, "packages": list(self.packages), "bytes": self.bytes, "entries": len(self.members)}
 
 
-def _norm(name: str) -> str:
+def norm_path(name: str) -> str:
     return posixpath.normpath("/" + name).lstrip("/")
 
 
 def resolve(path: str, links: dict[str, str]) -> str:
     """Pure: a path as dpkg listed it -> the member that holds it, its parent folders' links followed
     (the last component is the entry itself: a listed link is that link)."""
-    parts, out, hops = _norm(path).split("/"), "", 0
+    parts, out, hops = norm_path(path).split("/"), "", 0
     for i, part in enumerate(parts):
         step = f"{out}/{part}" if out else part
         if i < len(parts) - 1 and step in links and hops < 16:  # a parent that is a link: go where it points
             target = links[step]
-            out = _norm(target if target.startswith("/") else posixpath.join(posixpath.dirname(step), target))
+            out = norm_path(target if target.startswith("/") else posixpath.join(posixpath.dirname(step), target))
             hops += 1
         else:
             out = step
@@ -111,12 +111,12 @@ def _groups(sizes: dict[str, int], limit: int) -> list[tuple[str, ...]]:
 
 def plan_base_layers(members: list[tarfile.TarInfo], lists: dict[str, str], budget: int = BUDGET) -> list[BaseLayer]:
     """Pure: the rootfs's members (dpkg lists by package) -> its layers in order, at most `budget`."""
-    by_name = {_norm(m.name): m for m in members if _norm(m.name)}
+    by_name = {norm_path(m.name): m for m in members if norm_path(m.name)}
     owned = owners(by_name, lists)
     # a hard-linked group goes where its first name goes
     for name, m in sorted(by_name.items()):
-        if m.islnk() and _norm(m.linkname) in by_name:
-            first = _norm(m.linkname)
+        if m.islnk() and norm_path(m.linkname) in by_name:
+            first = norm_path(m.linkname)
             if first in owned:
                 owned[name] = owned[first]
             else:
@@ -154,7 +154,7 @@ def dpkg_lists(tar: tarfile.TarFile, members: list[tarfile.TarInfo]) -> dict[str
     """Edge: each package's dpkg list, read from the rootfs tar."""
     out = {}
     for m in members:
-        found = _LIST.match(_norm(m.name))
+        found = DPKG_LIST.match(norm_path(m.name))
         if found and m.isfile():
             data = tar.extractfile(m)
             out[found.group(1)] = data.read().decode("utf-8", "surrogateescape") if data else ""

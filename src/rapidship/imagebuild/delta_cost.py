@@ -7,10 +7,10 @@ with any package). The table gives, for each distribution, those layers' zstd by
 D's own files alone in one tar, zstd-compressed ("own"), and carried / own, worst first. Goal:
 carried <= 1.25 x own + 2 MB for every distribution (docs/export.md). Beside it, "re-fed": the tar
 bytes of the unchanged layers above the lowest changed one, which a site's engine writes again on
-import because their chain IDs change with any layer below (render/layer_plan.py orders for it). Over a
-year (`yearly`): each env layer's releases a year (the image's layers.json) times the tar bytes above
-it, for the image's order and for the best order of the same layers, and what an update of the base
-(a Debian security fix) re-feeds: every layer from the env's lowest up.
+import because their chain IDs change with any layer below (imagebuild/layer_order.py orders for it).
+Over a year (`yearly`): each layer's updates a year (the normaliser's record of it in the image's
+history) times the tar bytes above it, for the image's order and for the best order of the same
+layers, and what an update of the base (every Debian package) and a security fix of one re-feed.
 
 Pure core: `cost_table` (sizes in, rows out). Edge: `measure(ref)` reads the image once from
 `docker save`: the dist-info RECORDs name each file's distribution (the builder's own reading,
@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rapidship.builder.layer_record import canonical, conda_paths, metadata_name, owner_of, record_paths
-from rapidship.imagebuild.normalise import ZstdCount, layer_member, layer_steps, save_to
+from rapidship.imagebuild.normalise import SPLIT_MARK, ZstdCount, layer_member, layer_steps, save_to
+from rapidship.imagebuild.layer_order import COPIED, read_comment
 from rapidship.render.layer_plan import best_order, yearly_refeed
 
 GOAL_RATIO = 1.25
@@ -39,7 +40,6 @@ ENV_RECORDS = frozenset(f"opt/rapidship/{name}.json" for name in ("layers", "tri
 ZSTD_LEVEL = 3  # what a disc uses (the build record's zstd_bytes: normalise.ZstdCount, export)
 _DIST_INFO = re.compile(r"^(.*/site-packages)/([^/]+\.dist-info)/(RECORD|METADATA)$")
 _CONDA_META = re.compile(r"^(.*)/conda-meta/[^/]+\.json$")
-_COPIED = re.compile(r"/out/layers/(\S+?)/? ")
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,8 @@ class LayerCost:
     distributions: tuple[str, ...]
     env_records: bool  # holds a record that changes with any distribution
     tar_bytes: int = 0
+    rate: float = -1.0  # updates a year the normaliser ordered it by (its history comment; -1: none recorded)
+    family: str = ""    # layer_order.Rate.family: debian, dpkg-state, env, env-records, project
 
 
 @dataclass(frozen=True)
@@ -89,18 +91,35 @@ def cost_table(own: dict[str, int], lies_in: dict[str, set[int]], layer_bytes: d
     return sorted(rows, key=lambda r: (-r.ratio, r.distribution))
 
 
-def yearly(layers: list[LayerCost], rates: dict[str, int]) -> dict:
-    """Pure: the image's layers (bottom first) and each planned layer's releases a year, by its name
-    -> the tar bytes a site's engine is expected to write again in a year, in this order and in the
-    best order of the same layers, and what an update of the base re-feeds. A layer of the env's
-    records changes with every patch; layers no plan names (the base's, the runtime's steps) count
-    no releases: their rates are not known here."""
+def yearly(layers: list[LayerCost], rates: dict[str, int] | None = None) -> dict:
+    """Pure: the image's layers (bottom first), each with the updates a year the normaliser recorded
+    (layer_order.py; for an image normalised before it: `rates`, the plan's by name, the env's
+    records every patch, other layers none) -> the tar bytes a site's engine is expected to write
+    again in a year, in this order and in the best order of the same layers, and what an update of
+    the base re-feeds (every Debian layer changed; recorded before: every layer from the env's lowest
+    up), and a security fix of the Debian layer updated most often."""
+    rates = rates or {}
     every = sum(rates.values())
-    chain = [(every if layer.env_records else rates.get(layer.label, 0), layer.tar_bytes) for layer in layers]
+    chain = [(layer.rate if layer.rate >= 0 else every if layer.env_records else rates.get(layer.label, 0), layer.tar_bytes)
+             for layer in layers]
     plan, best = yearly_refeed(chain), yearly_refeed(best_order(chain))
-    planned = [layer.index for layer in layers if layer.label in rates]
-    return {"plan_bytes": round(plan), "best_order_bytes": round(best), "ratio": round(plan / best, 4) if best else 1.0,
-            "base_update_refed_bytes": sum(layer.tar_bytes for layer in layers if planned and layer.index >= planned[0])}
+    debian = {layer.index for layer in layers if layer.family in ("debian", "dpkg-state")}
+    if not debian:
+        planned = [layer.index for layer in layers if layer.label in rates]
+        debian = {layer.index for layer in layers if planned and layer.index < planned[0]}
+    out = {"plan_bytes": round(plan), "best_order_bytes": round(best), "ratio": round(plan / best, 4) if best else 1.0,
+           "base_update_refed_bytes": refed(layers, debian)}
+    fixes = [layer for layer in layers if layer.family == "debian"]
+    if fixes:
+        most = max(fixes, key=lambda layer: (layer.rate, -layer.index))
+        states = {layer.index for layer in layers if layer.family == "dpkg-state"}
+        out |= {"debian_fix": most.label, "debian_fix_refed_bytes": refed(layers, {most.index} | states)}
+    return out
+
+
+def refed(layers: list[LayerCost], changed: set[int]) -> int:
+    """Pure: the tar bytes of the unchanged layers above the lowest changed one."""
+    return sum(layer.tar_bytes for layer in layers if changed and layer.index > min(changed) and layer.index not in changed)
 
 
 def per_year_words(year: dict) -> str:
@@ -108,7 +127,8 @@ def per_year_words(year: dict) -> str:
     gb = lambda n: f"{n / 1e9:.3f} GB"  # noqa: E731
     return (f"re-fed on import in a year of patches (each layer's releases x the bytes above it): "
             f"{gb(year['plan_bytes'])} in this order, {gb(year['best_order_bytes'])} in the best order of the same "
-            f"layers ({year['ratio']:.3f}x); an update of the base re-feeds {gb(year['base_update_refed_bytes'])}")
+            f"layers ({year['ratio']:.3f}x); an update of the base re-feeds {gb(year['base_update_refed_bytes'])}"
+            + (f", a fix of {year['debian_fix']} {gb(year['debian_fix_refed_bytes'])}" if year.get("debian_fix") else ""))
 
 
 def summary(rows: list[Cost], layers: list[LayerCost], rates: dict[str, int] | None = None) -> dict:
@@ -116,7 +136,8 @@ def summary(rows: list[Cost], layers: list[LayerCost], rates: dict[str, int] | N
     misses = [r for r in rows if not r.within_goal]
     return {"goal": GOAL, "distributions": len(rows), "misses": len(misses),
             "worst": rows[0].to_json() if rows else None, "rows": [r.to_json() for r in rows],
-            "layers": [asdict(layer) for layer in layers]} | ({"per_year": yearly(layers, rates)} if rates else {})
+            "layers": [asdict(layer) for layer in layers]} | (
+                {"per_year": yearly(layers, rates)} if rates or any(layer.rate >= 0 for layer in layers) else {})
 
 
 # ---- edge: the image through docker save, layers and distributions through zstd -----------------
@@ -162,8 +183,15 @@ def owner_here(path: Path, index: int, owned: dict[Path, str], by_layer: dict[in
 
 
 def _label(created_by: str) -> str:
-    copied = _COPIED.search(created_by)
-    return copied.group(1) if copied else " ".join(created_by.replace("/bin/sh -c ", "").split())[:60]
+    """The plan's layer a COPY names, the package (group) a base or runtime package layer holds, else the step."""
+    copied = COPIED.search(created_by)
+    if copied:
+        return copied.group(1)
+    if SPLIT_MARK in created_by:
+        return created_by.rsplit(SPLIT_MARK, 1)[1]
+    if created_by.startswith("mmdebstrap ") and "): " in created_by:  # the base's layers (imagebuild/base.py)
+        return created_by.rsplit("): ", 1)[1]
+    return " ".join(created_by.replace("/bin/sh -c ", "").split())[:60]
 
 
 def measure(ref: str, workdir: Path | None = None) -> tuple[list[Cost], list[LayerCost]]:
@@ -173,6 +201,7 @@ def measure(ref: str, workdir: Path | None = None) -> tuple[list[Cost], list[Lay
             manifest = json.load(outer.extractfile("manifest.json"))[0]  # type: ignore[arg-type]
             config = json.load(outer.extractfile(manifest["Config"]))  # type: ignore[arg-type]
             steps = layer_steps(config)
+            ordered = [read_comment(h) or {} for h in config.get("history") or [] if not h.get("empty_layer")]
             names = manifest["Layers"]
             owned, by_layer = _owners(outer, names)
             own_bytes: dict[str, int] = {}
@@ -205,7 +234,9 @@ def measure(ref: str, workdir: Path | None = None) -> tuple[list[Cost], list[Lay
                     writer.close()
                     own_bytes[owner] = own_bytes.get(owner, 0) + proc.close()
                 label = _label(steps[index]) if index < len(steps) else ""
-                layers.append(LayerCost(index, label, whole.close(), tuple(sorted(own)), records, member.size))
+                said = ordered[index] if index < len(ordered) else {}
+                layers.append(LayerCost(index, label, whole.close(), tuple(sorted(own)), records, member.size,
+                                        float(said.get("releases_per_year", -1)), said.get("family", "")))
     every_patch = {layer.index for layer in layers if layer.env_records}
     return cost_table(own_bytes, lies_in, {layer.index: layer.zstd_bytes for layer in layers}, every_patch,
                       {layer.index: layer.tar_bytes for layer in layers}), layers

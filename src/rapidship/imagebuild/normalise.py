@@ -33,6 +33,7 @@ normalised image normalises to itself. What still differs inside files is fixed 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -50,7 +51,7 @@ from rapidship.engine import ENGINE
 from rapidship.errors import ConfigError, RapidshipError
 from rapidship.needles import Needle, Search
 from rapidship.image import chain_ids, images
-from rapidship.imagebuild import base_layers
+from rapidship.imagebuild import base_layers, layer_order
 from rapidship.imagebuild.base_layers import RUNTIME_BUDGET, dpkg_lists, plan_base_layers
 from rapidship.records import Record, RecordError, load, save
 
@@ -217,21 +218,29 @@ def write_layer(tar: tarfile.TarFile, entries: list[Entry], out: IO[bytes],
 
 # ---- the config (pure) ---------------------------------------------------------------------------
 
-def normal_config(config: dict, diff_ids: list[str], epoch: int, parts_of: dict[int, list[str]] | None = None) -> bytes:
+def normal_config(config: dict, diff_ids: list[str], epoch: int, parts_of: dict[int, list[str]] | None = None,
+                  chain: list[int] | None = None, comments: list[str] | None = None) -> bytes:
     """Pure: the config with its times the epoch and `diff_ids`; a layer split by package
-    (`parts_of`: its index among the layers -> its parts' names) gets one history entry per part."""
+    (`parts_of`: its index among the layers -> its parts' names) gets one history entry per part.
+    With `chain` (the built layers' positions bottom up, layer_order.py), the layers' entries move
+    with them, each keeping the empty ones that followed it, each with its `comments` entry."""
     doc = {k: v for k, v in config.items() if k not in ENGINE_EXTRAS}
     doc["created"] = rfc3339(epoch)
-    history, index = [], 0
+    head: list[dict] = []
+    blocks: list[list[dict]] = []
+    index = 0
     for h in config.get("history") or []:
         h = {**h, "created": rfc3339(epoch)} if "created" in h else h
         if h.get("empty_layer"):
-            history.append(h)
+            (blocks[-1] if blocks else head).append(h)
             continue
         parts = (parts_of or {}).get(index, [""])
-        history += [{**h, "created_by": f"{h.get('created_by', '')}{SPLIT_MARK}{part}"} if part else h for part in parts]
+        blocks += [[{**h, "created_by": f"{h.get('created_by', '')}{SPLIT_MARK}{part}"} if part else h] for part in parts]
         index += 1
-    doc["history"] = history
+    for n, block in enumerate(blocks):
+        if comments is not None and n < len(comments):
+            block[0] = {**block[0], "comment": comments[n]}
+    doc["history"] = head + [h for n in (chain if chain is not None else range(len(blocks))) for h in blocks[n]]
     doc["rootfs"] = {"type": "layers", "diff_ids": list(diff_ids)}
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -376,15 +385,13 @@ def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], Non
             manifest = json.load(outer.extractfile("manifest.json"))[0]  # type: ignore[arg-type]
             config = json.load(outer.extractfile(manifest["Config"]))  # type: ignore[arg-type]
             old_ids = list(config["rootfs"]["diff_ids"])
-            kept = 0
-            while kept < min(len(base_layers), len(old_ids)) and old_ids[kept] == base_layers[kept]:
-                kept += 1
+            base = frozenset(base_layers) & frozenset(old_ids)
             held = frozenset(c for layers in images().values() for c in chain_ids(layers)) if note else frozenset()
             loader = ENGINE.load()
             assert loader.stdin is not None
             image_id, zstd_bytes, reused = "", 0, 0
             try:
-                image_id, zstd_bytes, reused = _write_archive(outer, manifest, old_ids, kept, config, ref, epoch,
+                image_id, zstd_bytes, reused = _write_archive(outer, manifest, old_ids, base, config, ref, epoch,
                                                               loader.stdin, on_bytes, note, held)
                 loader.stdin.close()
             except BrokenPipeError:  # docker load stopped reading: its own words follow
@@ -399,6 +406,7 @@ def normalise(ref: str, base_ref: str, epoch: int, on_bytes: Callable[[int], Non
                              f"normalised {image_id[:19]}", "rebuild; another run may have reused the name")
     if before != after:
         ENGINE.run_cli(["rmi", before])  # the unnormalised image, if nothing else names it (else refused: fine)
+    kept = sum(i in base for i in old_ids)
     return Normalised(ref, after, before, epoch, kept, len(old_ids) - kept - reused, zstd_bytes, reused)
 
 
@@ -445,65 +453,106 @@ class Tee:
         self.out.flush()
 
 
-def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], kept: int, config: dict, ref: str,
-                   epoch: int, out: IO[bytes], on_bytes: Callable[[int], None], note: Note | None = None,
-                   held: frozenset[str] = frozenset()) -> tuple[str, int, int]:
-    """Stream a docker-archive of the normalised image into `out` (docker load's stdin). A layer
-    this normaliser already made, whose chain the engine holds (`held`) and whose facts are kept,
-    is named in the manifest but not written: the loader takes it from its store by chain ID.
-    Returns the image id, the layers' zstd bytes and how many built (not base) layers were reused so."""
-    new_ids, names, zstd, reused = [], [], 0, 0
-    steps = layer_steps(config)
-    parts_of: dict[int, list[str]] = {}
+@dataclass
+class _Part:
+    """One layer of the normalised image before it is written: a built layer, or a part of one."""
+    index: int                  # the built layer it is (of), in the saved archive
+    part: int                   # its part (0 where the layer is not split)
+    label: str                  # the part's name where split
+    member: tarfile.TarInfo     # the built layer in the saved archive
+    base: bool                  # a base layer: kept byte for byte
+    entries: list[Entry] | None  # what is written (None: the base's bytes as they are)
+    unit: layer_order.Unit
+    seen: layer_order.Seen
+
+
+def _survey(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], base: frozenset[str],
+            steps: list[str]) -> tuple[list[_Part], str, dict | None]:
+    """Every layer the image will have, in the built order, with what its order needs (member
+    headers, changelogs), the image's Debian release and the env's layer plan (its layers.json)."""
+    out, codename, plan = [], "", None
     for i, layer_name in enumerate(manifest["Layers"]):
         step = steps[i] if i < len(steps) else ""
-        made = note.made(old_ids[i], step, i < kept) if note is not None else None
-        if made is not None and note is not None and _held(new_ids, made.ids, held) and note.has_facts(made.ids):
-            names += [f"layers/{i}-{k}.tar" for k in range(len(made.ids))]
-            new_ids += made.ids
-            zstd, reused = zstd + sum(made.zstd), reused + (i >= kept)
-            if made.parts:
-                parts_of[i] = made.parts
-            continue
-        member = layer_member(outer, layer_name)
-        ids, sizes, labels = [], [], None
-        if i < kept:
-            names.append(f"layers/{i}-0.tar")
-            out.write(_member_header(names[-1], member.size))
-            stream, counted = outer.extractfile(member), ZstdCount()
-            assert stream is not None
-            sink, whole = Tee(out, counted), hashlib.sha256()  # the copy hashes it: the facts' diff_id check
-            while chunk := stream.read(1 << 20):
-                sink.write(chunk)
-                whole.update(chunk)
-                on_bytes(len(chunk))
-            sink.write(bytes(-member.size % BLOCK))
-            ids.append(old_ids[i])
-            sizes.append(counted.close())
-            if note is not None:
-                note.keep(_kept_facts(outer, member, old_ids[i], "sha256:" + whole.hexdigest(), note))
+        member, kept = layer_member(outer, layer_name), old_ids[i] in base
+        with tarfile.open(fileobj=outer.extractfile(member)) as layer:
+            members = layer.getmembers()
+            parts = None if kept or not splits(step) else split_by_package(layer, members)
+            for k, (label, held) in enumerate(parts or [("", members)]):
+                entries = None if kept else plan_layer(held)
+                written = held if entries is None else [e.info for e in entries if e.info is not None]
+                size = member.size if entries is None else layer_size(entries)
+                texts, packages = [], []
+                for m in held:
+                    path = base_layers.norm_path(m.name)
+                    if (listed := base_layers.DPKG_LIST.match(path)) and m.isfile():
+                        packages.append(listed.group(1))
+                    small = path == "opt/rapidship/layers.json" or path.endswith("os-release") \
+                        or layer_order.CHANGELOG.match(path)
+                    if not (small and m.isfile()):
+                        continue
+                    data = (layer.extractfile(m) or io.BytesIO()).read()
+                    if path == "opt/rapidship/layers.json":
+                        plan = json.loads(data)
+                    elif path.endswith("os-release"):
+                        codename = layer_order.codename_of(data.decode(errors="replace")) or codename
+                    else:
+                        texts.append(layer_order.changelog_text(data))
+                copied = layer_order.COPIED.search(step)
+                seen = layer_order.Seen(copied.group(1) if copied else step, size, kept, tuple(sorted(packages)),
+                                        tuple(texts), any(base_layers.norm_path(m.name) == layer_order.STATUS for m in held),
+                                        any(base_layers.norm_path(m.name) == "opt/rapidship/layers.json" for m in held))
+                out.append(_Part(i, k, label, member, kept, entries, layer_order.unit_of(label or step, size, written), seen))
+    return out, codename, plan
+
+
+def order_parts(parts: list[_Part], codename: str, plan: dict | None) -> tuple[list[int], list[layer_order.Rate]]:
+    """The order the image's layers are written in (layer_order.py), checked: the chain must make
+    the file system the built order makes, file for file."""
+    units = [p.unit for p in parts]
+    rates = layer_order.rates([p.seen for p in parts], codename, plan)
+    chain = layer_order.order(rates, layer_order.conflicts(units))
+    if layer_order.merged(units, chain) != layer_order.merged(units, list(range(len(units)))):
+        raise RapidshipError("normalise", "reordering the layers would change the image's files",
+                             "report this with the build log; the built image is left as it was")
+    return chain, rates
+
+
+def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], base: frozenset[str], config: dict,
+                   ref: str, epoch: int, out: IO[bytes], on_bytes: Callable[[int], None], note: Note | None = None,
+                   held: frozenset[str] = frozenset()) -> tuple[str, int, int]:
+    """Stream a docker-archive of the normalised image into `out` (docker load's stdin), its layers in
+    the order of least re-feed (order_parts). A layer this normaliser already made, whose chain the
+    engine holds (`held`) and whose facts are kept, is named in the manifest but not written: the
+    loader takes it from its store by chain ID. Returns the image id, the layers' zstd bytes and how
+    many built (not base) layers were reused so."""
+    steps = layer_steps(config)
+    parts, codename, plan = _survey(outer, manifest, old_ids, base, steps)
+    chain, rates = order_parts(parts, codename, plan)
+    made_of = {i: note.made(old_ids[i], steps[i] if i < len(steps) else "", old_ids[i] in base) if note else None
+               for i in {p.index for p in parts}}
+    count = {i: sum(p.index == i for p in parts) for i in made_of}
+    got: dict[tuple[int, int], tuple[str, int]] = {}
+    written: set[int] = set()  # built layers with a part written
+    new_ids, names, zstd = [], [], 0
+    for at in chain:
+        p = parts[at]
+        made = made_of[p.index]
+        names.append(f"layers/{p.index}-{p.part}.tar")
+        if made is not None and note is not None and len(made.ids) == count[p.index] \
+                and _held(new_ids, [made.ids[p.part]], held) and note.has_facts([made.ids[p.part]]):
+            got[(p.index, p.part)] = (made.ids[p.part], made.zstd[p.part])
         else:
-            with tarfile.open(fileobj=outer.extractfile(member)) as layer:
-                members = layer.getmembers()
-                parts = split_by_package(layer, members) if splits(step) else None
-                labels = [label for label, _ in parts] if parts else None
-                for k, (_, held_members) in enumerate(parts or [("", members)]):
-                    names.append(f"layers/{i}-{k}.tar")
-                    entries = plan_layer(held_members)
-                    out.write(_member_header(names[-1], layer_size(entries)))
-                    noted = Noting(list(note.needles)) if note is not None else None
-                    counted = ZstdCount()
-                    ids.append(write_layer(layer, entries, Tee(out, counted), on_bytes, noted))
-                    sizes.append(counted.close())
-                    if note is not None and noted is not None:
-                        note.keep(note.facts(ids[-1], noted))
-            if labels:
-                parts_of[i] = labels
-        new_ids += ids
-        zstd += sum(sizes)
-        if note is not None:
-            note.remember(old_ids[i], step, i < kept, Made(ids=ids, parts=labels, zstd=sizes))
-    body = normal_config(config, new_ids, epoch, parts_of)
+            got[(p.index, p.part)] = _write_part(outer, p, old_ids, names[-1], out, on_bytes, note)
+            written.add(p.index)
+        new_ids.append(got[(p.index, p.part)][0])
+        zstd += got[(p.index, p.part)][1]
+    parts_of = {i: [p.label for p in parts if p.index == i] for i in count if count[i] > 1}
+    if note is not None:
+        for i in count:
+            mine = [got[(i, k)] for k in range(count[i])]
+            note.remember(old_ids[i], steps[i] if i < len(steps) else "", old_ids[i] in base,
+                          Made(ids=[m[0] for m in mine], parts=parts_of.get(i), zstd=[m[1] for m in mine]))
+    body = normal_config(config, new_ids, epoch, parts_of, chain, [layer_order.comment(r) for r in rates])
     image_id = "sha256:" + hashlib.sha256(body).hexdigest()
     docs = [("config.json", body),
             ("manifest.json", json.dumps([{"Config": "config.json", "RepoTags": [ref], "Layers": names}]).encode())]
@@ -512,7 +561,34 @@ def _write_archive(outer: tarfile.TarFile, manifest: dict, old_ids: list[str], k
         zstd += len(data)  # a few KB: not worth a compressor
     out.write(bytes(2 * BLOCK))
     out.flush()
-    return image_id, zstd, reused
+    return image_id, zstd, sum(i not in written and old_ids[i] not in base for i in count)
+
+
+def _write_part(outer: tarfile.TarFile, p: _Part, old_ids: list[str], name: str, out: IO[bytes],
+                on_bytes: Callable[[int], None], note: Note | None) -> tuple[str, int]:
+    """Write one layer into the archive as `name`: a base layer's bytes as they are, else its
+    planned entries; returns its diff_id and zstd bytes and keeps its facts."""
+    counted = ZstdCount()
+    if p.entries is None:
+        out.write(_member_header(name, p.member.size))
+        stream = outer.extractfile(p.member)
+        assert stream is not None
+        sink, whole = Tee(out, counted), hashlib.sha256()  # the copy hashes it: the facts' diff_id check
+        while chunk := stream.read(1 << 20):
+            sink.write(chunk)
+            whole.update(chunk)
+            on_bytes(len(chunk))
+        sink.write(bytes(-p.member.size % BLOCK))
+        if note is not None:
+            note.keep(_kept_facts(outer, p.member, old_ids[p.index], "sha256:" + whole.hexdigest(), note))
+        return old_ids[p.index], counted.close()
+    out.write(_member_header(name, layer_size(p.entries)))
+    noted = Noting(list(note.needles)) if note is not None else None
+    with tarfile.open(fileobj=outer.extractfile(p.member)) as layer:
+        diff_id = write_layer(layer, p.entries, Tee(out, counted), on_bytes, noted)
+    if note is not None and noted is not None:
+        note.keep(note.facts(diff_id, noted))
+    return diff_id, counted.close()
 
 
 def _held(below: list[str], ids: list[str], held: frozenset[str]) -> bool:

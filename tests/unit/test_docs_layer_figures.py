@@ -239,3 +239,18 @@ def test_sizes_quotes_the_layer_order_record():
             f"installed bytes, best {r['best_order_bytes'] / 1e9:.1f}; the kind order it replaces: "
             f"{r['kind_order_vs_best']:.2f}x")
     assert want in " ".join((ROOT / "docs/sizes.md").read_text().split()), want
+
+
+def test_sizes_quotes_the_whole_image_order_record():
+    """The CPU image's yearly re-feed in the whole image's order (imagebuild/layer_order.py), as
+    `invoke size-report --delta-cost` recorded it for the built image."""
+    year = json.loads((ORDER / "cpu-image-whole-order.json").read_text())["per_year"]
+    text = " ".join((ROOT / "docs/sizes.md").read_text().split())
+    for want in (f"re-feed is {year['plan_bytes'] / 1e9:.3f} GB in this order against {year['best_order_bytes'] / 1e9:.3f} GB "
+                 f"in the best order of its layers ({year['ratio']:.3f}x;",
+                 f"(`{year['debian_fix']}`, 15 a year) re-feeds {year['debian_fix_refed_bytes'] / 1e6:.1f} MB",
+                 f"still re-feeds about all of it ({year['base_update_refed_bytes'] / 1e6:.1f} MB)"):
+        assert want in text, want
+    layers = json.loads((ORDER / "cpu-image-whole-order.json").read_text())["layers"]
+    assert next(x["rate"] for x in layers if x["label"] == year["debian_fix"]) == 15
+    assert next(x["rate"] for x in layers if x["label"] == "libc6") == 7  # "glibc: 7"

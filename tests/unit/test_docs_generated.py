@@ -35,7 +35,8 @@ def copy(tmp_path):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, tmp_path / rel)
     for records in [ROOT / "docs/measurements/images", *(ROOT / "docs/measurements").glob("release-chain-*"),
-                    *(ROOT / "docs/measurements").glob("patch-day-*")]:
+                    *(ROOT / "docs/measurements").glob("patch-day-*"),
+                    *(ROOT / "docs/measurements").glob("import-floor-*")]:
         shutil.copytree(records, tmp_path / records.relative_to(ROOT))
     return tmp_path
 

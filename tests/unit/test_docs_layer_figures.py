@@ -254,3 +254,35 @@ def test_sizes_quotes_the_whole_image_order_record():
     layers = json.loads((ORDER / "cpu-image-whole-order.json").read_text())["layers"]
     assert next(x["rate"] for x in layers if x["label"] == year["debian_fix"]) == 15
     assert next(x["rate"] for x in layers if x["label"] == "libc6") == 7  # "glibc: 7"
+
+
+def test_sizes_quotes_the_load_and_start_of_the_layout_against_the_coarse_one():
+    rec = json.loads((ORDER / "load-start-rapids-amd64.json").read_text())
+    coarse, planned = rec["refs"]
+    assert (rec["layers"][coarse], rec["layers"][planned]) == (44, 99)
+    med, ratio = rec["median"], rec["ratio_b_over_a"]
+    text = " ".join((ROOT / "docs/sizes.md").read_text().split())
+    for want in (f"`docker load` {med[coarse]['load_s']:.2f} s → {med[planned]['load_s']:.2f} s ({ratio['load_s']:.3f}x)",
+                 f"a start of `/bin/true` {med[coarse]['start_true_s']:.2f} s → {med[planned]['start_true_s']:.2f} s "
+                 f"({ratio['start_true_s']:.2f}x)",
+                 f"imports cuDF {med[coarse]['start_import_s']:.2f} s → {med[planned]['start_import_s']:.2f} s "
+                 f"({ratio['start_import_s']:.2f}x"):
+        assert want in text, want
+
+
+def test_the_import_floor_prose_quotes_its_record():
+    rec = json.loads((ROOT / "docs/measurements/import-floor-2026-12-07/c-numpy-amd64.json").read_text())
+    imp, year = rec["imports"], rec["delta_cost_per_year"]
+    text = " ".join((ROOT / "docs/measurements/export.md").read_text().split())
+    assert imp["engine_load_delta_tar_bytes"] == imp["refed_bytes"]["delta"]  # the same layers the import fed
+    for want in (f"({imp['refed_bytes']['delta']:,} B of tar, from the page cache), `docker load` took "
+                 f"{imp['engine_load_delta_s']:.1f} s, {imp['engine_load_delta_s'] / imp['floor_goal_s']['delta']:.1f}x "
+                 f"the floor goal of {imp['floor_goal_s']['delta']:.1f} s",
+                 f"the delta import took {imp['delta_import_s']:.1f} s, "
+                 f"{imp['delta_import_s'] / imp['engine_load_delta_s']:.2f}x docker's loader alone",
+                 f"against the disk's {imp['disk_write_bytes_per_s'] / 1e6:,.0f} MB/s"):
+        assert want in text, want
+    sizes = " ".join((ROOT / "docs/sizes.md").read_text().split())
+    assert (f"The RAPIDS image (99 layers): {year['plan_bytes'] / 1e9:.3f} GB a year against "
+            f"{year['best_order_bytes'] / 1e9:.3f} GB in the best order ({year['ratio']}x), and the same Debian fix "
+            f"re-feeds {year['debian_fix_refed_bytes'] / 1e6:.1f} MB") in sizes

@@ -133,3 +133,30 @@ def patch_day_table(root: Path) -> str:
                    f"({imp['goal_s']:.1f} s: {'met' if imp['met'] else 'missed'}) | "
                    f"{kept.split(' layer')[0]} / {refed.split(' read')[0]} |")
     return "\n".join(out)
+
+
+IMPORT_FLOOR = "import-floor-*"
+
+
+def import_floor_table(root: Path) -> str:
+    """The newest `import-floor-DATE/` folder's records (bench/patch_layers.py and
+    bench/debian_update.py --import --json, one per real patch, each run alone): each import against
+    its floor (1.5 x writing the bytes whose chain the engine lacks, at the disk rate measured in the
+    same run, + 5 s) and docker's loader alone on the delta's re-fed layers."""
+    folders = sorted((root / RELEASE_CHAIN).glob(IMPORT_FLOOR))
+    if not folders:
+        return "No import measured against its floor yet."
+    out = ["| case | image | re-fed: full, delta (tar) | disk rate | import: full (floor goal) | import: delta (floor goal) "
+           "| docker load alone, delta's layers |", "|---|---|---:|---:|---|---|---:|"]
+    for path in sorted(folders[-1].glob("*.json")):
+        rec = json.loads(path.read_text())
+        imp = rec["imports"]
+        refed, floor, met = imp["refed_bytes"], imp["floor_goal_s"], imp["floor_met"]
+        word = lambda ok: "met" if ok else "missed"  # noqa: E731
+        out.append(f"| [{rec['case']}]({path.relative_to(root / RELEASE_CHAIN).as_posix()}): {rec['changed']} | "
+                   f"`{rec['variant']}` {rec['arch']} | {refed['full']:,}, {refed['delta']:,} | "
+                   f"{imp['disk_write_bytes_per_s'] / 1e6:,.0f} MB/s | {imp['full_import_s']:.1f} s ({floor['full']:.1f} s: "
+                   f"{word(met['full'])}) | **{imp['delta_import_s']:.1f} s** ({floor['delta']:.1f} s: {word(met['delta'])}) | "
+                   f"{imp['engine_load_delta_s']:.1f} s |")
+    return "\n".join(out)
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rapidship.docs import readme, reference, regions
-from rapidship.docs.figures import load_images, patch_day_table, release_chain_tables, sizes_table
+from rapidship.docs.figures import import_floor_table, load_images, patch_day_table, release_chain_tables, sizes_table
 
 TASKS_PAGE = "docs/tasks.md"
 
@@ -17,7 +17,7 @@ def generated(root: Path, ns, matrix) -> dict[str, str]:
         "README.md": {"pipeline": readme.pipeline_picture(), "variants": readme.variant_table(matrix, images)},
         "docs/sizes.md": {"sizes": sizes_table(images, matrix.defaults.budget_bytes)},
         "docs/measurements/benchmarks.md": {"release-chain": release_chain_tables(root)},
-        "docs/measurements/export.md": {"patch-day": patch_day_table(root)},
+        "docs/measurements/export.md": {"patch-day": patch_day_table(root), "import-floor": import_floor_table(root)},
     }
     out = {TASKS_PAGE: reference.page(ns)}
     for page, made in parts.items():

@@ -11,7 +11,9 @@ its docker-archive, whatever engine made it, and loads the result under the same
   a layer that installed Debian packages (the runtime's apt-get step): split by package as the
     base is (base_layers.py), so a Debian update re-ships the packages it changed, not the step;
   the config: `created` and every history time SOURCE_DATE_EPOCH (the commit's time: the release's
-    date, in the labels too), rootfs.diff_ids the new layers', BuildKit's own extras dropped.
+    date, in the labels too), rootfs.diff_ids the new layers', BuildKit's own extras dropped;
+  the order: every layer (the base's too) by its updates a year per byte (layer_order.py), where
+    that leaves every file as it was; each history entry moves with its layer and says its rate.
 A layer's bytes so depend on its content alone. Clamping times to the epoch (what newer BuildKits
 do) was tried first and is not enough: a layer BuildKit takes from its cache keeps the times of the
 build that made it, and files COPY'd from a checkout carry the clone's time, both before the epoch

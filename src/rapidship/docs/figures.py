@@ -112,22 +112,29 @@ def release_chain_tables(root: Path) -> str:
 PATCH_DAY = "patch-day-*"
 
 
+def newest_records(root: Path, pattern: str) -> list[tuple[str, dict]]:
+    """The records of the newest folder `pattern` names under docs/measurements, each with its link
+    from there, in name order; [] when none is measured yet."""
+    folders = sorted((root / RELEASE_CHAIN).glob(pattern))
+    return [(path.relative_to(root / RELEASE_CHAIN).as_posix(), json.loads(path.read_text()))
+            for path in sorted(folders[-1].glob("*.json"))] if folders else []
+
+
 def patch_day_table(root: Path) -> str:
     """The newest `patch-day-DATE/` folder's records (bench/patch_layers.py, bench/debian_update.py
     --json, one per real patch): each disc's bytes against the changed packages' own, and the
     site's import against the goal."""
-    folders = sorted((root / RELEASE_CHAIN).glob(PATCH_DAY))
-    if not folders:
+    records = newest_records(root, PATCH_DAY)
+    if not records:
         return "No patch day measured yet."
     out = ["| case | image | own (zstd) | full N+1 disc | delta disc | delta / own | import: full, delta (goal) | "
            "layers the import keeps / re-feeds |", "|---|---|---:|---:|---:|---:|---|---|"]
-    for path in sorted(folders[-1].glob("*.json")):
-        rec = json.loads(path.read_text())
+    for link, rec in records:
         full, delta = rec["runs"]["N+1 full"]["archive_bytes"], rec["runs"]["N+1 delta"]["archive_bytes"]
         imp = rec["imports"]
         said = imp["delta_said"].removeprefix("delta disc: ").split(" from docker save")[0]
         kept, _, refed = said.partition("; ")
-        out.append(f"| [{rec['case']}]({path.relative_to(root / RELEASE_CHAIN).as_posix()}): {rec['changed']} | "
+        out.append(f"| [{rec['case']}]({link}): {rec['changed']} | "
                    f"`{rec['variant']}` {rec['arch']} | {rec['own_zstd_bytes']:,} | {full:,} | **{delta:,}** | "
                    f"{delta / rec['own_zstd_bytes']:.2f}x | {imp['full_import_s']:.1f} s, **{imp['delta_import_s']:.1f} s** "
                    f"({imp['goal_s']:.1f} s: {'met' if imp['met'] else 'missed'}) | "
@@ -143,17 +150,16 @@ def import_floor_table(root: Path) -> str:
     bench/debian_update.py --import --json, one per real patch, each run alone): each import against
     its floor (1.5 x writing the bytes whose chain the engine lacks, at the disk rate measured in the
     same run, + 5 s) and docker's loader alone on the delta's re-fed layers."""
-    folders = sorted((root / RELEASE_CHAIN).glob(IMPORT_FLOOR))
-    if not folders:
+    records = newest_records(root, IMPORT_FLOOR)
+    if not records:
         return "No import measured against its floor yet."
     out = ["| case | image | re-fed: full, delta (tar) | disk rate | import: full (floor goal) | import: delta (floor goal) "
            "| docker load alone, delta's layers |", "|---|---|---:|---:|---|---|---:|"]
-    for path in sorted(folders[-1].glob("*.json")):
-        rec = json.loads(path.read_text())
+    for link, rec in records:
         imp = rec["imports"]
         refed, floor, met = imp["refed_bytes"], imp["floor_goal_s"], imp["floor_met"]
         word = lambda ok: "met" if ok else "missed"  # noqa: E731
-        out.append(f"| [{rec['case']}]({path.relative_to(root / RELEASE_CHAIN).as_posix()}): {rec['changed']} | "
+        out.append(f"| [{rec['case']}]({link}): {rec['changed']} | "
                    f"`{rec['variant']}` {rec['arch']} | {refed['full']:,}, {refed['delta']:,} | "
                    f"{imp['disk_write_bytes_per_s'] / 1e6:,.0f} MB/s | {imp['full_import_s']:.1f} s ({floor['full']:.1f} s: "
                    f"{word(met['full'])}) | **{imp['delta_import_s']:.1f} s** ({floor['delta']:.1f} s: {word(met['delta'])}) | "

@@ -173,13 +173,17 @@ def imports(base: list[str], new: list[str], out: Path, share: float) -> dict:
             sys.exit(f"--import: the engine holds {held} where {({r: want[r] for r in refs})} was loaded")
 
     from rapidship.export.hostlayers import store
-    from rapidship.image import chain_ids
+    from rapidship.image import chain_ids, images
 
     found = store()
     if found is None:
         sys.exit("--import: the engine's layer store is not readable here (overlay2, as root)")
     new_layers = layers_of(new)
     sizes = {c: found.size(c) for layers in new_layers for c in chain_ids(layers)}  # read while they are there
+    others = {c for ident, layers in images().items() if ident not in want.values() for c in chain_ids(layers)}
+    if sum(n for c, n in sizes.items() if c in others) > 0.5 * sum(sizes.values()):
+        sys.exit("--import: other images in the engine hold most of N+1's chains, so no import here would be a "
+                 "site's: remove them first (docker images), then run the bench again")
     rate = disk_write_rate(found.root)
     refed = {}
     saved = out / "N+1-saved.tar"

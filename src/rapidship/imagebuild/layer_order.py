@@ -37,6 +37,7 @@ import tarfile
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
+from rapidship.imagebuild.base_layers import norm_path
 from rapidship.render.layer_plan import ORDER_STEPS
 
 # a Debian release's date: its first year's uploads to its suites are a package's update rate
@@ -120,7 +121,7 @@ class Unit:
 def unit_of(label: str, tar_bytes: int, members: list[tarfile.TarInfo]) -> Unit:
     entries, whiteouts, opaque, links = {}, [], [], []
     for m in members:
-        path = posixpath.normpath(m.name.lstrip("./")) if m.name.strip("./") else ""
+        path = norm_path(m.name)
         if not path or path == ".":
             continue
         base = posixpath.basename(path)
@@ -133,7 +134,7 @@ def unit_of(label: str, tar_bytes: int, members: list[tarfile.TarInfo]) -> Unit:
                               m.gid, m.mtime, m.size if m.isfile() else 0, m.linkname,
                              tuple(sorted((k, v) for k, v in m.pax_headers.items() if k.startswith("SCHILY.xattr."))))
             if m.islnk():
-                links.append(posixpath.normpath(m.linkname.lstrip("./")))
+                links.append(norm_path(m.linkname))
     return Unit(label, tar_bytes, entries, tuple(whiteouts), tuple(opaque), tuple(links))
 
 

@@ -72,6 +72,9 @@ def test_layers_trade_places_only_where_every_file_stays_as_it_was():
     assert lo.conflicts([env, whiteout]) == {(0, 1)} and lo.conflicts([base, whiteout]) == set()
     assert lo.conflicts([env, opaque]) == {(0, 1)}
     assert lo.conflicts([base, link]) == {(0, 1)}
+    # a whiteout at the root keeps its name's leading dot ("./.wh.x": x, not "wh.x")
+    top = unit("rm-top", member("./.wh.opt"))
+    assert top.whiteouts == ("opt",) and lo.conflicts([env, top]) == {(0, 1)}
     # the file system a chain makes: the same for an allowed swap, another for a forbidden one
     units = [base, env, whiteout]
     assert lo.merged(units, [1, 0]) == lo.merged(units, [0, 1])
